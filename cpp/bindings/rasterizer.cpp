@@ -1,0 +1,136 @@
+// The differentiable rasterizer on numpy arrays. Argument checking with
+// readable messages happens in python/splat/rasterizer.py; the checks here
+// only guard the native code against a caller that bypasses it.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "bindings.h"
+#include "splat/device.h"
+#include "splat/errors.h"
+
+namespace nb = nanobind;
+
+namespace splat::bindings {
+namespace {
+
+using FloatIn = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+
+template <class T>
+nb::ndarray<nb::numpy, T> new_array(std::initializer_list<size_t> shape) {
+  size_t count = 1;
+  for (size_t s : shape) count *= s;
+  T* data = new T[count > 0 ? count : 1]();
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.begin(), owner);
+}
+
+void require(bool ok, const std::string& msg) {
+  if (!ok) throw ConfigError("[rasterizer] " + msg);
+}
+
+void check_shape(const FloatIn& a, const char* name, std::initializer_list<size_t> shape) {
+  bool ok = a.ndim() == shape.size();
+  size_t d = 0;
+  for (size_t s : shape) ok = ok && a.shape(d++) == s;
+  require(ok, std::string(name) + ": unexpected shape");
+}
+
+class Rasterizer {
+ public:
+  explicit Rasterizer(const BackendConfig& config) : config_(config), device_(create_device(config)) {}
+
+  std::string backend() const { return backend_name(device_->backend()); }
+  std::string description() const { return device_->description(); }
+  size_t allocation_count() const { return device_->allocation_count(); }
+
+  nb::tuple forward(FloatIn means, FloatIn log_scales, FloatIn quats, FloatIn opacity_logits, FloatIn sh,
+                    FloatIn w2c, float fx, float fy, float cx, float cy, uint32_t width, uint32_t height,
+                    uint32_t sh_degree, FloatIn background) {
+    const size_t n = means.ndim() == 2 ? means.shape(0) : 0;
+    check_shape(means, "means", {n, 3});
+    check_shape(log_scales, "log_scales", {n, 3});
+    check_shape(quats, "quats", {n, 4});
+    check_shape(opacity_logits, "opacity_logits", {n});
+    require(sh.ndim() == 3 && sh.shape(0) == n && sh.shape(2) == 3, "sh: unexpected shape");
+    const size_t k = sh.shape(1);
+    require(sh_degree <= 3 && k >= (sh_degree + 1) * (sh_degree + 1), "sh_degree: too few SH coefficients");
+    check_shape(w2c, "world_to_camera", {4, 4});
+    check_shape(background, "background", {3});
+    require(width > 0 && height > 0 && fx > 0 && fy > 0, "camera: non-positive size or focal");
+
+    GaussiansView g;
+    g.means = means.data();
+    g.log_scales = log_scales.data();
+    g.quats = quats.data();
+    g.opacity_logits = opacity_logits.data();
+    g.sh = sh.data();
+    g.count = n;
+    g.sh_stride = static_cast<uint32_t>(k);
+    CameraParams cam = make_camera_params(w2c.data(), fx, fy, cx, cy, width, height);
+    float bg[3];
+    std::memcpy(bg, background.data(), sizeof(bg));
+
+    auto image = new_array<float>({height, width, 3});
+    auto alpha = new_array<float>({height, width});
+    auto radii = new_array<int32_t>({n});
+    ForwardOutputs out{image.data(), alpha.data(), radii.data()};
+    {
+      nb::gil_scoped_release release;
+      device_->rasterize_forward(g, cam, sh_degree, bg, out);
+    }
+    last_ = Shape{n, k, width, height};
+    return nb::make_tuple(image, alpha, radii);
+  }
+
+  nb::tuple backward(FloatIn d_image, std::optional<FloatIn> d_alpha) {
+    require(last_.has_value(), "backward() called before forward()");
+    const Shape s = *last_;
+    check_shape(d_image, "d_image", {s.height, s.width, 3});
+    if (d_alpha) check_shape(*d_alpha, "d_alpha", {s.height, s.width});
+    auto means = new_array<float>({s.n, 3});
+    auto log_scales = new_array<float>({s.n, 3});
+    auto quats = new_array<float>({s.n, 4});
+    auto opacity_logits = new_array<float>({s.n});
+    auto sh = new_array<float>({s.n, s.k, 3});
+    auto means2d = new_array<float>({s.n, 2});
+    GradientOutputs grads{means.data(), log_scales.data(), quats.data(), opacity_logits.data(), sh.data(),
+                          means2d.data()};
+    {
+      nb::gil_scoped_release release;
+      device_->rasterize_backward(d_image.data(), d_alpha ? d_alpha->data() : nullptr, grads);
+    }
+    return nb::make_tuple(means, log_scales, quats, opacity_logits, sh, means2d);
+  }
+
+ private:
+  struct Shape {
+    size_t n, k;
+    uint32_t width, height;
+  };
+  BackendConfig config_;
+  std::unique_ptr<Device> device_;
+  std::optional<Shape> last_;
+};
+
+}  // namespace
+
+void bind_rasterizer(nb::module_& m) {
+  nb::class_<Rasterizer>(m, "Rasterizer")
+      .def(nb::init<const BackendConfig&>(), nb::arg("config"))
+      .def_prop_ro("backend", &Rasterizer::backend)
+      .def_prop_ro("description", &Rasterizer::description)
+      .def_prop_ro("allocation_count", &Rasterizer::allocation_count)
+      .def("forward", &Rasterizer::forward, nb::arg("means"), nb::arg("log_scales"), nb::arg("quats"),
+           nb::arg("opacity_logits"), nb::arg("sh"), nb::arg("world_to_camera"), nb::arg("fx"), nb::arg("fy"),
+           nb::arg("cx"), nb::arg("cy"), nb::arg("width"), nb::arg("height"), nb::arg("sh_degree"),
+           nb::arg("background"))
+      .def("backward", &Rasterizer::backward, nb::arg("d_image"), nb::arg("d_alpha").none() = nb::none());
+}
+
+}  // namespace splat::bindings

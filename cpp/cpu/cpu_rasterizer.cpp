@@ -1,0 +1,272 @@
+#include "cpu_rasterizer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../../shaders/common/blend.h"
+#include "../../shaders/common/projection.h"
+#include "../../shaders/common/sh.h"
+
+namespace splat::cpu {
+namespace {
+
+constexpr int kTile = SPLAT_TILE_SIZE;
+constexpr size_t kPairGrad = 9;  // mean2d (2), conic (3), opacity (1), colour (3)
+
+vec3 load3(const float* p, size_t i) { return make_vec3(p[3 * i], p[3 * i + 1], p[3 * i + 2]); }
+
+}  // namespace
+
+void CpuRasterizer::forward(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
+                            const float background[3], const ForwardOutputs& out) {
+  g_ = g;
+  cam_ = cam;
+  sh_degree_ = sh_degree;
+  std::memcpy(background_, background, sizeof(background_));
+  project(sh_degree);
+  bin_and_sort();
+  blend(out);
+  if (out.radii) std::memcpy(out.radii, radius_.data(), g_.count * sizeof(int32_t));
+}
+
+void CpuRasterizer::project(uint32_t sh_degree) {
+  const size_t n = g_.count;
+  size_t& a = allocations_;
+  float* mean2d = mean2d_.ensure(2 * n + 2, a);
+  float* conic = conic_.ensure(3 * n + 3, a);
+  float* depth = depth_.ensure(n + 1, a);
+  float* opacity = opacity_.ensure(n + 1, a);
+  float* color = color_.ensure(3 * n + 3, a);
+  int32_t* radius = radius_.ensure(n + 1, a);
+  int32_t* rect = rect_.ensure(4 * n + 4, a);
+  const vec3 center = camera_center(cam_);
+  pool_.parallel_for(n, 1024, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      const float* q = g_.quats + 4 * i;
+      ProjectedGaussian p;
+      bool visible = project_gaussian(cam_, load3(g_.means, i), load3(g_.log_scales, i), q[0], q[1], q[2], q[3], p);
+      radius[i] = p.radius;
+      depth[i] = p.depth;
+      rect[4 * i + 0] = p.tile_min_x;
+      rect[4 * i + 1] = p.tile_min_y;
+      rect[4 * i + 2] = p.tile_max_x;
+      rect[4 * i + 3] = p.tile_max_y;
+      if (!visible) continue;
+      mean2d[2 * i] = p.mean2d.x;
+      mean2d[2 * i + 1] = p.mean2d.y;
+      conic[3 * i] = p.conic.x;
+      conic[3 * i + 1] = p.conic.y;
+      conic[3 * i + 2] = p.conic.z;
+      opacity[i] = sp_sigmoid(g_.opacity_logits[i]);
+      vec3 c = sh_color(static_cast<int>(sh_degree), load3(g_.means, i), center, g_.sh + 3 * g_.sh_stride * i);
+      color[3 * i] = c.x;
+      color[3 * i + 1] = c.y;
+      color[3 * i + 2] = c.z;
+    }
+  });
+}
+
+void CpuRasterizer::bin_and_sort() {
+  const size_t n = g_.count;
+  const uint32_t tiles_x = cam_.tiles_x;
+  const size_t num_tiles = static_cast<size_t>(cam_.tiles_x) * cam_.tiles_y;
+  size_t& a = allocations_;
+  const int32_t* rect = rect_.data();
+  const int32_t* radius = radius_.data();
+
+  // Pairs per Gaussian -> emission offsets; pairs per tile -> tile starts.
+  uint32_t* offset = pair_offset_.ensure(n + 1, a);
+  uint32_t* tile_start = tile_start_.ensure(num_tiles + 1, a);
+  std::fill(tile_start, tile_start + num_tiles + 1, 0u);
+  uint32_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    offset[i] = total;
+    if (radius[i] == 0) continue;
+    const int32_t* r = rect + 4 * i;
+    for (int32_t ty = r[1]; ty < r[3]; ++ty)
+      for (int32_t tx = r[0]; tx < r[2]; ++tx) ++tile_start[ty * tiles_x + tx + 1];
+    total += static_cast<uint32_t>((r[2] - r[0]) * (r[3] - r[1]));
+  }
+  offset[n] = total;
+  num_pairs_ = total;
+  for (size_t t = 0; t < num_tiles; ++t) tile_start[t + 1] += tile_start[t];
+
+  // Stable scatter by tile in Gaussian-index order (= emission order).
+  uint32_t* gauss = sorted_gauss_.ensure(total + 1, a);
+  uint32_t* emit = sorted_emit_.ensure(total + 1, a);
+  uint32_t* cursor = tile_cursor_.ensure(num_tiles + 1, a);
+  std::memcpy(cursor, tile_start, num_tiles * sizeof(uint32_t));
+  for (size_t i = 0; i < n; ++i) {
+    if (radius[i] == 0) continue;
+    const int32_t* r = rect + 4 * i;
+    uint32_t e = offset[i];
+    for (int32_t ty = r[1]; ty < r[3]; ++ty)
+      for (int32_t tx = r[0]; tx < r[2]; ++tx) {
+        uint32_t slot = cursor[ty * tiles_x + tx]++;
+        gauss[slot] = static_cast<uint32_t>(i);
+        emit[slot] = e++;
+      }
+  }
+
+  // Within each tile, a stable sort by depth keeps Gaussian-index order on
+  // ties: together a stable sort by (tile, depth bits).
+  const float* depth = depth_.data();
+  pool_.parallel_for(num_tiles, 4, [&](size_t lo, size_t hi) {
+    std::vector<std::pair<uint32_t, uint32_t>> items;  // (gauss, emit)
+    for (size_t t = lo; t < hi; ++t) {
+      uint32_t b = tile_start[t], e = tile_start[t + 1];
+      if (e - b < 2) continue;
+      items.resize(e - b);
+      for (uint32_t k = b; k < e; ++k) items[k - b] = {gauss[k], emit[k]};
+      std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
+        return sp_float_bits(depth[x.first]) < sp_float_bits(depth[y.first]);
+      });
+      for (uint32_t k = b; k < e; ++k) {
+        gauss[k] = items[k - b].first;
+        emit[k] = items[k - b].second;
+      }
+    }
+  });
+}
+
+void CpuRasterizer::blend(const ForwardOutputs& out) {
+  const uint32_t width = cam_.width, height = cam_.height, tiles_x = cam_.tiles_x;
+  const size_t num_tiles = static_cast<size_t>(cam_.tiles_x) * cam_.tiles_y;
+  size_t& a = allocations_;
+  float* final_T = final_T_.ensure(static_cast<size_t>(width) * height, a);
+  uint32_t* n_contrib = n_contrib_.ensure(static_cast<size_t>(width) * height, a);
+  const uint32_t* tile_start = tile_start_.data();
+  const uint32_t* gauss = sorted_gauss_.data();
+  const float *mean2d = mean2d_.data(), *conic = conic_.data(), *opacity = opacity_.data(), *color = color_.data();
+  const vec3 bg = make_vec3(background_[0], background_[1], background_[2]);
+
+  pool_.parallel_for(num_tiles, 1, [&](size_t lo, size_t hi) {
+    std::vector<BlendSplat> splats;
+    for (size_t t = lo; t < hi; ++t) {
+      uint32_t b = tile_start[t], e = tile_start[t + 1];
+      splats.resize(e - b);
+      for (uint32_t k = b; k < e; ++k) {
+        uint32_t i = gauss[k];
+        splats[k - b] = {make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
+      }
+      uint32_t x0 = static_cast<uint32_t>(t % tiles_x) * kTile, y0 = static_cast<uint32_t>(t / tiles_x) * kTile;
+      for (uint32_t y = y0; y < std::min(y0 + kTile, height); ++y)
+        for (uint32_t x = x0; x < std::min(x0 + kTile, width); ++x) {
+          vec2 pix = make_vec2(x + 0.5f, y + 0.5f);
+          BlendForwardState st = blend_forward_begin();
+          for (uint32_t k = 0; k < e - b && !st.done; ++k) blend_forward_step(splats[k], pix, k, st);
+          size_t p = static_cast<size_t>(y) * width + x;
+          final_T[p] = st.T;
+          n_contrib[p] = st.n_contrib;
+          if (out.image) {
+            vec3 c = st.color + st.T * bg;
+            out.image[3 * p] = c.x;
+            out.image[3 * p + 1] = c.y;
+            out.image[3 * p + 2] = c.z;
+          }
+          if (out.alpha) out.alpha[p] = 1.f - st.T;
+        }
+    }
+  });
+}
+
+void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads) {
+  const size_t n = g_.count;
+  const uint32_t width = cam_.width, height = cam_.height, tiles_x = cam_.tiles_x;
+  const size_t num_tiles = static_cast<size_t>(cam_.tiles_x) * cam_.tiles_y;
+  const uint32_t* tile_start = tile_start_.data();
+  const uint32_t* gauss = sorted_gauss_.data();
+  const uint32_t* emit = sorted_emit_.data();
+  const float *mean2d = mean2d_.data(), *conic = conic_.data(), *opacity = opacity_.data(), *color = color_.data();
+  const float* final_T = final_T_.data();
+  const uint32_t* n_contrib = n_contrib_.data();
+  float* pair_grad = pair_grad_.ensure(kPairGrad * num_pairs_ + 1, allocations_);
+  const vec3 bg = make_vec3(background_[0], background_[1], background_[2]);
+
+  // 1. Per tile: walk every pixel back from its last contributor; gradients
+  //    accumulate per list entry in pixel order, then land at the pair's
+  //    emission index.
+  pool_.parallel_for(num_tiles, 1, [&](size_t lo, size_t hi) {
+    std::vector<BlendSplat> splats;
+    std::vector<float> acc;
+    for (size_t t = lo; t < hi; ++t) {
+      uint32_t b = tile_start[t], e = tile_start[t + 1];
+      if (e == b) continue;
+      splats.resize(e - b);
+      acc.assign(kPairGrad * (e - b), 0.f);
+      for (uint32_t k = b; k < e; ++k) {
+        uint32_t i = gauss[k];
+        splats[k - b] = {make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
+      }
+      uint32_t x0 = static_cast<uint32_t>(t % tiles_x) * kTile, y0 = static_cast<uint32_t>(t / tiles_x) * kTile;
+      for (uint32_t y = y0; y < std::min(y0 + kTile, height); ++y)
+        for (uint32_t x = x0; x < std::min(x0 + kTile, width); ++x) {
+          size_t p = static_cast<size_t>(y) * width + x;
+          vec2 pix = make_vec2(x + 0.5f, y + 0.5f);
+          vec3 d_pix = load3(d_image, p);
+          BlendBackwardState st = blend_backward_begin(final_T[p], bg, d_pix, d_alpha ? d_alpha[p] : 0.f);
+          for (uint32_t k = n_contrib[p]; k-- > 0;) {
+            BlendGrad gr;
+            if (!blend_backward_step(splats[k], pix, st, gr)) continue;
+            float* a = acc.data() + kPairGrad * k;
+            a[0] += gr.mean2d.x;
+            a[1] += gr.mean2d.y;
+            a[2] += gr.conic.x;
+            a[3] += gr.conic.y;
+            a[4] += gr.conic.z;
+            a[5] += gr.opacity;
+            a[6] += gr.color.x;
+            a[7] += gr.color.y;
+            a[8] += gr.color.z;
+          }
+        }
+      for (uint32_t k = b; k < e; ++k)
+        std::memcpy(pair_grad + kPairGrad * emit[k], acc.data() + kPairGrad * (k - b), kPairGrad * sizeof(float));
+    }
+  });
+
+  // 2. Per Gaussian: sum its pairs in emission order, then the backward of
+  //    colour and projection.
+  const uint32_t* offset = pair_offset_.data();
+  const int32_t* radius = radius_.data();
+  const vec3 center = camera_center(cam_);
+  const uint32_t stride = g_.sh_stride;
+  pool_.parallel_for(n, 512, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      float s[kPairGrad] = {0.f};
+      for (uint32_t e = offset[i]; e < offset[i + 1]; ++e)
+        for (size_t c = 0; c < kPairGrad; ++c) s[c] += pair_grad[kPairGrad * e + c];
+      float* d_sh = grads.sh + 3 * stride * i;
+      std::fill(d_sh, d_sh + 3 * stride, 0.f);
+      if (radius[i] == 0) {
+        std::fill(grads.means + 3 * i, grads.means + 3 * i + 3, 0.f);
+        std::fill(grads.log_scales + 3 * i, grads.log_scales + 3 * i + 3, 0.f);
+        std::fill(grads.quats + 4 * i, grads.quats + 4 * i + 4, 0.f);
+        grads.opacity_logits[i] = 0.f;
+        grads.means2d[2 * i] = grads.means2d[2 * i + 1] = 0.f;
+        continue;
+      }
+      vec3 mean = load3(g_.means, i);
+      vec3 d_mean_color = sh_color_backward(static_cast<int>(sh_degree_), mean, center, g_.sh + 3 * stride * i,
+                                            make_vec3(s[6], s[7], s[8]), d_sh);
+      const float* q = g_.quats + 4 * i;
+      ProjectionGrads pg = project_gaussian_backward(cam_, mean, load3(g_.log_scales, i), q[0], q[1], q[2], q[3],
+                                                     make_vec2(s[0], s[1]), make_vec3(s[2], s[3], s[4]));
+      vec3 dm = pg.mean + d_mean_color;
+      grads.means[3 * i] = dm.x;
+      grads.means[3 * i + 1] = dm.y;
+      grads.means[3 * i + 2] = dm.z;
+      grads.log_scales[3 * i] = pg.log_scale.x;
+      grads.log_scales[3 * i + 1] = pg.log_scale.y;
+      grads.log_scales[3 * i + 2] = pg.log_scale.z;
+      for (int c = 0; c < 4; ++c) grads.quats[4 * i + c] = pg.quat[c];
+      float o = opacity[i];
+      grads.opacity_logits[i] = s[5] * o * (1.f - o);
+      grads.means2d[2 * i] = s[0];
+      grads.means2d[2 * i + 1] = s[1];
+    }
+  });
+}
+
+}  // namespace splat::cpu

@@ -1,0 +1,58 @@
+// The CPU schedules of the rasterizer: per-Gaussian projection, a stable
+// counting sort of (tile, depth) pairs, per-tile blending, and a backward that
+// reduces per-pair gradients per Gaussian in a fixed order (deterministic, no
+// atomics). The math is shaders/common, shared with the SIMT kernels.
+#pragma once
+#include <cstdint>
+
+#include "grow_buffer.h"
+#include "splat/types.h"
+#include "thread_pool.h"
+
+namespace splat::cpu {
+
+class CpuRasterizer {
+ public:
+  explicit CpuRasterizer(ThreadPool& pool) : pool_(pool) {}
+
+  // Renders `g` (which must stay alive and unchanged until backward()).
+  void forward(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree, const float background[3],
+               const ForwardOutputs& out);
+
+  // Backward of the last forward(); d_alpha may be null.
+  void backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads);
+
+  size_t allocation_count() const { return allocations_; }
+  // Number of (tile, Gaussian) pairs of the last forward.
+  size_t pair_count() const { return num_pairs_; }
+
+ private:
+  void project(uint32_t sh_degree);
+  void bin_and_sort();
+  void blend(const ForwardOutputs& out);
+
+  ThreadPool& pool_;
+  size_t allocations_ = 0;
+
+  // The last forward's inputs.
+  GaussiansView g_;
+  CameraParams cam_{};
+  uint32_t sh_degree_ = 0;
+  float background_[3] = {0.f, 0.f, 0.f};
+  size_t num_pairs_ = 0;
+
+  // Per Gaussian.
+  GrowBuffer<float> mean2d_, conic_, depth_, opacity_, color_;
+  GrowBuffer<int32_t> radius_, rect_;           // rect: min_x, min_y, max_x, max_y
+  GrowBuffer<uint32_t> pair_offset_;            // N + 1, emission offsets
+  // Per tile.
+  GrowBuffer<uint32_t> tile_start_, tile_cursor_;  // num_tiles + 1
+  // Per pair, in sorted (tile, depth) order.
+  GrowBuffer<uint32_t> sorted_gauss_, sorted_emit_;
+  GrowBuffer<float> pair_grad_;                 // 9 per pair, at emission index
+  // Per pixel.
+  GrowBuffer<float> final_T_;
+  GrowBuffer<uint32_t> n_contrib_;
+};
+
+}  // namespace splat::cpu

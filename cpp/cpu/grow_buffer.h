@@ -1,0 +1,32 @@
+// Grow-only host buffers: they keep their memory across calls and count their
+// reallocations, so a warm call allocates nothing (and tests can check it).
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace splat::cpu {
+
+template <class T>
+class GrowBuffer {
+ public:
+  // A pointer to at least n elements (contents are unspecified after growth).
+  T* ensure(size_t n, size_t& allocation_counter) {
+    if (n > capacity_) {
+      size_t cap = capacity_ + capacity_ / 2;
+      if (cap < n) cap = n;
+      data_.reset(new T[cap]);
+      capacity_ = cap;
+      ++allocation_counter;
+    }
+    return data_.get();
+  }
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t capacity_ = 0;
+};
+
+}  // namespace splat::cpu

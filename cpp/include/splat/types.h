@@ -1,0 +1,43 @@
+// Plain views over caller-owned arrays, passed across the Device interface.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "../../../shaders/common/params.h"
+
+namespace splat {
+
+// The Gaussian parameters, float32 SoA (docs/architecture.md "Parameters").
+struct GaussiansView {
+  const float* means = nullptr;           // [N,3]
+  const float* log_scales = nullptr;      // [N,3]
+  const float* quats = nullptr;           // [N,4] (w,x,y,z)
+  const float* opacity_logits = nullptr;  // [N]
+  const float* sh = nullptr;              // [N,K,3]
+  size_t count = 0;                       // N
+  uint32_t sh_stride = 1;                 // K
+};
+
+// Outputs of a forward pass, [H,W,3], [H,W], [N].
+struct ForwardOutputs {
+  float* image = nullptr;
+  float* alpha = nullptr;
+  int32_t* radii = nullptr;
+};
+
+// Gradients of a backward pass, shaped like GaussiansView plus means2d [N,2].
+struct GradientOutputs {
+  float* means = nullptr;
+  float* log_scales = nullptr;
+  float* quats = nullptr;
+  float* opacity_logits = nullptr;
+  float* sh = nullptr;
+  float* means2d = nullptr;
+};
+
+// Fills the derived camera fields (centre, tan fov, tiles, planes) of a
+// CameraParams from its world-to-camera rows and intrinsics.
+CameraParams make_camera_params(const float w2c_4x4[16], float fx, float fy, float cx, float cy,
+                                uint32_t width, uint32_t height);
+
+}  // namespace splat

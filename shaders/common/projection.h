@@ -1,0 +1,246 @@
+// EWA projection of one 3D Gaussian to the image plane, and its backward.
+// Conventions: docs/architecture.md "Projection".
+#pragma once
+#include "camera.h"
+
+// What projection produces for one Gaussian; radius 0 means invisible.
+struct ProjectedGaussian {
+  vec2 mean2d;
+  vec3 conic;  // (A, B, C) of the inverse 2D covariance
+  float depth;
+  int radius;
+  int tile_min_x, tile_min_y, tile_max_x, tile_max_y;  // tile rect [min, max)
+};
+
+// Rotation matrix of the unit quaternion (w, x, y, z).
+SPLAT_FUNC mat3 quat_to_rotation(float w, float x, float y, float z) {
+  mat3 r;
+  r.m[0][0] = 1.f - 2.f * (y * y + z * z);
+  r.m[0][1] = 2.f * (x * y - w * z);
+  r.m[0][2] = 2.f * (x * z + w * y);
+  r.m[1][0] = 2.f * (x * y + w * z);
+  r.m[1][1] = 1.f - 2.f * (x * x + z * z);
+  r.m[1][2] = 2.f * (y * z - w * x);
+  r.m[2][0] = 2.f * (x * z - w * y);
+  r.m[2][1] = 2.f * (y * z + w * x);
+  r.m[2][2] = 1.f - 2.f * (x * x + y * y);
+  return r;
+}
+
+// M = R S: columns of R scaled by the Gaussian's scales; Sigma = M M^T.
+SPLAT_FUNC mat3 scaled_rotation(mat3 rot, vec3 scale) {
+  mat3 m;
+  for (int i = 0; i < 3; ++i) {
+    m.m[i][0] = rot.m[i][0] * scale.x;
+    m.m[i][1] = rot.m[i][1] * scale.y;
+    m.m[i][2] = rot.m[i][2] * scale.z;
+  }
+  return m;
+}
+
+// The projection Jacobian (rows 0 and 1; J[0][1] = J[1][0] = 0) with the
+// view-space x/z and y/z clamped to 1.3 tan(fov/2), as in the reference 3DGS.
+struct ProjectionJacobian {
+  float j00, j02, j11, j12;
+  float u, v;            // clamped t.x / t.z and t.y / t.z
+  bool clamped_x, clamped_y;
+};
+
+SPLAT_FUNC ProjectionJacobian projection_jacobian(SPLAT_CONST_MEM const CameraParams& cam, vec3 t) {
+  ProjectionJacobian jac;
+  float lim_x = 1.3f * cam.tan_fovx;
+  float lim_y = 1.3f * cam.tan_fovy;
+  float ux = t.x / t.z;
+  float uy = t.y / t.z;
+  jac.clamped_x = ux < -lim_x || ux > lim_x;
+  jac.clamped_y = uy < -lim_y || uy > lim_y;
+  jac.u = sp_clamp(ux, -lim_x, lim_x);
+  jac.v = sp_clamp(uy, -lim_y, lim_y);
+  jac.j00 = cam.fx / t.z;
+  jac.j11 = cam.fy / t.z;
+  jac.j02 = -cam.fx * jac.u / t.z;  // -fx tx / z^2 with tx = u z
+  jac.j12 = -cam.fy * jac.v / t.z;
+  return jac;
+}
+
+// T = J R_w (2x3): rows of the view-to-screen linear map.
+SPLAT_FUNC void screen_map(ProjectionJacobian jac, mat3 rw, SPLAT_THREAD float (&tm)[2][3]) {
+  for (int k = 0; k < 3; ++k) {
+    tm[0][k] = jac.j00 * rw.m[0][k] + jac.j02 * rw.m[2][k];
+    tm[1][k] = jac.j11 * rw.m[1][k] + jac.j12 * rw.m[2][k];
+  }
+}
+
+// The tile rect [min, max) a splat of `radius` around `mean2d` touches.
+SPLAT_FUNC bool tile_rect(vec2 mean2d, int radius, uint32_t tiles_x, uint32_t tiles_y,
+                          SPLAT_THREAD ProjectedGaussian& p) {
+  float r = (float)radius;
+  float ts = (float)SPLAT_TILE_SIZE;
+  p.tile_min_x = (int)sp_clamp(sp_floor((mean2d.x - r) / ts), 0.f, (float)tiles_x);
+  p.tile_min_y = (int)sp_clamp(sp_floor((mean2d.y - r) / ts), 0.f, (float)tiles_y);
+  p.tile_max_x = (int)sp_clamp(sp_ceil((mean2d.x + r) / ts), 0.f, (float)tiles_x);
+  p.tile_max_y = (int)sp_clamp(sp_ceil((mean2d.y + r) / ts), 0.f, (float)tiles_y);
+  return p.tile_max_x > p.tile_min_x && p.tile_max_y > p.tile_min_y;
+}
+
+// Projects one Gaussian. Returns false (and radius 0) when it is invisible:
+// outside [near, far], a degenerate 2D covariance, or no tile touched.
+SPLAT_FUNC bool project_gaussian(SPLAT_CONST_MEM const CameraParams& cam, vec3 mean, vec3 log_scale,
+                                 float qw, float qx, float qy, float qz,
+                                 SPLAT_THREAD ProjectedGaussian& p) {
+  p.radius = 0;
+  p.tile_min_x = p.tile_min_y = p.tile_max_x = p.tile_max_y = 0;
+  vec3 t = world_to_view(cam, mean);
+  p.depth = t.z;
+  if (!(t.z >= cam.near_plane && t.z <= cam.far_plane)) return false;
+
+  float qn = sp_sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
+  mat3 rot = quat_to_rotation(qw / qn, qx / qn, qy / qn, qz / qn);
+  vec3 scale = make_vec3(sp_exp(log_scale.x), sp_exp(log_scale.y), sp_exp(log_scale.z));
+  mat3 m = scaled_rotation(rot, scale);
+
+  ProjectionJacobian jac = projection_jacobian(cam, t);
+  float tm[2][3];
+  screen_map(jac, camera_rotation(cam), tm);
+  // cov2d = (T M)(T M)^T + 0.3 I
+  float tmm[2][3];
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 3; ++k)
+      tmm[r][k] = tm[r][0] * m.m[0][k] + tm[r][1] * m.m[1][k] + tm[r][2] * m.m[2][k];
+  float a = tmm[0][0] * tmm[0][0] + tmm[0][1] * tmm[0][1] + tmm[0][2] * tmm[0][2] + 0.3f;
+  float b = tmm[0][0] * tmm[1][0] + tmm[0][1] * tmm[1][1] + tmm[0][2] * tmm[1][2];
+  float c = tmm[1][0] * tmm[1][0] + tmm[1][1] * tmm[1][1] + tmm[1][2] * tmm[1][2] + 0.3f;
+  float det = a * c - b * b;
+  if (!(det > 0.f)) return false;
+  p.conic = make_vec3(c / det, -b / det, a / det);
+  p.mean2d = make_vec2(cam.fx * t.x / t.z + cam.cx, cam.fy * t.y / t.z + cam.cy);
+  float mid = 0.5f * (a + c);
+  float lambda_max = mid + sp_sqrt(sp_max(0.1f, mid * mid - det));
+  int radius = (int)sp_ceil(3.f * sp_sqrt(lambda_max));
+  if (!tile_rect(p.mean2d, radius, cam.tiles_x, cam.tiles_y, p)) return false;
+  p.radius = radius;
+  return true;
+}
+
+// Gradients of the projection inputs.
+struct ProjectionGrads {
+  vec3 mean;
+  vec3 log_scale;
+  float quat[4];
+};
+
+// Backward of project_gaussian for a visible Gaussian, given dL/d mean2d and
+// dL/d conic. The clamp of x/z and y/z is differentiated exactly: a clamped
+// coordinate contributes through t.z only.
+SPLAT_FUNC ProjectionGrads project_gaussian_backward(SPLAT_CONST_MEM const CameraParams& cam, vec3 mean,
+                                                     vec3 log_scale, float qw, float qx, float qy,
+                                                     float qz, vec2 d_mean2d, vec3 d_conic) {
+  vec3 t = world_to_view(cam, mean);
+  float qn = sp_sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
+  float w = qw / qn, x = qx / qn, y = qy / qn, z = qz / qn;
+  mat3 rot = quat_to_rotation(w, x, y, z);
+  vec3 scale = make_vec3(sp_exp(log_scale.x), sp_exp(log_scale.y), sp_exp(log_scale.z));
+  mat3 m = scaled_rotation(rot, scale);
+  mat3 rw = camera_rotation(cam);
+  ProjectionJacobian jac = projection_jacobian(cam, t);
+  float tm[2][3];
+  screen_map(jac, rw, tm);
+  float tmm[2][3];
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 3; ++k)
+      tmm[r][k] = tm[r][0] * m.m[0][k] + tm[r][1] * m.m[1][k] + tm[r][2] * m.m[2][k];
+  float a = tmm[0][0] * tmm[0][0] + tmm[0][1] * tmm[0][1] + tmm[0][2] * tmm[0][2] + 0.3f;
+  float b = tmm[0][0] * tmm[1][0] + tmm[0][1] * tmm[1][1] + tmm[0][2] * tmm[1][2];
+  float c = tmm[1][0] * tmm[1][0] + tmm[1][1] * tmm[1][1] + tmm[1][2] * tmm[1][2] + 0.3f;
+  float det = a * c - b * b;
+  float id2 = 1.f / (det * det);
+
+  // conic = (c, -b, a) / det  ->  dL/d(a, b, c)
+  float dA = d_conic.x, dB = d_conic.y, dC = d_conic.z;
+  float ga = id2 * (-c * c * dA + b * c * dB + (det - a * c) * dC);
+  float gc = id2 * ((det - a * c) * dA + a * b * dB - a * a * dC);
+  float gb = id2 * (2.f * b * c * dA - (det + 2.f * b * b) * dB + 2.f * a * b * dC);
+  // Symmetric G with cov2d = T Sigma T^T: dL/dcov2d = [[ga, gb/2], [gb/2, gc]].
+  float g[2][2] = {{ga, 0.5f * gb}, {0.5f * gb, gc}};
+
+  // dL/dSigma = T^T G T (3x3 symmetric);   dL/dT = 2 G T Sigma.
+  // With Sigma = M M^T: dL/dM = 2 dL/dSigma M; and T Sigma = (T M) M^T.
+  float gt[2][3];  // G T
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 3; ++k) gt[r][k] = g[r][0] * tm[0][k] + g[r][1] * tm[1][k];
+  mat3 d_sigma;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) d_sigma.m[i][j] = tm[0][i] * gt[0][j] + tm[1][i] * gt[1][j];
+  float d_tm[2][3];  // 2 G (T M) M^T
+  for (int r = 0; r < 2; ++r) {
+    float gtmm[3];
+    for (int k = 0; k < 3; ++k) gtmm[k] = g[r][0] * tmm[0][k] + g[r][1] * tmm[1][k];
+    for (int i = 0; i < 3; ++i)
+      d_tm[r][i] = 2.f * (gtmm[0] * m.m[i][0] + gtmm[1] * m.m[i][1] + gtmm[2] * m.m[i][2]);
+  }
+  // T = J R_w: dL/dJ = dL/dT R_w^T; only j00, j02, j11, j12 are non-zero.
+  float d_j00 = d_tm[0][0] * rw.m[0][0] + d_tm[0][1] * rw.m[0][1] + d_tm[0][2] * rw.m[0][2];
+  float d_j02 = d_tm[0][0] * rw.m[2][0] + d_tm[0][1] * rw.m[2][1] + d_tm[0][2] * rw.m[2][2];
+  float d_j11 = d_tm[1][0] * rw.m[1][0] + d_tm[1][1] * rw.m[1][1] + d_tm[1][2] * rw.m[1][2];
+  float d_j12 = d_tm[1][0] * rw.m[2][0] + d_tm[1][1] * rw.m[2][1] + d_tm[1][2] * rw.m[2][2];
+
+  float iz = 1.f / t.z;
+  float iz2 = iz * iz;
+  // j00 = fx/z; j02 = -fx u / z with u = clamp(x/z): du/dx = 1/z, du/dz = -x/z^2 unless clamped.
+  float d_tx = 0.f, d_ty = 0.f, d_tz = 0.f;
+  d_tz += -cam.fx * iz2 * d_j00 - cam.fy * iz2 * d_j11;
+  d_tz += cam.fx * jac.u * iz2 * d_j02 + cam.fy * jac.v * iz2 * d_j12;
+  if (!jac.clamped_x) {
+    d_tx += -cam.fx * iz2 * d_j02;
+    d_tz += cam.fx * t.x * iz2 * iz * d_j02;
+  }
+  if (!jac.clamped_y) {
+    d_ty += -cam.fy * iz2 * d_j12;
+    d_tz += cam.fy * t.y * iz2 * iz * d_j12;
+  }
+  // mean2d = (fx x/z + cx, fy y/z + cy)
+  d_tx += cam.fx * iz * d_mean2d.x;
+  d_ty += cam.fy * iz * d_mean2d.y;
+  d_tz += -cam.fx * t.x * iz2 * d_mean2d.x - cam.fy * t.y * iz2 * d_mean2d.y;
+
+  ProjectionGrads out;
+  out.mean = mat3_apply_transposed(rw, make_vec3(d_tx, d_ty, d_tz));
+
+  // dL/dM = 2 dL/dSigma M
+  mat3 d_m;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      d_m.m[i][j] = 2.f * (d_sigma.m[i][0] * m.m[0][j] + d_sigma.m[i][1] * m.m[1][j] +
+                           d_sigma.m[i][2] * m.m[2][j]);
+  // M[i][j] = R[i][j] s_j
+  float d_s[3] = {0.f, 0.f, 0.f};
+  mat3 d_r;
+  for (int i = 0; i < 3; ++i) {
+    d_s[0] += d_m.m[i][0] * rot.m[i][0];
+    d_s[1] += d_m.m[i][1] * rot.m[i][1];
+    d_s[2] += d_m.m[i][2] * rot.m[i][2];
+    d_r.m[i][0] = d_m.m[i][0] * scale.x;
+    d_r.m[i][1] = d_m.m[i][1] * scale.y;
+    d_r.m[i][2] = d_m.m[i][2] * scale.z;
+  }
+  out.log_scale = make_vec3(d_s[0] * scale.x, d_s[1] * scale.y, d_s[2] * scale.z);
+
+  // Rotation of the unit quaternion -> d(w, x, y, z)
+  float R00 = d_r.m[0][0], R01 = d_r.m[0][1], R02 = d_r.m[0][2];
+  float R10 = d_r.m[1][0], R11 = d_r.m[1][1], R12 = d_r.m[1][2];
+  float R20 = d_r.m[2][0], R21 = d_r.m[2][1], R22 = d_r.m[2][2];
+  float dw = 2.f * (-z * R01 + y * R02 + z * R10 - x * R12 - y * R20 + x * R21);
+  float dx = 2.f * (y * R01 + z * R02 + y * R10 - 2.f * x * R11 - w * R12 + z * R20 + w * R21 -
+                    2.f * x * R22);
+  float dy = 2.f * (-2.f * y * R00 + x * R01 + w * R02 + x * R10 + z * R12 - w * R20 + z * R21 -
+                    2.f * y * R22);
+  float dz = 2.f * (-2.f * z * R00 - w * R01 + x * R02 + w * R10 - 2.f * z * R11 + y * R12 +
+                    x * R20 + y * R21);
+  // normalization q / |q|: project out the radial component
+  float qdot = w * dw + x * dx + y * dy + z * dz;
+  out.quat[0] = (dw - w * qdot) / qn;
+  out.quat[1] = (dx - x * qdot) / qn;
+  out.quat[2] = (dy - y * qdot) / qn;
+  out.quat[3] = (dz - z * qdot) / qn;
+  return out;
+}
