@@ -126,11 +126,13 @@ void bind_rasterizer(nb::module_& m) {
       .def_prop_ro("backend", &Rasterizer::backend)
       .def_prop_ro("description", &Rasterizer::description)
       .def_prop_ro("allocation_count", &Rasterizer::allocation_count)
-      .def("forward", &Rasterizer::forward, nb::arg("means"), nb::arg("log_scales"), nb::arg("quats"),
-           nb::arg("opacity_logits"), nb::arg("sh"), nb::arg("world_to_camera"), nb::arg("fx"), nb::arg("fy"),
-           nb::arg("cx"), nb::arg("cy"), nb::arg("width"), nb::arg("height"), nb::arg("sh_degree"),
-           nb::arg("background"))
-      .def("backward", &Rasterizer::backward, nb::arg("d_image"), nb::arg("d_alpha").none() = nb::none());
+      // noconvert: the native side never copies or casts silently.
+      .def("forward", &Rasterizer::forward, nb::arg("means").noconvert(), nb::arg("log_scales").noconvert(),
+           nb::arg("quats").noconvert(), nb::arg("opacity_logits").noconvert(), nb::arg("sh").noconvert(),
+           nb::arg("world_to_camera").noconvert(), nb::arg("fx"), nb::arg("fy"), nb::arg("cx"), nb::arg("cy"),
+           nb::arg("width"), nb::arg("height"), nb::arg("sh_degree"), nb::arg("background").noconvert())
+      .def("backward", &Rasterizer::backward, nb::arg("d_image").noconvert(),
+           nb::arg("d_alpha").noconvert().none() = nb::none());
 }
 
 }  // namespace splat::bindings
