@@ -1,0 +1,552 @@
+"""Run configuration: TOML files <-> dataclasses, validated in one pass.
+
+A config file has up to four tables::
+
+    [data]      where the scene is and how to load it          (DataConfig)
+    [train]     the training recipe, 3DGS defaults              (TrainConfig)
+    [backend]   native backend switches                          (splat.BackendConfig)
+    [output]    run folder, checkpoints, evaluation, exports    (OutputConfig)
+
+`check_config` returns every problem at once, each line starting with the
+`section.key` it concerns; `load_config` raises `ConfigError` carrying the
+same list. Relative `data.path` / `data.eval_path` are resolved against the
+directory of the config file; `output.dir` stays relative to the working
+directory of the run.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+try:  # Python 3.11+
+    import tomllib as _toml
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10 (pyproject depends on tomli there)
+    import tomli as _toml
+
+__all__ = ["Config", "ConfigError", "DataConfig", "OutputConfig", "TrainConfig", "check_config",
+           "load_config", "SECTIONS"]
+
+
+class ConfigError(ValueError):
+    """One or more configuration errors; `.errors` lists them as 'section.key: message'."""
+
+    def __init__(self, errors: list[str], source: str | None = None):
+        self.errors = list(errors)
+        where = f"{source}: " if source else ""
+        if len(self.errors) == 1:
+            msg = f"[splat] {where}{self.errors[0]}"
+        else:
+            msg = f"[splat] {where}{len(self.errors)} configuration errors:\n" + "\n".join(
+                f"  {e}" for e in self.errors)
+        super().__init__(msg)
+
+
+# --------------------------------------------------------------------------- field specs
+
+
+def _f(default, kind: str, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=None, doc=""):
+    """A config field: `kind` is int, float, bool, str, ints, color, frames or optpath."""
+    meta = {"kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open,
+            "choices": choices, "doc": doc}
+    if isinstance(default, list):
+        return field(default_factory=lambda d=default: list(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _type_name(v) -> str:
+    return type(v).__name__
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _range_error(meta, v) -> str | None:
+    lo, hi = meta["lo"], meta["hi"]
+    if lo is not None and (v <= lo if meta["lo_open"] else v < lo):
+        op = ">" if meta["lo_open"] else ">="
+        if hi is not None:
+            return f"must be in {'(' if meta['lo_open'] else '['}{lo}, {hi}{')' if meta['hi_open'] else ']'}, got {v!r}"
+        return f"must be {op} {lo}, got {v!r}"
+    if hi is not None and (v >= hi if meta["hi_open"] else v > hi):
+        if lo is not None:
+            return f"must be in {'(' if meta['lo_open'] else '['}{lo}, {hi}{')' if meta['hi_open'] else ']'}, got {v!r}"
+        return f"must be {'<' if meta['hi_open'] else '<='} {hi}, got {v!r}"
+    return None
+
+
+def _coerce(meta, v):
+    """(value, error message or None) for one field value."""
+    kind = meta["kind"]
+    if kind == "int":
+        if not _is_int(v):
+            return v, f"expected an integer, got {_type_name(v)} {v!r}"
+        return v, _range_error(meta, v)
+    if kind == "float":
+        if not _is_num(v):
+            return v, f"expected a number, got {_type_name(v)} {v!r}"
+        v = float(v)
+        if not math.isfinite(v):
+            return v, f"must be finite, got {v!r}"
+        return v, _range_error(meta, v)
+    if kind == "bool":
+        if not isinstance(v, bool):
+            return v, f"expected true or false, got {_type_name(v)} {v!r}"
+        return v, None
+    if kind == "str":
+        if not isinstance(v, str):
+            return v, f"expected a string, got {_type_name(v)} {v!r}"
+        if meta["choices"] and v not in meta["choices"]:
+            return v, f"expected one of {', '.join(repr(c) for c in meta['choices'])}, got {v!r}"
+        return v, None
+    if kind == "optpath":
+        if v is None:
+            return None, None
+        if isinstance(v, os.PathLike):
+            v = os.fspath(v)
+        if not isinstance(v, str) or not v:
+            return v, f"expected a path string, got {_type_name(v)} {v!r}"
+        return v, None
+    if kind == "ints":
+        if not isinstance(v, (list, tuple)) or not all(_is_int(x) for x in v):
+            return v, f"expected a list of integers, got {v!r}"
+        bad = [x for x in v if x < (meta["lo"] or 0)]
+        if bad:
+            return list(v), f"steps must be >= {meta['lo'] or 0}, got {bad[0]}"
+        return sorted(set(v)), None
+    if kind == "color":
+        if not isinstance(v, (list, tuple)) or len(v) != 3 or not all(_is_num(x) for x in v):
+            return v, f"expected 3 numbers (r, g, b) in [0, 1], got {v!r}"
+        v = tuple(float(x) for x in v)
+        if not all(0.0 <= x <= 1.0 for x in v):
+            return v, f"values must be in [0, 1], got {list(v)!r}"
+        return v, None
+    if kind == "frames":
+        if v is None:
+            return None, None
+        from .data.dataset import parse_frames
+        try:
+            parse_frames(v)
+        except (TypeError, ValueError) as exc:
+            return v, str(exc).removeprefix("[splat] frames: ")
+        if isinstance(v, str):
+            return v, None
+        if isinstance(v, (list, tuple)):
+            return [int(x) for x in v], None
+        return v, f"expected a string like '0::2' or a list of indices, got {_type_name(v)}"
+    raise AssertionError(kind)
+
+
+class _Section:
+    """Keyword-only construction with every value checked; unknown keys rejected."""
+
+    SECTION: ClassVar[str] = ""
+
+    def __init__(self, **kwargs):
+        values, errors = type(self)._collect(kwargs)
+        if errors:
+            raise ConfigError(errors)
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    @classmethod
+    def _collect(cls, kwargs: dict) -> tuple[dict, list[str]]:
+        values, errors, _ = cls._collect_bad(kwargs)
+        return values, errors
+
+    @classmethod
+    def _collect_bad(cls, kwargs: dict) -> tuple[dict, list[str], set]:
+        """(values, errors, names of fields whose value is bad)."""
+        sec = cls.SECTION
+        errors = []
+        bad = set()
+        known = {f.name: f for f in fields(cls)}
+        for k in kwargs:
+            if k not in known:
+                close = difflib.get_close_matches(str(k), list(known), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                errors.append(f"{sec}.{k}: unknown key{hint}")
+        values = {}
+        for name, f in known.items():
+            if name in kwargs:
+                v, err = _coerce(f.metadata, kwargs[name])
+                if err:
+                    errors.append(f"{sec}.{name}: {err}")
+                    bad.add(name)
+            else:
+                v = f.default_factory() if f.default is MISSING else f.default
+            values[name] = v
+        errors += cls._cross_check(values, bad)
+        return values, errors, bad
+
+    @classmethod
+    def _cross_check(cls, values: dict, bad: set) -> list[str]:
+        """Checks between fields; a check is skipped when one of its fields is in `bad`."""
+        return []
+
+    def errors(self) -> list[str]:
+        """Re-check the current values (after attribute assignment, say)."""
+        return type(self)._collect(self.to_dict())[1]
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else (list(v) if isinstance(v, list) else v)
+        return out
+
+    @classmethod
+    def docs(cls) -> dict[str, str]:
+        return {f.name: f.metadata.get("doc", "") for f in fields(cls)}
+
+
+# --------------------------------------------------------------------------- sections
+
+
+@dataclass(init=False)
+class DataConfig(_Section):
+    """[data]: the scene folder and how to load it (see splat.load_dataset)."""
+
+    SECTION: ClassVar[str] = "data"
+    path: str | None = _f(None, "optpath", doc="scene folder (Blender or COLMAP); relative to the config file")
+    format: str = _f("auto", "str", choices=("auto", "blender", "colmap"), doc="dataset format")
+    train_split: str = _f("train", "str", choices=("train", "val", "test", "all"), doc="split trained on")
+    eval_split: str = _f("test", "str", choices=("train", "val", "test", "all"), doc="split evaluated on")
+    downscale: int = _f(1, "int", lo=1, doc="integer image downscale (box average)")
+    background: tuple = _f((1.0, 1.0, 1.0), "color", doc="RGB background images are composited on")
+    test_every: int = _f(8, "int", lo=2, doc="COLMAP: every n-th image (sorted by name) is held out for test")
+    train_frames: Any = _f(None, "frames", doc="subset of the train split: 'start:stop:step' or index list")
+    test_frames: Any = _f(None, "frames", doc="subset of the eval split: 'start:stop:step' or index list")
+    eval_path: str | None = _f(None, "optpath", doc="scene folder for evaluation if not `path`")
+    eval_supersample: int = _f(1, "int", lo=1, hi=16,
+                               doc="render eval views at this multiple of the eval image size, "
+                                   "then box-average down")
+
+    @classmethod
+    def _cross_check(cls, v, bad):
+        errors = []
+        if bad & {"format", "train_split", "eval_split"}:
+            return errors
+        if v["format"] == "colmap":
+            for key in ("train_split", "eval_split"):
+                if v[key] == "val":
+                    errors.append(f"data.{key}: COLMAP scenes have no 'val' split (use train, test or all)")
+        if v["format"] == "blender":
+            for key in ("train_split", "eval_split"):
+                if v[key] == "all":
+                    errors.append(f"data.{key}: Blender scenes have splits train, val, test")
+        return errors
+
+
+@dataclass(init=False)
+class TrainConfig(_Section):
+    """[train]: the optimisation recipe; defaults are those of 3D Gaussian Splatting."""
+
+    SECTION: ClassVar[str] = "train"
+    steps: int = _f(30000, "int", lo=1, doc="optimisation steps")
+    # Adam learning rates per parameter group
+    means_lr: float = _f(1.6e-4, "float", lo=0.0, doc="initial means lr, times the scene extent")
+    means_lr_final: float = _f(1.6e-6, "float", lo=0.0,
+                               doc="final means lr (exponential decay over `steps`), times the scene extent")
+    log_scales_lr: float = _f(5e-3, "float", lo=0.0, doc="log-scales lr")
+    quats_lr: float = _f(1e-3, "float", lo=0.0, doc="quaternion lr")
+    opacity_lr: float = _f(5e-2, "float", lo=0.0, doc="opacity-logit lr")
+    sh_dc_lr: float = _f(2.5e-3, "float", lo=0.0, doc="SH degree-0 lr")
+    sh_rest_lr: float = _f(2.5e-3 / 20.0, "float", lo=0.0, doc="SH higher-degree lr")
+    adam_eps: float = _f(1e-15, "float", lo=0.0, lo_open=True, doc="Adam epsilon")
+    adam_beta1: float = _f(0.9, "float", lo=0.0, hi=1.0, hi_open=True, doc="Adam beta1")
+    adam_beta2: float = _f(0.999, "float", lo=0.0, hi=1.0, hi_open=True, doc="Adam beta2")
+    # spherical harmonics
+    sh_degree: int = _f(3, "int", lo=0, hi=3, doc="final SH degree")
+    sh_degree_interval: int = _f(1000, "int", lo=1, doc="raise the active SH degree every this many steps")
+    # densification
+    densify_from: int = _f(500, "int", lo=0, doc="first densification step")
+    densify_until: int = _f(15000, "int", lo=0, doc="last densification step")
+    densify_every: int = _f(100, "int", lo=1, doc="densify every this many steps")
+    densify_grad_threshold: float = _f(2e-4, "float", lo=0.0, lo_open=True,
+                                       doc="mean screen-space gradient norm that triggers clone/split")
+    percent_dense: float = _f(0.01, "float", lo=0.0, hi=1.0, lo_open=True,
+                              doc="clone if max scale <= this times the extent, else split")
+    split_count: int = _f(2, "int", lo=2, doc="Gaussians a split produces")
+    split_scale_divisor: float = _f(1.6, "float", lo=0.0, lo_open=True,
+                                    doc="scales of split Gaussians are divided by this")
+    prune_opacity: float = _f(0.005, "float", lo=0.0, hi=1.0, hi_open=True,
+                              doc="prune Gaussians with opacity below this")
+    prune_max_screen_radius: float = _f(20.0, "float", lo=0.0, lo_open=True,
+                                        doc="prune screen radius above this (pixels; after the first opacity reset)")
+    prune_max_world_scale: float = _f(0.1, "float", lo=0.0, lo_open=True,
+                                      doc="prune max scale above this times the extent (after the first opacity reset)")
+    opacity_reset_every: int = _f(3000, "int", lo=1, doc="reset opacities every this many steps")
+    opacity_reset_value: float = _f(0.01, "float", lo=0.0, hi=1.0, lo_open=True, hi_open=True,
+                                    doc="opacity ceiling applied at a reset")
+    # initialisation
+    init_points: int = _f(100000, "int", lo=1, doc="random points when the scene has no point cloud")
+    init_extent: float = _f(1.3, "float", lo=0.0, lo_open=True, doc="random points in [-e, e]^3")
+    init_opacity: float = _f(0.1, "float", lo=0.0, hi=1.0, lo_open=True, hi_open=True,
+                             doc="initial opacity")
+    # loss and randomness
+    ssim_weight: float = _f(0.2, "float", lo=0.0, hi=1.0, doc="loss = (1-w) L1 + w (1 - SSIM)")
+    seed: int = _f(0, "int", lo=0, hi=2**63 - 1, doc="random seed")
+    random_background: bool = _f(False, "bool", doc="random background colour per step")
+
+    @classmethod
+    def _cross_check(cls, v, bad):
+        errors = []
+        if not bad & {"densify_from", "densify_until"} and v["densify_from"] > v["densify_until"]:
+            errors.append(f"train.densify_from: {v['densify_from']} is after train.densify_until "
+                          f"{v['densify_until']}")
+        if not bad & {"opacity_reset_value", "prune_opacity"} and \
+                v["opacity_reset_value"] <= v["prune_opacity"]:
+            errors.append(f"train.opacity_reset_value: {v['opacity_reset_value']} must exceed "
+                          f"train.prune_opacity {v['prune_opacity']} (a reset would prune everything)")
+        return errors
+
+
+@dataclass(init=False)
+class OutputConfig(_Section):
+    """[output]: where results go and when they are produced."""
+
+    SECTION: ClassVar[str] = "output"
+    dir: str = _f("runs/default", "str", doc="run folder (relative to the working directory)")
+    checkpoint_steps: list = _f([], "ints", lo=1, doc="steps after which a checkpoint is written")
+    eval_steps: list = _f([7000, 30000], "ints", lo=1,
+                          doc="steps after which the eval split is evaluated (past train.steps: ignored)")
+    render_views: int = _f(4, "int", lo=0, doc="eval views saved as images at each evaluation")
+    save_ply: bool = _f(True, "bool", doc="write the final Gaussians as a 3DGS PLY")
+
+    @classmethod
+    def _cross_check(cls, v, bad):
+        if "dir" not in bad and not v["dir"]:
+            return ["output.dir: must not be empty"]
+        return []
+
+
+SECTIONS = {"data": DataConfig, "train": TrainConfig, "output": OutputConfig}
+_ALL_SECTIONS = ("data", "train", "backend", "output")
+
+
+@dataclass
+class Config:
+    """A whole run configuration. `backend` is the raw [backend] table."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    backend: dict = field(default_factory=dict)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    source: str | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict:
+        return {"data": self.data.to_dict(), "train": self.train.to_dict(),
+                "backend": dict(self.backend), "output": self.output.to_dict()}
+
+    def to_toml(self) -> str:
+        """The config as TOML text (None values are left out); load_config reads it back."""
+        lines = []
+        for sec, table in self.to_dict().items():
+            lines.append(f"[{sec}]")
+            for k, v in table.items():
+                if v is not None:
+                    lines.append(f"{k} = {_toml_value(v)}")
+            lines.append("")
+        return "\n".join(lines)
+
+    def backend_config(self):
+        """splat.BackendConfig built from the [backend] table (needs the native module)."""
+        from . import BackendConfig
+        return BackendConfig(**self.backend)
+
+    @classmethod
+    def from_dict(cls, raw: dict, *, base_dir=None, check_paths: bool = False) -> "Config":
+        """Build from a dict shaped like the TOML file; raises ConfigError listing all problems."""
+        cfg, errors = _build(raw, base_dir, check_paths)
+        if errors:
+            raise ConfigError(errors)
+        return cfg
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"[splat] cannot write {type(v).__name__} to TOML")
+
+
+# --------------------------------------------------------------------------- loading / checking
+
+
+def _read_toml(path: Path) -> tuple[dict | None, list[str]]:
+    try:
+        with open(path, "rb") as f:
+            return _toml.load(f), []
+    except FileNotFoundError:
+        return None, [f"{path}: config file not found"]
+    except OSError as exc:
+        return None, [f"{path}: cannot read config file ({exc.strerror})"]
+    except _toml.TOMLDecodeError as exc:
+        return None, [f"{path}: invalid TOML ({exc})"]
+    except UnicodeDecodeError as exc:
+        return None, [f"{path}: invalid TOML ({exc})"]
+
+
+def _resolve(base_dir: Path | None, p: str | None) -> str | None:
+    if p is None:
+        return None
+    q = Path(os.path.expanduser(p))
+    if not q.is_absolute() and base_dir is not None:
+        q = Path(base_dir) / q
+    return os.path.normpath(str(q))
+
+
+def _check_data_paths(d: DataConfig) -> list[str]:
+    """Does the scene exist, and does it have the splits asked for?"""
+    from .data.colmap import find_sparse_dir
+    errors = []
+    if d.path is None:
+        return ["data.path: missing (the scene folder to train on)"]
+
+    def check(root: str, key: str, splits: list[tuple[str, str]]):
+        p = Path(root)
+        if not p.is_dir():
+            errors.append(f"data.{key}: {root} is not an existing folder")
+            return
+        has_colmap = find_sparse_dir(p) is not None
+        blender = d.format == "blender" or (d.format == "auto" and any(
+            (p / f"transforms_{s}.json").is_file() for _, s in splits))
+        if blender:
+            for split_key, s in splits:
+                if not (p / f"transforms_{s}.json").is_file():
+                    errors.append(f"data.{split_key}: {p / f'transforms_{s}.json'} not found")
+        elif has_colmap:
+            for split_key, s in splits:
+                if s == "val":
+                    errors.append(f"data.{split_key}: COLMAP scenes have no 'val' split")
+        elif d.format == "colmap":
+            errors.append(f"data.{key}: no COLMAP model in {root} (looked for sparse/0 and sparse)")
+        else:
+            wanted = ", ".join(f"transforms_{s}.json" for _, s in splits)
+            errors.append(f"data.{key}: {root} has neither {wanted} (Blender) nor sparse/0 (COLMAP)")
+
+    if d.eval_path is None or os.path.abspath(d.eval_path) == os.path.abspath(d.path):
+        check(d.path, "path", [("train_split", d.train_split), ("eval_split", d.eval_split)])
+    else:
+        check(d.path, "path", [("train_split", d.train_split)])
+        check(d.eval_path, "eval_path", [("eval_split", d.eval_split)])
+    return errors
+
+
+def _strip_prefix(msg: str, key: str) -> str:
+    msg = msg.strip().splitlines()[0] if msg.strip() else msg
+    if msg.startswith("["):
+        end = msg.find("] ")
+        if end > 0:
+            msg = msg[end + 2:]
+    for p in (f"{key}: ", f"backend.{key}: "):
+        if msg.startswith(p):
+            msg = msg[len(p):]
+    return msg
+
+
+def _check_backend(table: dict) -> list[str]:
+    """Validate [backend] through splat.BackendConfig; skipped when the native module is absent."""
+    try:
+        from . import BackendConfig  # the native module; may not be built yet
+    except ImportError:
+        return []
+    errors = []
+    for k, v in table.items():
+        try:
+            BackendConfig(**{k: v})
+        except (ValueError, TypeError) as exc:
+            errors.append(f"backend.{k}: {_strip_prefix(str(exc), k)}")
+    if not errors:
+        try:
+            BackendConfig(**table)
+        except (ValueError, TypeError) as exc:
+            errors.append(f"backend: {_strip_prefix(str(exc), '')}")
+    return errors
+
+
+def _build(raw, base_dir, check_paths: bool) -> tuple[Config | None, list[str]]:
+    errors: list[str] = []
+    if not isinstance(raw, dict):
+        return None, [f"config: expected a table of sections, got {_type_name(raw)}"]
+    for sec, table in raw.items():
+        if sec not in _ALL_SECTIONS:
+            close = difflib.get_close_matches(str(sec), _ALL_SECTIONS, n=1)
+            hint = f" (did you mean [{close[0]}]?)" if close else ""
+            errors.append(f"{sec}: unknown section{hint}; expected {', '.join(_ALL_SECTIONS)}")
+        elif not isinstance(table, dict):
+            errors.append(f"{sec}: expected a table, got {_type_name(table)}")
+    built = {}
+    data_bad: set = set()
+    for sec, cls in SECTIONS.items():
+        table = raw.get(sec, {})
+        if not isinstance(table, dict):
+            continue
+        values, errs, bad = cls._collect_bad(table)
+        errors += errs
+        obj = cls.__new__(cls)
+        for k, v in values.items():
+            setattr(obj, k, v)
+        built[sec] = obj
+        if sec == "data":
+            data_bad = bad
+    backend = raw.get("backend", {})
+    if isinstance(backend, dict):
+        errors += _check_backend(backend)
+    if "data" in built and not data_bad & {"path", "eval_path"}:
+        d = built["data"]
+        d.path = _resolve(base_dir, d.path)
+        d.eval_path = _resolve(base_dir, d.eval_path)
+        if check_paths and not data_bad & {"format", "train_split", "eval_split"}:
+            errors += _check_data_paths(d)
+    if errors:
+        return None, errors
+    return Config(data=built["data"], train=built["train"], backend=dict(backend),
+                  output=built["output"]), []
+
+
+def check_config(config) -> list[str]:
+    """Every problem of a config (a TOML path or a dict shaped like one), each
+    as 'section.key: message'; an empty list means the config is good.
+    Relative data paths of a dict are resolved against the working directory."""
+    if isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        raw, errors = _read_toml(path)
+        if errors:
+            return errors
+        base = path.resolve().parent
+    elif isinstance(config, Config):
+        raw, base = config.to_dict(), None
+    else:
+        raw, base = config, None
+    return _build(raw, base, check_paths=True)[1]
+
+
+def load_config(path, *, check_paths: bool = True) -> Config:
+    """Read a TOML config; raises ConfigError listing every problem.
+    `check_paths=False` skips checking that the data folders exist."""
+    path = Path(path)
+    raw, errors = _read_toml(path)
+    if not errors:
+        cfg, errors = _build(raw, path.resolve().parent, check_paths)
+    if errors:
+        raise ConfigError(errors, source=str(path))
+    cfg.source = str(path)
+    return cfg

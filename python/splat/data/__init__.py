@@ -1,0 +1,87 @@
+"""Scene loading: NeRF-synthetic (Blender) and COLMAP folders -> `Dataset`."""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import Dataset, DatasetError, parse_frames, scene_extent, select_frames
+
+__all__ = ["Dataset", "DatasetError", "load_dataset", "detect_format", "scene_extent",
+           "parse_frames", "select_frames"]
+
+FORMATS = ("auto", "blender", "colmap")
+
+
+def detect_format(path, split: str = "train") -> str:
+    """"blender" if transforms_{split}.json exists, "colmap" if a sparse model
+    exists (sparse/0 or sparse), else DatasetError naming what was looked for."""
+    from .colmap import find_sparse_dir
+    root = Path(path)
+    if not root.exists():
+        raise DatasetError(f"[splat] {root}: dataset folder does not exist")
+    if not root.is_dir():
+        raise DatasetError(f"[splat] {root}: not a folder")
+    if (root / f"transforms_{split}.json").is_file():
+        return "blender"
+    if find_sparse_dir(root) is not None:
+        return "colmap"
+    others = sorted(p.name for p in root.glob("transforms_*.json"))
+    if others:
+        raise DatasetError(f"[splat] {root}: no transforms_{split}.json for split {split!r} "
+                           f"(found {', '.join(others)})")
+    raise DatasetError(f"[splat] {root}: not a recognised dataset: looked for transforms_{split}.json "
+                       f"(Blender / NeRF-synthetic) and sparse/0/cameras.bin|txt or "
+                       f"sparse/cameras.bin|txt (COLMAP)")
+
+
+def _check_background(background) -> tuple:
+    try:
+        bg = tuple(float(x) for x in background)
+    except (TypeError, ValueError):
+        raise TypeError(f"[splat] background: expected 3 numbers, got {background!r}") from None
+    if len(bg) != 3 or not all(math.isfinite(x) and 0.0 <= x <= 1.0 for x in bg):
+        raise ValueError(f"[splat] background: expected 3 values in [0, 1], got {background!r}")
+    return bg
+
+
+def load_dataset(path, split: str = "train", *, background=(1.0, 1.0, 1.0), downscale: int = 1,
+                 test_every: int = 8, frames=None, format: str = "auto",
+                 keep_alpha: bool = False) -> Dataset:
+    """Load one split of a scene folder.
+
+    path: a Blender / NeRF-synthetic folder (transforms_{split}.json) or a
+        COLMAP folder (sparse/0 or sparse, images/); detected unless `format`
+        is "blender" or "colmap".
+    split: "train", "val", "test" (Blender); "train", "test", "all" (COLMAP,
+        where images sorted by name with index % test_every == 0 are test).
+    background: RGB in [0, 1] the images are composited on (rgb a + bg (1 - a)).
+    downscale: integer factor; images are box-averaged, intrinsics divided.
+    frames: optional subset of the split: a slice, a list of indices or a
+        string like "0::2".
+    keep_alpha: also return the per-pixel coverage as `Dataset.alphas`.
+    """
+    if isinstance(path, (str, os.PathLike)):
+        root = Path(path)
+    else:
+        raise TypeError(f"[splat] path: expected a path, got {type(path).__name__}")
+    if not isinstance(split, str):
+        raise TypeError(f"[splat] split: expected a string, got {type(split).__name__}")
+    if format not in FORMATS:
+        raise ValueError(f"[splat] format: expected one of {', '.join(FORMATS)}, got {format!r}")
+    if isinstance(downscale, bool) or not isinstance(downscale, (int, np.integer)) or downscale < 1:
+        raise ValueError(f"[splat] downscale: expected an integer >= 1, got {downscale!r}")
+    bg = _check_background(background)
+    frames = parse_frames(frames)
+    fmt = detect_format(root, split) if format == "auto" else format
+    if not root.is_dir():
+        raise DatasetError(f"[splat] {root}: dataset folder does not exist")
+    if fmt == "blender":
+        from .blender import load_blender
+        return load_blender(root, split, background=bg, downscale=int(downscale), frames=frames,
+                            keep_alpha=keep_alpha)
+    from .colmap import load_colmap
+    return load_colmap(root, split, background=bg, downscale=int(downscale), frames=frames,
+                       test_every=test_every, keep_alpha=keep_alpha)
