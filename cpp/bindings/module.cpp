@@ -20,4 +20,5 @@ NB_MODULE(_core, m) {
   });
   splat::bindings::bind_config(m);
   splat::bindings::bind_rasterizer(m);
+  splat::bindings::bind_trainer(m);
 }

@@ -1,23 +1,46 @@
 // The CPU backend: Device implemented with C++ schedules over shaders/common.
 #pragma once
 #include "cpu_rasterizer.h"
+#include "cpu_training.h"
 #include "splat/device.h"
 
 namespace splat::cpu {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice() : raster_(ThreadPool::shared()) {}
+  CpuDevice() : raster_(ThreadPool::shared()), training_(ThreadPool::shared(), train_raster_) {}
 
   Backend backend() const override { return Backend::Cpu; }
   std::string description() const override;
   void rasterize_forward(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
                          const float background[3], const ForwardOutputs& out) override;
   void rasterize_backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads) override;
-  size_t allocation_count() const override { return allocations_ + raster_.allocation_count(); }
+  size_t allocation_count() const override {
+    return allocations_ + raster_.allocation_count() + train_raster_.allocation_count() + training_.allocation_count();
+  }
+
+  void upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) override {
+    training_.upload_images(rgb, views, width, height);
+  }
+  void set_training_state(const TrainingState& state) override { training_.set_state(state); }
+  void get_training_state(TrainingState& state) override { training_.get_state(state); }
+  size_t num_gaussians() const override { return training_.count(); }
+  void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
+                              float ssim_weight, bool track_stats) override {
+    training_.forward_backward(cam, view, sh_degree, background, ssim_weight, track_stats);
+  }
+  float last_loss() override { return training_.last_loss(); }
+  void adam_step(const AdamSettings& settings) override { training_.adam_step(settings); }
+  DensifyResult densify(const DensifySettings& settings) override { return training_.densify(settings); }
+  void reset_opacity(float max_opacity) override { training_.reset_opacity(max_opacity); }
+  void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) override {
+    training_.render(cam, sh_degree, background, image);
+  }
 
  private:
-  CpuRasterizer raster_;
+  CpuRasterizer raster_;        // the differentiable-rasterizer API
+  CpuRasterizer train_raster_{ThreadPool::shared()};  // the training state's own
+  CpuTraining training_;
   size_t allocations_ = 0;
   // Resident copies of the parameters, so backward() does not depend on the
   // caller's arrays staying alive.

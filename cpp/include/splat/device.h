@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config.h"
+#include "training.h"
 #include "types.h"
 
 namespace splat {
@@ -28,6 +29,32 @@ class Device {
 
   // Number of buffer (re)allocations so far: constant once warm.
   virtual size_t allocation_count() const = 0;
+
+  // --- Training: state resident on the device -------------------------------
+  // Uploads the training images once (uint8 RGB [V,H,W,3]).
+  virtual void upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) = 0;
+  // Replaces the resident training state (parameters, moments, statistics).
+  virtual void set_training_state(const TrainingState& state) = 0;
+  virtual void get_training_state(TrainingState& state) = 0;
+  virtual size_t num_gaussians() const = 0;
+
+  // Renders the resident Gaussians, computes the loss against image `view`
+  // and back-propagates it into the resident gradients; accumulates the
+  // densification statistics when `track_stats`. The loss stays on the
+  // device until last_loss() asks for it.
+  virtual void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
+                                      const float background[3], float ssim_weight, bool track_stats) = 0;
+  virtual float last_loss() = 0;
+  // One fused Adam step over every parameter group.
+  virtual void adam_step(const AdamSettings& settings) = 0;
+  // Clone / split / prune in place (parameters and moments), resets the
+  // statistics. Returns the counts (the one host round trip of a step).
+  virtual DensifyResult densify(const DensifySettings& settings) = 0;
+  // opacity <= max_opacity; the opacity moments restart from zero.
+  virtual void reset_opacity(float max_opacity) = 0;
+  // Renders the resident Gaussians into a host image [H,W,3].
+  virtual void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
+                               float* image) = 0;
 };
 
 // Creates the device `config.backend` names (auto resolved as documented).

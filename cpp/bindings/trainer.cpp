@@ -1,0 +1,312 @@
+// The native Trainer, the knn initialiser and native SSIM. Argument checking
+// with readable messages lives in python/splat/trainer.py.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "../cpu/cpu_loss.h"
+#include "../cpu/knn.h"
+#include "bindings.h"
+#include "splat/errors.h"
+#include "splat/trainer.h"
+
+namespace nb = nanobind;
+
+namespace splat::bindings {
+namespace {
+
+using FloatIn = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+using ByteIn = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
+using FloatOut = nb::ndarray<nb::numpy, float>;
+
+const char* const kParamNames[5] = {"means", "log_scales", "quats", "opacity_logits", "sh"};
+
+FloatOut float_array(const std::vector<float>& src, std::initializer_list<size_t> shape) {
+  float* data = new float[src.size() > 0 ? src.size() : 1];
+  std::memcpy(data, src.data(), src.size() * sizeof(float));
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  return FloatOut(data, shape.size(), shape.begin(), owner);
+}
+
+std::vector<float> to_vector(nb::handle array, const std::string& name, size_t expected) {
+  FloatIn a;
+  if (!nb::try_cast(array, a)) throw ConfigError("[trainer] state." + name + ": expected a float32 C-contiguous array");
+  if (a.size() != expected)
+    throw ConfigError("[trainer] state." + name + ": expected " + std::to_string(expected) + " values, got " +
+                      std::to_string(a.size()));
+  return std::vector<float>(a.data(), a.data() + a.size());
+}
+
+// dict -> TrainingState. Moments and statistics are optional (zero).
+TrainingState state_from_dict(nb::dict d) {
+  TrainingState s;
+  FloatIn means = nb::cast<FloatIn>(d["means"]);
+  s.count = means.ndim() == 2 ? means.shape(0) : 0;
+  FloatIn sh = nb::cast<FloatIn>(d["sh"]);
+  s.sh_stride = sh.ndim() == 3 ? static_cast<uint32_t>(sh.shape(1)) : 16;
+  for (int a = 0; a < 5; ++a) {
+    size_t len = s.count * param_width(a, s.sh_stride);
+    s.params[a] = to_vector(d[kParamNames[a]], kParamNames[a], len);
+    std::string m = std::string("adam_m.") + kParamNames[a], v = std::string("adam_v.") + kParamNames[a];
+    if (d.contains(m.c_str())) s.adam_m[a] = to_vector(d[m.c_str()], m, len);
+    if (d.contains(v.c_str())) s.adam_v[a] = to_vector(d[v.c_str()], v, len);
+    if (s.adam_m[a].empty() != s.adam_v[a].empty()) throw ConfigError("[trainer] state: " + m + " without " + v);
+  }
+  for (const char* key : {"grad_accum", "grad_count", "max_radii"}) {
+    if (!d.contains(key)) continue;
+    auto& dst = std::string(key) == "grad_accum" ? s.grad_accum : std::string(key) == "grad_count" ? s.grad_count : s.max_radii;
+    dst = to_vector(d[key], key, s.count);
+  }
+  return s;
+}
+
+nb::dict state_to_dict(const TrainingState& s) {
+  nb::dict d;
+  for (int a = 0; a < 5; ++a) {
+    auto shape = [&](int arr) -> std::vector<size_t> {
+      switch (arr) {
+        case 0:
+        case 1:
+          return {s.count, 3};
+        case 2:
+          return {s.count, 4};
+        case 3:
+          return {s.count};
+        default:
+          return {s.count, s.sh_stride, 3};
+      }
+    };
+    auto sh = shape(a);
+    auto make = [&](const std::vector<float>& v) {
+      float* data = new float[v.size() > 0 ? v.size() : 1];
+      std::memcpy(data, v.data(), v.size() * sizeof(float));
+      nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+      return FloatOut(data, sh.size(), sh.data(), owner);
+    };
+    d[kParamNames[a]] = make(s.params[a]);
+    d[(std::string("adam_m.") + kParamNames[a]).c_str()] = make(s.adam_m[a]);
+    d[(std::string("adam_v.") + kParamNames[a]).c_str()] = make(s.adam_v[a]);
+  }
+  d["grad_accum"] = float_array(s.grad_accum, {s.count});
+  d["grad_count"] = float_array(s.grad_count, {s.count});
+  d["max_radii"] = float_array(s.max_radii, {s.count});
+  return d;
+}
+
+template <class T>
+void read_setting(nb::dict d, const char* key, T& dst) {
+  if (d.contains(key)) dst = nb::cast<T>(d[key]);
+}
+
+TrainSettings settings_from_dict(nb::dict d) {
+  TrainSettings s;
+#define SPLAT_READ(name) read_setting(d, #name, s.name)
+  SPLAT_READ(steps);
+  SPLAT_READ(means_lr);
+  SPLAT_READ(means_lr_final);
+  SPLAT_READ(log_scales_lr);
+  SPLAT_READ(quats_lr);
+  SPLAT_READ(opacity_lr);
+  SPLAT_READ(sh_dc_lr);
+  SPLAT_READ(sh_rest_lr);
+  SPLAT_READ(adam_eps);
+  SPLAT_READ(adam_beta1);
+  SPLAT_READ(adam_beta2);
+  SPLAT_READ(sh_degree);
+  SPLAT_READ(sh_degree_interval);
+  SPLAT_READ(densify_from);
+  SPLAT_READ(densify_until);
+  SPLAT_READ(densify_every);
+  SPLAT_READ(densify_grad_threshold);
+  SPLAT_READ(percent_dense);
+  SPLAT_READ(split_count);
+  SPLAT_READ(split_scale_divisor);
+  SPLAT_READ(prune_opacity);
+  SPLAT_READ(prune_max_screen_radius);
+  SPLAT_READ(prune_max_world_scale);
+  SPLAT_READ(opacity_reset_every);
+  SPLAT_READ(opacity_reset_value);
+  SPLAT_READ(ssim_weight);
+  SPLAT_READ(seed);
+  SPLAT_READ(random_background);
+  SPLAT_READ(max_gaussians);
+  SPLAT_READ(scene_extent);
+#undef SPLAT_READ
+  if (d.contains("background")) {
+    nb::sequence bg = nb::cast<nb::sequence>(d["background"]);
+    for (int c = 0; c < 3; ++c) s.background[c] = nb::cast<float>(bg[c]);
+  }
+  return s;
+}
+
+std::vector<CameraParams> cameras_from(FloatIn w2c, FloatIn intrinsics, uint32_t width, uint32_t height) {
+  if (w2c.ndim() != 3 || w2c.shape(1) != 4 || w2c.shape(2) != 4)
+    throw ConfigError("[trainer] world_to_camera: expected [V,4,4]");
+  if (intrinsics.ndim() != 2 || intrinsics.shape(0) != w2c.shape(0) || intrinsics.shape(1) != 4)
+    throw ConfigError("[trainer] intrinsics: expected [V,4] (fx, fy, cx, cy)");
+  std::vector<CameraParams> cams;
+  for (size_t v = 0; v < w2c.shape(0); ++v) {
+    const float* k = intrinsics.data() + 4 * v;
+    cams.push_back(make_camera_params(w2c.data() + 16 * v, k[0], k[1], k[2], k[3], width, height));
+  }
+  return cams;
+}
+
+class PyTrainer {
+ public:
+  PyTrainer(const BackendConfig& config, nb::dict settings, FloatIn w2c, FloatIn intrinsics, ByteIn images,
+            nb::dict state, uint32_t step) {
+    if (images.ndim() != 4 || images.shape(3) != 3 || images.shape(0) != w2c.shape(0))
+      throw ConfigError("[trainer] images: expected uint8 [V,H,W,3] with one camera per view");
+    const uint32_t height = static_cast<uint32_t>(images.shape(1)), width = static_cast<uint32_t>(images.shape(2));
+    auto cams = cameras_from(w2c, intrinsics, width, height);
+    TrainingState initial = state_from_dict(state);
+    TrainSettings s = settings_from_dict(settings);
+    trainer_ = std::make_unique<Trainer>(create_device(config), s, std::move(cams), images.data(), width, height,
+                                         initial, step);
+  }
+
+  nb::dict step(bool read_loss) {
+    StepStats st;
+    {
+      nb::gil_scoped_release release;
+      st = trainer_->step(read_loss);
+    }
+    nb::dict d;
+    d["step"] = st.step;
+    d["loss"] = st.loss;
+    d["num_gaussians"] = st.num_gaussians;
+    d["ms"] = st.ms;
+    d["sh_degree"] = st.sh_degree;
+    d["densified"] = st.densified;
+    if (st.densified) {
+      d["cloned"] = st.densify.cloned;
+      d["split"] = st.densify.split;
+      d["pruned"] = st.densify.pruned;
+    }
+    return d;
+  }
+
+  // n steps without returning to Python in between; the loss of the last.
+  nb::dict run(uint32_t n) {
+    StepStats st;
+    {
+      nb::gil_scoped_release release;
+      for (uint32_t i = 0; i < n; ++i) st = trainer_->step(i + 1 == n);
+    }
+    nb::dict d;
+    d["step"] = st.step;
+    d["loss"] = st.loss;
+    d["num_gaussians"] = st.num_gaussians;
+    return d;
+  }
+
+  nb::dict state() {
+    TrainingState s;
+    trainer_->device().get_training_state(s);
+    return state_to_dict(s);
+  }
+
+  FloatOut render(FloatIn w2c, float fx, float fy, float cx, float cy, uint32_t width, uint32_t height,
+                  std::optional<FloatIn> background) {
+    if (w2c.ndim() != 2 || w2c.shape(0) != 4 || w2c.shape(1) != 4) throw ConfigError("[trainer] world_to_camera: expected [4,4]");
+    if (background && background->size() != 3) throw ConfigError("[trainer] background: expected 3 values");
+    CameraParams cam = make_camera_params(w2c.data(), fx, fy, cx, cy, width, height);
+    std::vector<float> image(static_cast<size_t>(width) * height * 3);
+    {
+      nb::gil_scoped_release release;
+      trainer_->render(cam, image.data(), background ? background->data() : nullptr);
+    }
+    return float_array(image, {height, width, 3});
+  }
+
+  uint32_t step_count() const { return trainer_->step_count(); }
+  uint32_t active_sh_degree() const { return trainer_->active_sh_degree(); }
+  size_t num_gaussians() { return trainer_->device().num_gaussians(); }
+  size_t allocation_count() { return trainer_->device().allocation_count(); }
+  std::string backend() { return backend_name(trainer_->device().backend()); }
+  float means_lr(uint32_t step) const { return trainer_->means_lr(step); }
+  uint32_t view_for_step(uint32_t step) { return trainer_->view_for_step(step); }
+
+ private:
+  std::unique_ptr<Trainer> trainer_;
+};
+
+}  // namespace
+
+void bind_trainer(nb::module_& m) {
+  nb::class_<PyTrainer>(m, "Trainer")
+      .def(nb::init<const BackendConfig&, nb::dict, FloatIn, FloatIn, ByteIn, nb::dict, uint32_t>(), nb::arg("config"),
+           nb::arg("settings"), nb::arg("world_to_camera").noconvert(), nb::arg("intrinsics").noconvert(),
+           nb::arg("images").noconvert(), nb::arg("state"), nb::arg("step") = 0)
+      .def("step", &PyTrainer::step, nb::arg("read_loss") = true)
+      .def("run", &PyTrainer::run, nb::arg("n"))
+      .def("state", &PyTrainer::state)
+      .def("render", &PyTrainer::render, nb::arg("world_to_camera").noconvert(), nb::arg("fx"), nb::arg("fy"),
+           nb::arg("cx"), nb::arg("cy"), nb::arg("width"), nb::arg("height"),
+           nb::arg("background").noconvert().none() = nb::none())
+      .def_prop_ro("step_count", &PyTrainer::step_count)
+      .def_prop_ro("active_sh_degree", &PyTrainer::active_sh_degree)
+      .def_prop_ro("num_gaussians", &PyTrainer::num_gaussians)
+      .def_prop_ro("allocation_count", &PyTrainer::allocation_count)
+      .def_prop_ro("backend", &PyTrainer::backend)
+      .def("means_lr", &PyTrainer::means_lr, nb::arg("step"))
+      .def("view_for_step", &PyTrainer::view_for_step, nb::arg("step"));
+
+  m.def(
+      "knn_mean_sq_dist",
+      [](FloatIn points, int k) {
+        if (points.ndim() != 2 || points.shape(1) != 3) throw ConfigError("[knn] points: expected [N,3]");
+        if (k < 1) throw ConfigError("[knn] k: must be >= 1");
+        std::vector<float> out(points.shape(0));
+        {
+          nb::gil_scoped_release release;
+          cpu::knn_mean_sq_dist(points.data(), points.shape(0), k, out.data());
+        }
+        return float_array(out, {points.shape(0)});
+      },
+      nb::arg("points").noconvert(), nb::arg("k") = 3);
+
+  m.def(
+      "ssim",
+      [](FloatIn a, FloatIn b) {
+        if (a.ndim() != 3 || a.shape(2) != 3 || b.ndim() != 3 || a.shape(0) != b.shape(0) || a.shape(1) != b.shape(1) ||
+            b.shape(2) != 3)
+          throw ConfigError("[ssim] images: expected two float32 [H,W,3] arrays of one shape");
+        cpu::CpuLoss loss(cpu::ThreadPool::shared());
+        cpu::CpuLoss::SsimMeans r;
+        {
+          nb::gil_scoped_release release;
+          r = loss.ssim(a.data(), b.data(), static_cast<uint32_t>(a.shape(1)), static_cast<uint32_t>(a.shape(0)));
+        }
+        return nb::make_tuple(r.full, r.interior);
+      },
+      nb::arg("a").noconvert(), nb::arg("b").noconvert(),
+      "(mean SSIM over all pixels with zero padding, mean over the interior 5+ pixels from the border)");
+
+  m.def(
+      "loss_and_grad",
+      [](FloatIn rendered, ByteIn target, float ssim_weight) {
+        if (rendered.ndim() != 3 || rendered.shape(2) != 3 || target.ndim() != 3 || target.shape(0) != rendered.shape(0) ||
+            target.shape(1) != rendered.shape(1) || target.shape(2) != 3)
+          throw ConfigError("[loss] expected float32 [H,W,3] rendered and uint8 [H,W,3] target");
+        const uint32_t h = static_cast<uint32_t>(rendered.shape(0)), w = static_cast<uint32_t>(rendered.shape(1));
+        std::vector<float> grad(static_cast<size_t>(w) * h * 3);
+        cpu::CpuLoss loss(cpu::ThreadPool::shared());
+        float value;
+        {
+          nb::gil_scoped_release release;
+          value = loss.loss_and_grad(rendered.data(), target.data(), w, h, ssim_weight, grad.data());
+        }
+        return nb::make_tuple(value, float_array(grad, {h, w, 3}));
+      },
+      nb::arg("rendered").noconvert(), nb::arg("target").noconvert(), nb::arg("ssim_weight") = 0.2f,
+      "The training loss (1-w) L1 + w (1 - SSIM) and its gradient w.r.t. rendered (CPU schedule).");
+}
+
+}  // namespace splat::bindings

@@ -1,0 +1,269 @@
+#include "cpu_training.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "../../shaders/common/adam.h"
+#include "../../shaders/common/densify.h"
+#include "splat/errors.h"
+
+namespace splat::cpu {
+namespace {
+
+// resize() that counts a reallocation when capacity grows.
+template <class T>
+void grow(std::vector<T>& v, size_t n, size_t& allocations) {
+  if (n > v.capacity()) {
+    v.reserve(std::max(n, v.capacity() + v.capacity() / 2));
+    ++allocations;
+  }
+  v.resize(n);
+}
+
+constexpr int kMeans = 0, kLogScales = 1, kQuats = 2, kOpacity = 3, kSh = 4;
+
+
+}  // namespace
+
+void CpuTraining::upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) {
+  size_t bytes = static_cast<size_t>(views) * width * height * 3;
+  grow(images_, bytes, allocations_);
+  std::memcpy(images_.data(), rgb, bytes);
+  views_ = views;
+  width_ = width;
+  height_ = height;
+  grow(rendered_, static_cast<size_t>(width) * height * 3, allocations_);
+  grow(d_rendered_, static_cast<size_t>(width) * height * 3, allocations_);
+  grow(alpha_, static_cast<size_t>(width) * height, allocations_);
+}
+
+void CpuTraining::resize(size_t n) {
+  for (int a = 0; a < 5; ++a) {
+    size_t len = n * param_width(a, sh_stride_);
+    grow(params_[a], len, allocations_);
+    grow(m_[a], len, allocations_);
+    grow(v_[a], len, allocations_);
+    grow(grads_[a], len, allocations_);
+  }
+  grow(means2d_grad_, 2 * n, allocations_);
+  grow(grad_accum_, n, allocations_);
+  grow(grad_count_, n, allocations_);
+  grow(max_radii_, n, allocations_);
+  grow(radii_, n, allocations_);
+  count_ = n;
+}
+
+void CpuTraining::set_state(const TrainingState& s) {
+  sh_stride_ = s.sh_stride;
+  resize(s.count);
+  for (int a = 0; a < 5; ++a) {
+    std::copy(s.params[a].begin(), s.params[a].end(), params_[a].begin());
+    if (s.adam_m[a].empty()) {
+      std::fill(m_[a].begin(), m_[a].end(), 0.f);
+      std::fill(v_[a].begin(), v_[a].end(), 0.f);
+    } else {
+      std::copy(s.adam_m[a].begin(), s.adam_m[a].end(), m_[a].begin());
+      std::copy(s.adam_v[a].begin(), s.adam_v[a].end(), v_[a].begin());
+    }
+  }
+  auto load = [&](const std::vector<float>& src, std::vector<float>& dst) {
+    if (src.empty())
+      std::fill(dst.begin(), dst.end(), 0.f);
+    else
+      std::copy(src.begin(), src.end(), dst.begin());
+  };
+  load(s.grad_accum, grad_accum_);
+  load(s.grad_count, grad_count_);
+  load(s.max_radii, max_radii_);
+}
+
+void CpuTraining::get_state(TrainingState& s) const {
+  s.count = count_;
+  s.sh_stride = sh_stride_;
+  for (int a = 0; a < 5; ++a) {
+    s.params[a] = params_[a];
+    s.adam_m[a] = m_[a];
+    s.adam_v[a] = v_[a];
+  }
+  s.grad_accum = grad_accum_;
+  s.grad_count = grad_count_;
+  s.max_radii = max_radii_;
+}
+
+GaussiansView CpuTraining::view() const {
+  GaussiansView g;
+  g.means = params_[kMeans].data();
+  g.log_scales = params_[kLogScales].data();
+  g.quats = params_[kQuats].data();
+  g.opacity_logits = params_[kOpacity].data();
+  g.sh = params_[kSh].data();
+  g.count = count_;
+  g.sh_stride = sh_stride_;
+  return g;
+}
+
+void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index, uint32_t sh_degree,
+                                   const float background[3], float ssim_weight, bool track_stats) {
+  if (view_index >= views_ || cam.width != width_ || cam.height != height_)
+    throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
+  ForwardOutputs out{rendered_.data(), alpha_.data(), radii_.data()};
+  raster_.forward(view(), cam, sh_degree, background, out);
+  const uint8_t* target = images_.data() + static_cast<size_t>(view_index) * width_ * height_ * 3;
+  loss_value_ = loss_.loss_and_grad(rendered_.data(), target, width_, height_, ssim_weight, d_rendered_.data());
+  GradientOutputs grads{grads_[kMeans].data(),   grads_[kLogScales].data(), grads_[kQuats].data(),
+                        grads_[kOpacity].data(), grads_[kSh].data(),        means2d_grad_.data()};
+  raster_.backward(d_rendered_.data(), nullptr, grads);
+  if (!track_stats) return;
+  const float* g2d = means2d_grad_.data();
+  pool_.parallel_for(count_, 4096, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      if (radii_[i] <= 0) continue;
+      grad_accum_[i] += ndc_grad_norm(g2d[2 * i], g2d[2 * i + 1], cam.width, cam.height);
+      grad_count_[i] += 1.f;
+      max_radii_[i] = std::max(max_radii_[i], static_cast<float>(radii_[i]));
+    }
+  });
+}
+
+void CpuTraining::adam_step(const AdamSettings& s) {
+  AdamStep base;
+  base.beta1 = s.beta1;
+  base.beta2 = s.beta2;
+  base.eps = s.eps;
+  base.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
+  base.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+  const float lrs[4] = {s.lr_means, s.lr_log_scales, s.lr_quats, s.lr_opacity};
+  const uint32_t sh_width = 3 * sh_stride_;
+  pool_.parallel_for(count_, 2048, [&](size_t lo, size_t hi) {
+    for (int a = 0; a < 5; ++a) {
+      const uint32_t w = param_width(a, sh_stride_);
+      float* p = params_[a].data();
+      float* m = m_[a].data();
+      float* v = v_[a].data();
+      const float* g = grads_[a].data();
+      AdamStep step = base;
+      for (size_t i = lo * w; i < hi * w; ++i) {
+        if (a < 4)
+          step.lr = lrs[a];
+        else
+          step.lr = (i % sh_width) < 3 ? s.lr_sh_dc : s.lr_sh_rest;
+        adam_update(step, g[i], p[i], m[i], v[i]);
+      }
+    }
+  });
+}
+
+DensifyResult CpuTraining::densify(const DensifySettings& s) {
+  const size_t n = count_;
+  DensifyResult result;
+  // 1. Classify and list the sources of the densified set, in order: the
+  //    originals that are not split, then clones, then split children.
+  grow(kind_, n, allocations_);
+  const float* ls = params_[kLogScales].data();
+  for (size_t i = 0; i < n; ++i) {
+    float max_ls = std::max(ls[3 * i], std::max(ls[3 * i + 1], ls[3 * i + 2]));
+    kind_[i] = densify_classify(grad_accum_[i], grad_count_[i], max_ls, s.grad_threshold, s.clone_max_scale);
+  }
+  size_t room = s.max_gaussians > n ? s.max_gaussians - n : 0;
+  for (size_t i = 0; i < n; ++i) {  // over the cap, a Gaussian stays as it is
+    uint32_t extra = kind_[i] == DENSIFY_CLONE ? 1 : kind_[i] == DENSIFY_SPLIT ? s.split_count - 1 : 0;
+    if (extra > room) kind_[i] = DENSIFY_KEEP;
+    else room -= extra;
+  }
+  sources_.clear();  // capacity is kept across calls
+  for (size_t i = 0; i < n; ++i)
+    if (kind_[i] != DENSIFY_SPLIT) sources_.push_back({static_cast<uint32_t>(i), kOriginal, 0});
+  for (size_t i = 0; i < n; ++i)
+    if (kind_[i] == DENSIFY_CLONE) {
+      sources_.push_back({static_cast<uint32_t>(i), kClone, 0});
+      ++result.cloned;
+    }
+  for (size_t i = 0; i < n; ++i)
+    if (kind_[i] == DENSIFY_SPLIT) {
+      for (uint32_t c = 0; c < s.split_count; ++c) sources_.push_back({static_cast<uint32_t>(i), kChild, c});
+      ++result.split;
+    }
+
+  // 2. Prune: low opacity, oversized in the world or on screen. Children take
+  //    the parent's scale / divisor and have no screen radius yet.
+  const float log_div = std::log(s.split_scale_divisor);
+  const float logit_min = std::log(s.prune_opacity / (1.f - s.prune_opacity));
+  size_t out = 0;
+  for (Source& src : sources_) {
+    const float* l = ls + 3 * src.index;
+    float max_scale = std::exp(std::max(l[0], std::max(l[1], l[2])) - (src.kind == kChild ? log_div : 0.f));
+    float radius = src.kind == kChild ? 0.f : max_radii_[src.index];
+    bool prune = params_[kOpacity][src.index] < logit_min;
+    if (s.prune_max_world_scale > 0.f && max_scale > s.prune_max_world_scale) prune = true;
+    if (s.prune_max_screen_radius > 0.f && radius > s.prune_max_screen_radius) prune = true;
+    src.keep = !prune;
+    out += src.keep;
+  }
+  result.pruned = static_cast<uint32_t>(sources_.size() - out);
+
+  // 3. Gather the kept ones into scratch arrays, then swap them in. Moments of
+  //    new Gaussians start at zero.
+  for (int a = 0; a < 5; ++a) {
+    const size_t w = param_width(a, sh_stride_);
+    grow(scratch_p_[a], out * w, allocations_);
+    grow(scratch_m_[a], out * w, allocations_);
+    grow(scratch_v_[a], out * w, allocations_);
+    size_t k = 0;
+    for (const Source& src : sources_) {
+      if (!src.keep) continue;
+      const size_t from = src.index * w, to = k * w;
+      std::memcpy(scratch_p_[a].data() + to, params_[a].data() + from, w * sizeof(float));
+      if (src.kind == kOriginal) {
+        std::memcpy(scratch_m_[a].data() + to, m_[a].data() + from, w * sizeof(float));
+        std::memcpy(scratch_v_[a].data() + to, v_[a].data() + from, w * sizeof(float));
+      } else {
+        std::fill(scratch_m_[a].data() + to, scratch_m_[a].data() + to + w, 0.f);
+        std::fill(scratch_v_[a].data() + to, scratch_v_[a].data() + to + w, 0.f);
+      }
+      ++k;
+    }
+  }
+  size_t k = 0;
+  for (const Source& src : sources_) {
+    if (!src.keep) continue;
+    if (src.kind == kChild) {
+      const uint32_t i = src.index;
+      const float* q = params_[kQuats].data() + 4 * i;
+      const float* mean = params_[kMeans].data() + 3 * i;
+      vec3 cm = split_child_mean(make_vec3(mean[0], mean[1], mean[2]), make_vec3(ls[3 * i], ls[3 * i + 1], ls[3 * i + 2]),
+                                 q[0], q[1], q[2], q[3], static_cast<uint32_t>(s.seed), s.step, i, src.child);
+      float* dst = scratch_p_[kMeans].data() + 3 * k;
+      dst[0] = cm.x;
+      dst[1] = cm.y;
+      dst[2] = cm.z;
+      for (int c = 0; c < 3; ++c) scratch_p_[kLogScales][3 * k + c] -= log_div;
+    }
+    ++k;
+  }
+  for (int a = 0; a < 5; ++a) {
+    params_[a].swap(scratch_p_[a]);
+    m_[a].swap(scratch_m_[a]);
+    v_[a].swap(scratch_v_[a]);
+  }
+  resize(out);
+  std::fill(grad_accum_.begin(), grad_accum_.end(), 0.f);
+  std::fill(grad_count_.begin(), grad_count_.end(), 0.f);
+  std::fill(max_radii_.begin(), max_radii_.end(), 0.f);
+  result.count = static_cast<uint32_t>(out);
+  return result;
+}
+
+void CpuTraining::reset_opacity(float max_opacity) {
+  const float logit = std::log(max_opacity / (1.f - max_opacity));
+  for (size_t i = 0; i < count_; ++i) params_[kOpacity][i] = std::min(params_[kOpacity][i], logit);
+  std::fill(m_[kOpacity].begin(), m_[kOpacity].end(), 0.f);
+  std::fill(v_[kOpacity].begin(), v_[kOpacity].end(), 0.f);
+}
+
+void CpuTraining::render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) {
+  ForwardOutputs out{image, nullptr, nullptr};
+  raster_.forward(view(), cam, sh_degree, background, out);
+}
+
+}  // namespace splat::cpu

@@ -1,0 +1,65 @@
+// The CPU backend's resident training state and its ops: render + loss +
+// backward, fused Adam, densification statistics, densification in place.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "cpu_loss.h"
+#include "cpu_rasterizer.h"
+#include "splat/training.h"
+
+namespace splat::cpu {
+
+class CpuTraining {
+ public:
+  CpuTraining(ThreadPool& pool, CpuRasterizer& raster) : pool_(pool), raster_(raster), loss_(pool) {}
+
+  void upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height);
+  void set_state(const TrainingState& state);
+  void get_state(TrainingState& state) const;
+  size_t count() const { return count_; }
+
+  void forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
+                        float ssim_weight, bool track_stats);
+  float last_loss() const { return loss_value_; }
+  void adam_step(const AdamSettings& s);
+  DensifyResult densify(const DensifySettings& s);
+  void reset_opacity(float max_opacity);
+  void render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image);
+
+  size_t allocation_count() const { return allocations_ + loss_.allocation_count(); }
+
+ private:
+  GaussiansView view() const;
+  // Sizes every per-Gaussian array for n Gaussians (grow-only capacity).
+  void resize(size_t n);
+
+  ThreadPool& pool_;
+  CpuRasterizer& raster_;
+  CpuLoss loss_;
+  size_t allocations_ = 0;
+
+  size_t count_ = 0;
+  uint32_t sh_stride_ = 16;
+  std::vector<float> params_[5], m_[5], v_[5], grads_[5];
+  std::vector<float> means2d_grad_, grad_accum_, grad_count_, max_radii_;
+  std::vector<int32_t> radii_;
+  std::vector<uint8_t> images_;
+  uint32_t views_ = 0, width_ = 0, height_ = 0;
+  std::vector<float> rendered_, d_rendered_, alpha_;
+  float loss_value_ = 0.f;
+  // Densification scratch (kept between calls): where each Gaussian of the
+  // densified set comes from.
+  enum SourceKind : uint8_t { kOriginal, kClone, kChild };
+  struct Source {
+    uint32_t index;
+    SourceKind kind;
+    uint32_t child;
+    bool keep = true;
+  };
+  std::vector<Source> sources_;
+  std::vector<uint32_t> kind_;
+  std::vector<float> scratch_p_[5], scratch_m_[5], scratch_v_[5];
+};
+
+}  // namespace splat::cpu

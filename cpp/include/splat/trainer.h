@@ -1,0 +1,78 @@
+// The training schedule, written once against the Device interface: view
+// order, SH-degree and learning-rate schedules, render -> loss -> backward ->
+// Adam -> densification statistics, and the densification policy.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "device.h"
+
+namespace splat {
+
+// The recipe (python/splat/config.py TrainConfig) plus what the scene fixes.
+struct TrainSettings {
+  uint32_t steps = 30000;
+  float means_lr = 1.6e-4f, means_lr_final = 1.6e-6f;  // x scene_extent
+  float log_scales_lr = 5e-3f, quats_lr = 1e-3f, opacity_lr = 5e-2f;
+  float sh_dc_lr = 2.5e-3f, sh_rest_lr = 2.5e-3f / 20.f;
+  float adam_eps = 1e-15f, adam_beta1 = 0.9f, adam_beta2 = 0.999f;
+  uint32_t sh_degree = 3, sh_degree_interval = 1000;
+  uint32_t densify_from = 500, densify_until = 15000, densify_every = 100;
+  float densify_grad_threshold = 2e-4f, percent_dense = 0.01f;
+  uint32_t split_count = 2;
+  float split_scale_divisor = 1.6f;
+  float prune_opacity = 0.005f, prune_max_screen_radius = 0.f, prune_max_world_scale = 0.1f;
+  uint32_t opacity_reset_every = 3000;
+  float opacity_reset_value = 0.01f;
+  float ssim_weight = 0.2f;
+  uint64_t seed = 0;
+  bool random_background = false;
+  uint32_t max_gaussians = 1u << 24;
+  // Scene.
+  float scene_extent = 1.f;
+  float background[3] = {1.f, 1.f, 1.f};
+};
+
+struct StepStats {
+  uint32_t step = 0;
+  float loss = 0.f;
+  uint32_t num_gaussians = 0;
+  double ms = 0.0;
+  uint32_t sh_degree = 0;
+  bool densified = false;
+  DensifyResult densify;
+};
+
+class Trainer {
+ public:
+  // images: uint8 RGB [views, height, width, 3], one camera per view.
+  Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, std::vector<CameraParams> cameras,
+          const uint8_t* images, uint32_t width, uint32_t height, const TrainingState& initial, uint32_t step = 0);
+
+  // One step. The loss is read back only when read_loss (a sync on GPUs).
+  StepStats step(bool read_loss = true);
+
+  uint32_t step_count() const { return step_; }
+  uint32_t active_sh_degree() const { return active_sh_degree(step_); }
+  float means_lr(uint32_t step) const;
+  // The view trained at 1-based `step`.
+  uint32_t view_for_step(uint32_t step);
+
+  Device& device() { return *device_; }
+  const TrainSettings& settings() const { return settings_; }
+  void render(const CameraParams& cam, float* image, const float* background = nullptr);
+
+ private:
+  uint32_t active_sh_degree(uint32_t step) const;
+  void shuffle_epoch(uint32_t epoch);
+
+  std::unique_ptr<Device> device_;
+  TrainSettings settings_;
+  std::vector<CameraParams> cameras_;
+  uint32_t step_ = 0;
+  uint32_t epoch_ = UINT32_MAX;
+  std::vector<uint32_t> order_;
+};
+
+}  // namespace splat
