@@ -100,6 +100,8 @@ SPLAT_FUNC float dot(vec3 a, vec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z;
 // ---------------------------------------------------------------------------
 #if defined(SPLAT_TARGET_METAL)
 SPLAT_FUNC float sp_exp(float x) { return metal::precise::exp(x); }
+SPLAT_FUNC float sp_log(float x) { return metal::precise::log(x); }
+SPLAT_FUNC float sp_cos(float x) { return metal::precise::cos(x); }
 SPLAT_FUNC float sp_sqrt(float x) { return metal::precise::sqrt(x); }
 SPLAT_FUNC float sp_rsqrt(float x) { return 1.0f / metal::precise::sqrt(x); }
 SPLAT_FUNC float sp_floor(float x) { return metal::floor(x); }
@@ -111,6 +113,8 @@ SPLAT_FUNC int sp_maxi(int a, int b) { return metal::max(a, b); }
 SPLAT_FUNC uint32_t sp_float_bits(float x) { return as_type<uint32_t>(x); }
 #elif defined(SPLAT_TARGET_CUDA)
 SPLAT_FUNC float sp_exp(float x) { return expf(x); }
+SPLAT_FUNC float sp_log(float x) { return logf(x); }
+SPLAT_FUNC float sp_cos(float x) { return cosf(x); }
 SPLAT_FUNC float sp_sqrt(float x) { return sqrtf(x); }
 SPLAT_FUNC float sp_rsqrt(float x) { return 1.0f / sqrtf(x); }
 SPLAT_FUNC float sp_floor(float x) { return floorf(x); }
@@ -122,6 +126,8 @@ SPLAT_FUNC int sp_maxi(int a, int b) { return a > b ? a : b; }
 SPLAT_FUNC uint32_t sp_float_bits(float x) { return __float_as_uint(x); }
 #else
 SPLAT_FUNC float sp_exp(float x) { return expf(x); }
+SPLAT_FUNC float sp_log(float x) { return logf(x); }
+SPLAT_FUNC float sp_cos(float x) { return cosf(x); }
 SPLAT_FUNC float sp_sqrt(float x) { return sqrtf(x); }
 SPLAT_FUNC float sp_rsqrt(float x) { return 1.0f / sqrtf(x); }
 SPLAT_FUNC float sp_floor(float x) { return floorf(x); }
