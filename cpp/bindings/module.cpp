@@ -20,5 +20,6 @@ NB_MODULE(_core, m) {
   });
   splat::bindings::bind_config(m);
   splat::bindings::bind_rasterizer(m);
+  splat::bindings::bind_gpu(m);
   splat::bindings::bind_trainer(m);
 }

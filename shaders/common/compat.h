@@ -146,6 +146,114 @@ SPLAT_FUNC float sp_clamp(float x, float lo, float hi) { return sp_min(sp_max(x,
 SPLAT_FUNC float sp_sigmoid(float x) { return 1.0f / (1.0f + sp_exp(-x)); }
 
 // ---------------------------------------------------------------------------
-// SIMD-group (warp) operations and atomics: only for SIMT targets. Kernels
-// include shaders/common/simt.h, which defines them; the host never does.
+// SIMD-group (warp) operations, barriers and atomics: only for the SIMT
+// targets (Metal, CUDA), defined below; the host build never sees them.
 // ---------------------------------------------------------------------------
+//
+// Convention shared by every SIMT kernel body (shaders/kernels):
+//   - SIMD groups are 32 lanes wide on both targets (Apple GPUs and NVIDIA
+//     warps); threadgroups are 1D, a multiple of 32 threads.
+//   - SIMD-group operations are called in uniform control flow: every lane of
+//     the group reaches the call (inactive lanes pass neutral values).
+//   - Threadgroup arrays are declared by the entry points (MSL allows them only
+//     at kernel scope) with SPLAT_TG_ARRAY and passed to the bodies as
+//     SPLAT_TG_MEM pointers.
+//   - Specialization constants are compile-time values (CUDA: -D defines;
+//     Metal: function constants) used in plain `if`s that the compiler folds.
+// ---------------------------------------------------------------------------
+#define SPLAT_SIMD_WIDTH 32
+
+#if defined(SPLAT_TARGET_METAL) || defined(SPLAT_TARGET_CUDA)
+#define SPLAT_SIMT 1
+
+// Where one thread sits in the launch (all 1D).
+struct SimtThread {
+  uint32_t tid;         // thread index in the threadgroup
+  uint32_t group;       // threadgroup index in the grid
+  uint32_t group_size;  // threads per threadgroup
+  uint32_t lane;        // lane in the SIMD group (0..31)
+  uint32_t warp;        // SIMD group index in the threadgroup
+};
+#endif
+
+#if defined(SPLAT_TARGET_METAL)
+// Builtins used as is: simd_sum, simd_max, simd_any, simd_shuffle,
+// simd_prefix_exclusive_sum.
+#define SPLAT_TG_ARRAY(type, name, count) threadgroup type name[count]
+#define SPLAT_THREAD_ATTRS                                                   \
+  uint splat_tid_ [[thread_index_in_threadgroup]],                           \
+      uint splat_group_ [[threadgroup_position_in_grid]],                    \
+      uint splat_group_size_ [[threads_per_threadgroup]],                    \
+      uint splat_lane_ [[thread_index_in_simdgroup]],                        \
+      uint splat_warp_ [[simdgroup_index_in_threadgroup]]
+#define SPLAT_THREAD_CTX() \
+  SimtThread { splat_tid_, splat_group_, splat_group_size_, splat_lane_, splat_warp_ }
+
+SPLAT_FUNC void sp_group_barrier() { threadgroup_barrier(mem_flags::mem_threadgroup); }
+SPLAT_FUNC void sp_simd_barrier() { simdgroup_barrier(mem_flags::mem_threadgroup); }
+// Bit i set when lane i's predicate holds (32-wide groups).
+SPLAT_FUNC uint32_t sp_simd_ballot(bool p) {
+  return (uint32_t)((simd_vote::vote_t)simd_ballot(p));
+}
+SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return popcount(x); }
+SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return ctz(x); }
+// Relaxed float atomic add on device memory; the result is unused.
+SPLAT_FUNC void sp_atomic_add(device float* p, float v) {
+  atomic_fetch_add_explicit((device atomic_float*)p, v, memory_order_relaxed);
+}
+
+#elif defined(SPLAT_TARGET_CUDA)
+#define SPLAT_TG_ARRAY(type, name, count) __shared__ type name[count]
+#define SPLAT_THREAD_ATTRS
+#define SPLAT_THREAD_CTX()                                                           \
+  SimtThread { (uint32_t)threadIdx.x, (uint32_t)blockIdx.x, (uint32_t)blockDim.x, \
+               (uint32_t)threadIdx.x & 31u, (uint32_t)threadIdx.x >> 5 }
+#define SPLAT_FULL_MASK 0xffffffffu
+
+SPLAT_FUNC void sp_group_barrier() { __syncthreads(); }
+SPLAT_FUNC void sp_simd_barrier() { __syncwarp(SPLAT_FULL_MASK); }
+SPLAT_FUNC uint32_t sp_simd_ballot(bool p) { return __ballot_sync(SPLAT_FULL_MASK, p); }
+SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return (uint32_t)__popc(x); }
+SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return (uint32_t)(__ffs((int)x) - 1); }
+SPLAT_FUNC void sp_atomic_add(float* p, float v) { atomicAdd(p, v); }
+
+// The Metal SIMD-group builtins, with Metal's names and semantics. The
+// butterfly leaves the same (bitwise) result in every lane: each step adds two
+// values that are already equal across the lanes it pairs, and float addition
+// is commutative.
+SPLAT_FUNC float simd_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(SPLAT_FULL_MASK, v, o);
+  return v;
+}
+SPLAT_FUNC uint32_t simd_sum(uint32_t v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(SPLAT_FULL_MASK, v, o);
+  return v;
+}
+SPLAT_FUNC uint32_t simd_max(uint32_t v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    uint32_t w = __shfl_xor_sync(SPLAT_FULL_MASK, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
+SPLAT_FUNC float simd_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(SPLAT_FULL_MASK, v, o));
+  return v;
+}
+SPLAT_FUNC bool simd_any(bool p) { return __any_sync(SPLAT_FULL_MASK, p) != 0; }
+SPLAT_FUNC bool simd_all(bool p) { return __all_sync(SPLAT_FULL_MASK, p) != 0; }
+SPLAT_FUNC float simd_shuffle(float v, uint32_t lane) { return __shfl_sync(SPLAT_FULL_MASK, v, (int)lane); }
+SPLAT_FUNC uint32_t simd_shuffle(uint32_t v, uint32_t lane) {
+  return __shfl_sync(SPLAT_FULL_MASK, v, (int)lane);
+}
+// Sum of the values of the lanes below this one.
+SPLAT_FUNC uint32_t simd_prefix_exclusive_sum(uint32_t v) {
+  uint32_t lane = threadIdx.x & 31u;
+  uint32_t incl = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    uint32_t w = __shfl_up_sync(SPLAT_FULL_MASK, incl, o);
+    if (lane >= (uint32_t)o) incl += w;
+  }
+  return incl - v;
+}
+#endif

@@ -34,3 +34,60 @@ struct RasterParams {
   uint32_t pad0;
 };
 SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
+
+// ---------------------------------------------------------------------------
+// SIMT kernel arguments (shaders/kernels, cpp/gpu). Passed by value (CUDA
+// kernel parameters; Metal `constant` structs set with setBytes).
+// ---------------------------------------------------------------------------
+
+// Threads per threadgroup of every SIMT kernel, and what one threadgroup of the
+// scan and radix-sort kernels covers.
+#define SPLAT_GROUP_SIZE 256
+#define SPLAT_GROUP_WARPS (SPLAT_GROUP_SIZE / 32)
+#define SPLAT_SCAN_ITEMS_PER_THREAD 16
+#define SPLAT_SCAN_BLOCK (SPLAT_GROUP_SIZE * SPLAT_SCAN_ITEMS_PER_THREAD)
+#define SPLAT_RADIX_BITS 8
+#define SPLAT_RADIX (1 << SPLAT_RADIX_BITS)
+// Gradient components accumulated per Gaussian (and per pair when
+// deterministic): mean2d (2), conic (3), opacity (1), colour (3).
+#define SPLAT_PAIR_GRAD 9
+
+// What projection keeps per visible Gaussian for the blend (48 bytes).
+struct SplatRecord {
+  float mean2d[2];
+  float conic[3];
+  float opacity;
+  float color[3];
+  float depth;
+  float pad[2];
+};
+SPLAT_STATIC_ASSERT(sizeof(SplatRecord) == 48, "SplatRecord layout");
+
+// Element counts of the scan / sort / binning kernels.
+struct ScanParams {
+  uint32_t count;       // elements
+  uint32_t num_blocks;  // ceil(count / SPLAT_SCAN_BLOCK)
+  uint32_t row_length;  // scan_rows: elements per row
+  uint32_t shift;       // radix kernels: bit offset of this pass's digit
+};
+SPLAT_STATIC_ASSERT(sizeof(ScanParams) == 16, "ScanParams layout");
+
+// Backward rasterization: whether d_alpha is bound (else it is zero).
+struct BackwardParams {
+  uint32_t has_d_alpha;
+  uint32_t num_pairs;
+  uint32_t pad0, pad1;
+};
+SPLAT_STATIC_ASSERT(sizeof(BackwardParams) == 16, "BackwardParams layout");
+
+// Specialization constant values of raster_backward (CUDA -D defines, Metal
+// function constants; see cpp/gpu/kernels.cpp for the valid combinations).
+#define SPLAT_BWD_REDUCE_SIMD 0
+#define SPLAT_BWD_REDUCE_TG 1
+#define SPLAT_BWD_REDUCE_ORIGINAL 2
+#define SPLAT_BWD_RANGE_LAST_CONTRIBUTOR 0
+#define SPLAT_BWD_RANGE_FULL 1
+#define SPLAT_BWD_SPARSE_WARP_ANY 0
+#define SPLAT_BWD_SPARSE_OFF 1
+#define SPLAT_BWD_ATOMIC_LANE_ZERO 0
+#define SPLAT_BWD_ATOMIC_SPREAD_LANES 1

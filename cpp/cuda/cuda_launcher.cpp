@@ -1,0 +1,268 @@
+#include "cuda_launcher.h"
+
+#include <cstdio>
+
+#include "nvrtc_compiler.h"
+#include "splat/errors.h"
+
+namespace splat::cuda {
+
+class CudaLauncher::Scope {
+ public:
+  explicit Scope(const CudaLauncher& l) : l_(l) { l_.check(l_.cu_->cuCtxPushCurrent(l_.context_), "cuCtxPushCurrent"); }
+  ~Scope() {
+    CUcontext popped = nullptr;
+    l_.cu_->cuCtxPopCurrent(&popped);
+  }
+
+ private:
+  const CudaLauncher& l_;
+};
+
+void CudaLauncher::check(CUresult r, const std::string& what) const {
+  if (r == CUDA_SUCCESS) return;
+  std::string msg = "[cuda] " + what + " failed: " + driver_error_text(cu_, r);
+  if (!last_kernel_.empty()) msg += " (last kernel launched: " + last_kernel_ + ")";
+  throw BackendError(msg);
+}
+
+CudaLauncher::CudaLauncher(int ordinal, bool profile) : profile_(profile) {
+  std::string why;
+  cu_ = driver(&why);
+  if (!cu_) throw BackendUnavailable("[cuda] " + why);
+  nv_ = nvrtc(&why);
+  if (!nv_) throw BackendUnavailable("[cuda] " + why);
+  int count = 0;
+  check(cu_->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count)
+    throw BackendUnavailable("[cuda] no CUDA device " + std::to_string(ordinal) + " (" + std::to_string(count) +
+                             " present)");
+  check(cu_->cuDeviceGet(&device_, ordinal), "cuDeviceGet");
+  char name[256] = {0};
+  check(cu_->cuDeviceGetName(name, sizeof(name) - 1, device_), "cuDeviceGetName");
+  name_ = name;
+  check(cu_->cuDeviceGetAttribute(&cc_major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_),
+        "cuDeviceGetAttribute");
+  check(cu_->cuDeviceGetAttribute(&cc_minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
+        "cuDeviceGetAttribute");
+  check(cu_->cuDriverGetVersion(&driver_version_), "cuDriverGetVersion");
+  check(cu_->cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+  try {
+    Scope scope(*this);
+    check(cu_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  } catch (...) {
+    cu_->cuDevicePrimaryCtxRelease(device_);
+    throw;
+  }
+  // A cubin for this exact architecture when NVRTC knows it (no JIT, and it
+  // loads on any driver of the same major version); else the newest PTX NVRTC
+  // can write that this GPU runs, compiled by the driver.
+  const int cc = cc_major_ * 10 + cc_minor_;
+  std::vector<int> archs = nvrtc_supported_archs(nv_);
+  int best = 0;
+  for (int a : archs) {
+    if (a == cc) best = a;
+    if (a < cc && a > best && best != cc) best = a;
+  }
+  if (best == cc || archs.empty())
+    arch_ = "sm_" + std::to_string(cc);
+  else if (best > 0)
+    arch_ = "compute_" + std::to_string(best);
+  else
+    arch_ = "sm_" + std::to_string(cc);
+}
+
+CudaLauncher::~CudaLauncher() {
+  CUcontext popped = nullptr;
+  if (cu_->cuCtxPushCurrent(context_) == CUDA_SUCCESS) {
+    if (stream_) cu_->cuStreamSynchronize(stream_);
+    for (CUevent e : events_)
+      if (e) cu_->cuEventDestroy(e);
+    for (auto& m : modules_) cu_->cuModuleUnload(m.second);
+    if (stream_) cu_->cuStreamDestroy(stream_);
+    cu_->cuCtxPopCurrent(&popped);
+  }
+  cu_->cuDevicePrimaryCtxRelease(device_);
+}
+
+std::string CudaLauncher::description() const {
+  return "cuda (" + name_ + ", compute capability " + std::to_string(cc_major_) + "." + std::to_string(cc_minor_) +
+         ", driver " + std::to_string(driver_version_ / 1000) + "." + std::to_string(driver_version_ % 1000 / 10) +
+         ", nvrtc " + std::to_string(nv_->major) + "." + std::to_string(nv_->minor) + ", " + arch_ + ")";
+}
+
+gpu::BufferHandle CudaLauncher::allocate(size_t bytes) {
+  Scope scope(*this);
+  CUdeviceptr p = 0;
+  check(cu_->cuMemAlloc(&p, bytes), "cuMemAlloc(" + std::to_string(bytes) + " bytes)");
+  return static_cast<gpu::BufferHandle>(p);
+}
+
+void CudaLauncher::release(gpu::BufferHandle buffer) {
+  if (!buffer) return;
+  Scope scope(*this);
+  // Work still queued may use the buffer.
+  check(cu_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  check(cu_->cuMemFree(static_cast<CUdeviceptr>(buffer)), "cuMemFree");
+}
+
+void CudaLauncher::upload(gpu::BufferRef dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  Scope scope(*this);
+  check(cu_->cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst.handle + dst.offset), src, bytes, stream_),
+        "cuMemcpyHtoDAsync");
+}
+
+void CudaLauncher::download(void* dst, gpu::BufferRef src, size_t bytes) {
+  if (!bytes) return;
+  Scope scope(*this);
+  check(cu_->cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src.handle + src.offset), bytes, stream_),
+        "cuMemcpyDtoHAsync");
+  check(cu_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+void CudaLauncher::fill_zero(gpu::BufferRef dst, size_t bytes) {
+  if (!bytes) return;
+  Scope scope(*this);
+  check(cu_->cuMemsetD8Async(static_cast<CUdeviceptr>(dst.handle + dst.offset), 0, bytes, stream_),
+        "cuMemsetD8Async");
+}
+
+CUmodule CudaLauncher::load_module(const gpu::KernelInfo& info, const std::vector<std::string>& defines) {
+  std::string id = info.cuda_source;
+  for (const auto& d : defines) id += " " + d;
+  auto it = modules_.find(id);
+  if (it != modules_.end()) return it->second;
+
+  std::vector<std::string> options = compile_options(arch_, defines);
+  std::string identity = "nvrtc " + std::to_string(nv_->major) + "." + std::to_string(nv_->minor) + "|driver " +
+                         std::to_string(driver_version_) + "|" + name_ + "|cc " + std::to_string(cc_major_) + "." +
+                         std::to_string(cc_minor_);
+  std::string key = compile_cache_key(info.cuda_source, options, identity);
+  std::string image;
+  bool from_cache = cache_load(key, &image);
+  if (!from_cache) {
+    CompileOutput out = compile_cuda_source(nv_, info.cuda_source, arch_, defines);
+    if (!out.ok)
+      throw BackendError("[cuda] NVRTC failed to compile " + id + " for " + arch_ + " (kernel " + info.entry +
+                         "):\n" + out.log);
+    image = std::move(out.image);
+  }
+  char jit_log[8192] = {0};
+  int jit_opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* jit_vals[] = {jit_log, reinterpret_cast<void*>(static_cast<size_t>(sizeof(jit_log) - 1))};
+  CUmodule module = nullptr;
+  CUresult r = cu_->cuModuleLoadDataEx(&module, image.data(), 2, jit_opts, jit_vals);
+  if (r != CUDA_SUCCESS && from_cache) {
+    // A stale or damaged cache entry: compile afresh.
+    CompileOutput out = compile_cuda_source(nv_, info.cuda_source, arch_, defines);
+    if (!out.ok)
+      throw BackendError("[cuda] NVRTC failed to compile " + id + " for " + arch_ + " (kernel " + info.entry +
+                         "):\n" + out.log);
+    image = std::move(out.image);
+    from_cache = false;
+    r = cu_->cuModuleLoadDataEx(&module, image.data(), 2, jit_opts, jit_vals);
+  }
+  if (r != CUDA_SUCCESS)
+    throw BackendError("[cuda] cuModuleLoadDataEx failed for " + id + " (kernel " + info.entry +
+                       "): " + driver_error_text(cu_, r) + (jit_log[0] ? std::string("\n") + jit_log : ""));
+  if (!from_cache) cache_store(key, image);
+  modules_.emplace(id, module);
+  return module;
+}
+
+gpu::Pipeline CudaLauncher::pipeline(gpu::Kernel kernel, const gpu::Specialization& spec) {
+  std::lock_guard<std::mutex> lock(pipeline_mutex_);
+  auto key = std::make_pair(static_cast<int>(kernel), spec);
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return it->second.get();
+  Scope scope(*this);
+  const gpu::KernelInfo& info = gpu::kernel_info(kernel);
+  CUmodule module = load_module(info, gpu::specialization_defines(kernel, spec));
+  auto state = std::make_unique<PipelineState>();
+  state->name = info.entry;
+  std::string label = gpu::specialization_label(kernel, spec);
+  if (!label.empty()) state->name += " [" + label + "]";
+  CUresult r = cu_->cuModuleGetFunction(&state->function, module, info.entry);
+  if (r != CUDA_SUCCESS)
+    throw BackendError("[cuda] cuModuleGetFunction(" + state->name + ") failed: " + driver_error_text(cu_, r));
+  if (profile_) {
+    int regs = 0, shared = 0, local = 0, max_threads = 0;
+    cu_->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, state->function);
+    cu_->cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, state->function);
+    cu_->cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, state->function);
+    cu_->cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, state->function);
+    std::fprintf(stderr, "[splat cuda] %s: %d registers, %d B shared, %d B local, max %d threads/group, simd width 32\n",
+                 state->name.c_str(), regs, shared, local, max_threads);
+  }
+  gpu::Pipeline p = state.get();
+  pipelines_.emplace(key, std::move(state));
+  return p;
+}
+
+void CudaLauncher::dispatch(gpu::Pipeline pipeline, uint32_t groups, uint32_t group_size, const gpu::KernelArg* args,
+                            size_t num_args) {
+  if (groups == 0) return;
+  const auto* state = static_cast<const PipelineState*>(pipeline);
+  constexpr size_t kMaxArgs = 32;
+  if (num_args > kMaxArgs) throw BackendError("[cuda] too many kernel arguments for " + state->name);
+  CUdeviceptr pointers[kMaxArgs];
+  void* params[kMaxArgs];
+  for (size_t i = 0; i < num_args; ++i) {
+    if (args[i].kind == gpu::KernelArg::Kind::Buffer) {
+      pointers[i] = static_cast<CUdeviceptr>(args[i].buffer.handle + args[i].buffer.offset);
+      params[i] = &pointers[i];
+    } else {
+      params[i] = const_cast<void*>(args[i].bytes);
+    }
+  }
+  Scope scope(*this);
+  last_kernel_ = state->name;
+  check(cu_->cuLaunchKernel(state->function, groups, 1, 1, group_size, 1, 1, 0, stream_, params, nullptr),
+        "cuLaunchKernel(" + state->name + ", " + std::to_string(groups) + " groups)");
+}
+
+void CudaLauncher::synchronize() {
+  Scope scope(*this);
+  check(cu_->cuStreamSynchronize(stream_), "running the queued kernels (cuStreamSynchronize)");
+}
+
+void CudaLauncher::set_timing(bool enabled) {
+  timing_ = enabled;
+  if (!enabled) return;
+  Scope scope(*this);
+  for (CUevent& e : events_)
+    if (!e) check(cu_->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+}
+
+void CudaLauncher::begin_label(gpu::TimingLabel label) {
+  if (!timing_) return;
+  Scope scope(*this);
+  size_t i = static_cast<size_t>(label);
+  check(cu_->cuEventRecord(events_[2 * i], stream_), "cuEventRecord");
+}
+
+void CudaLauncher::end_label(gpu::TimingLabel label) {
+  if (!timing_) return;
+  Scope scope(*this);
+  size_t i = static_cast<size_t>(label);
+  check(cu_->cuEventRecord(events_[2 * i + 1], stream_), "cuEventRecord");
+  recorded_[i] = true;
+}
+
+std::vector<double> CudaLauncher::take_timings() {
+  std::vector<double> out(gpu::kTimingLabelCount, -1.0);
+  if (!timing_) return out;
+  Scope scope(*this);
+  for (size_t i = 0; i < gpu::kTimingLabelCount; ++i) {
+    if (!recorded_[i]) continue;
+    recorded_[i] = false;
+    check(cu_->cuEventSynchronize(events_[2 * i + 1]), "cuEventSynchronize");
+    float ms = 0.f;
+    check(cu_->cuEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]), "cuEventElapsedTime");
+    out[i] = ms;
+  }
+  return out;
+}
+
+}  // namespace splat::cuda

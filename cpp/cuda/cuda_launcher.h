@@ -1,0 +1,70 @@
+// Launcher on the CUDA driver API: the device's primary context, one stream,
+// NVRTC-compiled kernels cached per (kernel, specialization) in memory and on
+// disk, and CUDA events for the ts_* timings.
+#pragma once
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "../gpu/launcher.h"
+#include "cuda_api.h"
+
+namespace splat::cuda {
+
+class CudaLauncher final : public gpu::Launcher {
+ public:
+  // Opens device `ordinal`; throws BackendError / BackendUnavailable.
+  CudaLauncher(int ordinal, bool profile);
+  ~CudaLauncher() override;
+  CudaLauncher(const CudaLauncher&) = delete;
+  CudaLauncher& operator=(const CudaLauncher&) = delete;
+
+  std::string description() const override;
+  gpu::BufferHandle allocate(size_t bytes) override;
+  void release(gpu::BufferHandle buffer) override;
+  void upload(gpu::BufferRef dst, const void* src, size_t bytes) override;
+  void download(void* dst, gpu::BufferRef src, size_t bytes) override;
+  void fill_zero(gpu::BufferRef dst, size_t bytes) override;
+  gpu::Pipeline pipeline(gpu::Kernel kernel, const gpu::Specialization& spec) override;
+  void dispatch(gpu::Pipeline pipeline, uint32_t groups, uint32_t group_size, const gpu::KernelArg* args,
+                size_t num_args) override;
+  void flush() override {}
+  void synchronize() override;
+  void set_timing(bool enabled) override;
+  void begin_label(gpu::TimingLabel label) override;
+  void end_label(gpu::TimingLabel label) override;
+  std::vector<double> take_timings() override;
+
+ private:
+  struct PipelineState {
+    CUfunction function = nullptr;
+    std::string name;  // entry point [specialization]
+  };
+  class Scope;  // makes the context current for one call
+
+  void check(CUresult r, const std::string& what) const;
+  CUmodule load_module(const gpu::KernelInfo& info, const std::vector<std::string>& defines);
+
+  const Driver* cu_ = nullptr;
+  const Nvrtc* nv_ = nullptr;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  std::string name_;
+  int cc_major_ = 0, cc_minor_ = 0, driver_version_ = 0;
+  std::string arch_;  // "sm_90" (cubin) or "compute_XY" (PTX, JIT by the driver)
+  bool profile_ = false;
+
+  std::mutex pipeline_mutex_;
+  std::map<std::string, CUmodule> modules_;  // by source + defines
+  std::map<std::pair<int, gpu::Specialization>, std::unique_ptr<PipelineState>> pipelines_;
+  std::string last_kernel_;
+
+  bool timing_ = false;
+  std::array<CUevent, 2 * gpu::kTimingLabelCount> events_{};
+  std::array<bool, gpu::kTimingLabelCount> recorded_{};
+};
+
+}  // namespace splat::cuda

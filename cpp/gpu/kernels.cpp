@@ -1,0 +1,128 @@
+#include "kernels.h"
+
+#include "../../shaders/common/params.h"
+
+namespace splat::gpu {
+namespace {
+
+using SC = SpecConstant;
+
+const std::vector<KernelInfo>& table() {
+  static const std::vector<KernelInfo> t = {
+      {Kernel::ProjectForward, "splat_project_forward", "project.cu", "project.metal", {}},
+      {Kernel::ProjectBackward, "splat_project_backward", "project_backward.cu", "project_backward.metal",
+       {SC::Deterministic}},
+      {Kernel::ScanBlockSums, "splat_scan_block_sums", "binning.cu", "binning.metal", {}},
+      {Kernel::ScanRows, "splat_scan_rows", "binning.cu", "binning.metal", {}},
+      {Kernel::ScanApply, "splat_scan_apply", "binning.cu", "binning.metal", {}},
+      {Kernel::RadixHistogram, "splat_radix_histogram", "binning.cu", "binning.metal", {}},
+      {Kernel::RadixScatter, "splat_radix_scatter", "binning.cu", "binning.metal", {}},
+      {Kernel::EmitPairs, "splat_emit_pairs", "binning.cu", "binning.metal", {}},
+      {Kernel::TileRanges, "splat_tile_ranges", "binning.cu", "binning.metal", {}},
+      {Kernel::RasterizeForward, "splat_rasterize_forward", "rasterize_forward.cu", "rasterize_forward.metal", {}},
+      {Kernel::RasterizeBackward, "splat_rasterize_backward", "rasterize_backward.cu", "rasterize_backward.metal",
+       {SC::BwdReduce, SC::BwdRange, SC::BwdSparse, SC::BwdAtomic, SC::Deterministic}},
+  };
+  return t;
+}
+
+Specialization backward_spec(int reduce, int range, int sparse, int atomic, int det) {
+  Specialization s;
+  s.set(SC::BwdReduce, reduce);
+  s.set(SC::BwdRange, range);
+  s.set(SC::BwdSparse, sparse);
+  s.set(SC::BwdAtomic, atomic);
+  s.set(SC::Deterministic, det);
+  return s;
+}
+
+// Canonical form: deterministic ignores reduce / sparse / atomic (it always
+// skips SIMD groups without a contributing lane); original ignores atomic.
+Specialization canonical_backward(int reduce, int range, int sparse, int atomic, int det) {
+  if (det) return backward_spec(SPLAT_BWD_REDUCE_SIMD, range, SPLAT_BWD_SPARSE_WARP_ANY, SPLAT_BWD_ATOMIC_LANE_ZERO, 1);
+  if (reduce == SPLAT_BWD_REDUCE_ORIGINAL) atomic = SPLAT_BWD_ATOMIC_LANE_ZERO;
+  return backward_spec(reduce, range, sparse, atomic, 0);
+}
+
+}  // namespace
+
+const char* spec_constant_name(SpecConstant c) {
+  switch (c) {
+    case SC::BwdReduce:
+      return "SPLAT_SPEC_BWD_REDUCE";
+    case SC::BwdRange:
+      return "SPLAT_SPEC_BWD_RANGE";
+    case SC::BwdSparse:
+      return "SPLAT_SPEC_BWD_SPARSE";
+    case SC::BwdAtomic:
+      return "SPLAT_SPEC_BWD_ATOMIC";
+    case SC::Deterministic:
+      return "SPLAT_SPEC_DETERMINISTIC";
+    default:
+      return "?";
+  }
+}
+
+const KernelInfo& kernel_info(Kernel k) { return table()[static_cast<size_t>(k)]; }
+
+std::vector<Specialization> valid_specializations(Kernel k) {
+  std::vector<Specialization> out;
+  if (k == Kernel::RasterizeBackward) {
+    for (int det = 0; det < 2; ++det)
+      for (int reduce = 0; reduce < 3; ++reduce)
+        for (int range = 0; range < 2; ++range)
+          for (int sparse = 0; sparse < 2; ++sparse)
+            for (int atomic = 0; atomic < 2; ++atomic) {
+              Specialization s = canonical_backward(reduce, range, sparse, atomic, det);
+              bool seen = false;
+              for (const auto& o : out) seen = seen || o == s;
+              if (!seen) out.push_back(s);
+            }
+  } else if (k == Kernel::ProjectBackward) {
+    for (int det = 0; det < 2; ++det) {
+      Specialization s;
+      s.set(SC::Deterministic, det);
+      out.push_back(s);
+    }
+  } else {
+    out.push_back(Specialization{});
+  }
+  return out;
+}
+
+std::vector<std::string> specialization_defines(Kernel k, const Specialization& s) {
+  std::vector<std::string> out;
+  for (SpecConstant c : kernel_info(k).constants)
+    out.push_back(std::string(spec_constant_name(c)) + "=" + std::to_string(s.get(c)));
+  return out;
+}
+
+std::string specialization_label(Kernel k, const Specialization& s) {
+  std::string out;
+  for (const auto& d : specialization_defines(k, s)) {
+    if (!out.empty()) out += ",";
+    out += d;
+  }
+  return out;
+}
+
+Specialization rasterize_backward_specialization(const BackendConfig& c) {
+  int reduce = c.raster_backward == RasterBackward::Simd  ? SPLAT_BWD_REDUCE_SIMD
+               : c.raster_backward == RasterBackward::Tg ? SPLAT_BWD_REDUCE_TG
+                                                          : SPLAT_BWD_REDUCE_ORIGINAL;
+  int range = c.raster_backward_range == RasterBackwardRange::LastContributor ? SPLAT_BWD_RANGE_LAST_CONTRIBUTOR
+                                                                                : SPLAT_BWD_RANGE_FULL;
+  int sparse = c.raster_backward_sparse == RasterBackwardSparse::WarpAny ? SPLAT_BWD_SPARSE_WARP_ANY
+                                                                           : SPLAT_BWD_SPARSE_OFF;
+  int atomic = c.raster_backward_atomic == RasterBackwardAtomic::LaneZero ? SPLAT_BWD_ATOMIC_LANE_ZERO
+                                                                            : SPLAT_BWD_ATOMIC_SPREAD_LANES;
+  return canonical_backward(reduce, range, sparse, atomic, c.deterministic ? 1 : 0);
+}
+
+Specialization project_backward_specialization(const BackendConfig& c) {
+  Specialization s;
+  s.set(SC::Deterministic, c.deterministic ? 1 : 0);
+  return s;
+}
+
+}  // namespace splat::gpu

@@ -1,0 +1,112 @@
+// What the shared GPU encoding (GpuDevice) needs from a backend: buffers,
+// specialized pipelines, dispatches, copies, and per-label timing. Implemented
+// by the CUDA backend (driver API + NVRTC) and the Metal backend.
+//
+// Ordering: every call is enqueued in order on one queue (CUDA: one stream;
+// Metal: the current command buffer). download() and synchronize() wait for
+// everything enqueued before them; upload() may be called only while the GPU
+// is not reading the destination (GpuDevice uploads at the start of a call).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels.h"
+
+namespace splat::gpu {
+
+// A device allocation; the meaning of `handle` is backend-defined
+// (CUdeviceptr, index into a table of MTLBuffers).
+using BufferHandle = uint64_t;
+
+struct BufferRef {
+  BufferHandle handle = 0;
+  size_t offset = 0;  // bytes
+};
+
+// One kernel argument, in entry-point parameter order: a buffer (a pointer
+// parameter / [[buffer(i)]]) or a small struct passed by value (a kernel
+// parameter / setBytes into a `constant T&`).
+struct KernelArg {
+  enum class Kind : uint8_t { Buffer, Bytes } kind = Kind::Buffer;
+  BufferRef buffer;
+  const void* bytes = nullptr;  // only read during dispatch()
+  uint32_t size = 0;
+
+  static KernelArg buf(BufferRef b) {
+    KernelArg a;
+    a.kind = Kind::Buffer;
+    a.buffer = b;
+    return a;
+  }
+  template <class T>
+  static KernelArg value(const T& v) {
+    KernelArg a;
+    a.kind = Kind::Bytes;
+    a.bytes = &v;
+    a.size = static_cast<uint32_t>(sizeof(T));
+    return a;
+  }
+};
+
+// The ts_* labels of the rasterizer (docs/architecture.md, BackendConfig).
+enum class TimingLabel : uint8_t {
+  FwdUpload,
+  FwdProject,
+  FwdEmitPairs,
+  FwdRadixSort,
+  FwdRasterize,
+  FwdReadback,
+  BwdUpload,
+  BackwardRaster,
+  ProjectBack,
+  BwdReadback,
+  Count
+};
+constexpr size_t kTimingLabelCount = static_cast<size_t>(TimingLabel::Count);
+const char* timing_label_name(TimingLabel l);  // "ts_fwd_project", ...
+
+// A compiled, specialized kernel (a pipeline state), owned by the Launcher.
+using Pipeline = const void*;
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+
+  virtual std::string description() const = 0;
+
+  // Raw allocations (GpuDevice keeps them in a grow-only arena).
+  virtual BufferHandle allocate(size_t bytes) = 0;
+  virtual void release(BufferHandle buffer) = 0;
+
+  // Copies; `src` may be reused as soon as upload() returns. download()
+  // returns when the data is in `dst`.
+  virtual void upload(BufferRef dst, const void* src, size_t bytes) = 0;
+  virtual void download(void* dst, BufferRef src, size_t bytes) = 0;
+  virtual void fill_zero(BufferRef dst, size_t bytes) = 0;
+
+  // The pipeline of `kernel` specialized with `spec`: compiled on first use,
+  // then cached under (kernel, spec). Thread-safe.
+  virtual Pipeline pipeline(Kernel kernel, const Specialization& spec) = 0;
+
+  // Enqueues `groups` threadgroups of `group_size` threads (1D).
+  virtual void dispatch(Pipeline pipeline, uint32_t groups, uint32_t group_size, const KernelArg* args,
+                        size_t num_args) = 0;
+
+  // Submits what is enqueued (Metal: commits the command buffer; CUDA: no-op).
+  virtual void flush() = 0;
+  // Waits until everything enqueued has finished; raises errors of the work.
+  virtual void synchronize() = 0;
+
+  // Timing: GPU time between begin and end of a label, when enabled.
+  virtual void set_timing(bool enabled) = 0;
+  virtual void begin_label(TimingLabel label) = 0;
+  virtual void end_label(TimingLabel label) = 0;
+  // After synchronize(): milliseconds per label since the last call (labels
+  // not run report -1).
+  virtual std::vector<double> take_timings() = 0;
+};
+
+}  // namespace splat::gpu

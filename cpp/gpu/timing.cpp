@@ -1,0 +1,51 @@
+#include "timing.h"
+
+#include <mutex>
+
+#include "launcher.h"
+
+namespace splat::gpu {
+namespace {
+
+std::mutex& timing_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<TimingEntry>& timing_table() {
+  static std::vector<TimingEntry> t;
+  return t;
+}
+
+}  // namespace
+
+const char* timing_label_name(TimingLabel l) {
+  static const char* const names[kTimingLabelCount] = {
+      "ts_fwd_upload",      "ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_radix_sort", "ts_fwd_rasterize",
+      "ts_fwd_readback",    "ts_bwd_upload",  "ts_backward_raster", "ts_project_back",  "ts_bwd_readback",
+  };
+  size_t i = static_cast<size_t>(l);
+  return i < kTimingLabelCount ? names[i] : "ts_unknown";
+}
+
+void record_timing(const std::string& label, double ms) {
+  std::lock_guard<std::mutex> lock(timing_mutex());
+  for (auto& e : timing_table()) {
+    if (e.label == label) {
+      e.total_ms += ms;
+      e.last_ms = ms;
+      ++e.calls;
+      return;
+    }
+  }
+  timing_table().push_back(TimingEntry{label, ms, ms, 1});
+}
+
+std::vector<TimingEntry> timings(bool reset) {
+  std::lock_guard<std::mutex> lock(timing_mutex());
+  std::vector<TimingEntry> out = timing_table();
+  if (reset) timing_table().clear();
+  return out;
+}
+
+}  // namespace splat::gpu

@@ -1,0 +1,49 @@
+// CUDA entry points (NVRTC): prefix sums, the portable radix sort, pair
+// emission and tile ranges.
+#include "radix_sort.h"
+#include "scan.h"
+#include "tile_bin.h"
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_scan_block_sums(ScanParams p, const uint32_t* in, uint32_t* block_sums) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  scan_block_sums_body(SPLAT_THREAD_CTX(), p, in, block_sums, warp_tot);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_scan_rows(ScanParams p, uint32_t* data, uint32_t* totals) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  scan_rows_body(SPLAT_THREAD_CTX(), p, data, totals, warp_tot);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_scan_apply(ScanParams p, const uint32_t* in, const uint32_t* block_offsets, uint32_t* out) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  scan_apply_body(SPLAT_THREAD_CTX(), p, in, block_offsets, out, warp_tot);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_radix_histogram(ScanParams p, const uint64_t* keys, uint32_t* hist) {
+  SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
+  radix_histogram_body(SPLAT_THREAD_CTX(), p, keys, hist, counts);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_radix_scatter(ScanParams p, const uint64_t* keys_in, const uint32_t* vals_in, uint64_t* keys_out,
+                        uint32_t* vals_out, const uint32_t* hist, const uint32_t* digit_totals) {
+  SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  radix_scatter_body(SPLAT_THREAD_CTX(), p, keys_in, vals_in, keys_out, vals_out, hist, digit_totals, counts,
+                     warp_tot);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_emit_pairs(CameraParams cam, RasterParams rp, const SplatRecord* records, const int32_t* radius,
+                     const int32_t* rects, const uint32_t* offsets, uint64_t* keys, uint32_t* values) {
+  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, offsets, keys, values);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_tile_ranges(ScanParams p, const uint64_t* keys, uint32_t* ranges) {
+  tile_ranges_body(SPLAT_THREAD_CTX(), p, keys, ranges);
+}

@@ -1,0 +1,11 @@
+// CUDA entry points (NVRTC): per-Gaussian projection. Thin wrappers only; the
+// bodies are shaders/kernels, shared with Metal.
+#include "project.h"
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_project_forward(CameraParams cam, RasterParams rp, const float* means, const float* log_scales,
+                          const float* quats, const float* opacity_logits, const float* sh, SplatRecord* records,
+                          int32_t* radius, int32_t* rects, uint32_t* pair_count) {
+  project_forward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, opacity_logits, sh, records, radius,
+                       rects, pair_count);
+}

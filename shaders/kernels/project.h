@@ -1,0 +1,103 @@
+// Per-Gaussian projection + spherical-harmonics colour, and its backward.
+// The math is shaders/common (projection.h, sh.h), shared with the CPU backend.
+#pragma once
+#include "projection.h"
+#include "sh.h"
+#include "simt_util.h"
+
+#ifndef SPLAT_SPEC_DETERMINISTIC
+#define SPLAT_SPEC_DETERMINISTIC 0
+#endif
+
+SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
+                                     SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
+                                     SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
+                                     SPLAT_DEVICE_MEM const float* opacity_logits, SPLAT_DEVICE_MEM const float* sh,
+                                     SPLAT_DEVICE_MEM SplatRecord* records, SPLAT_DEVICE_MEM int32_t* radius,
+                                     SPLAT_DEVICE_MEM int32_t* rects, SPLAT_DEVICE_MEM uint32_t* pair_count) {
+  uint32_t i = global_index(t);
+  if (i >= rp.num_gaussians) return;
+  vec3 mean = load_vec3(means, i);
+  ProjectedGaussian pg;
+  bool visible = project_gaussian(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
+                                  quats[4 * i + 2], quats[4 * i + 3], pg);
+  radius[i] = pg.radius;
+  rects[4 * i] = pg.tile_min_x;
+  rects[4 * i + 1] = pg.tile_min_y;
+  rects[4 * i + 2] = pg.tile_max_x;
+  rects[4 * i + 3] = pg.tile_max_y;
+  if (!visible) {
+    pair_count[i] = 0u;
+    return;
+  }
+  pair_count[i] = (uint32_t)((pg.tile_max_x - pg.tile_min_x) * (pg.tile_max_y - pg.tile_min_y));
+  vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), sh + 3u * rp.sh_stride * i);
+  SPLAT_DEVICE_MEM SplatRecord& r = records[i];
+  r.mean2d[0] = pg.mean2d.x;
+  r.mean2d[1] = pg.mean2d.y;
+  r.conic[0] = pg.conic.x;
+  r.conic[1] = pg.conic.y;
+  r.conic[2] = pg.conic.z;
+  r.opacity = sp_sigmoid(opacity_logits[i]);
+  r.color[0] = color.x;
+  r.color[1] = color.y;
+  r.color[2] = color.z;
+  r.depth = pg.depth;
+  r.pad[0] = 0.f;
+  r.pad[1] = 0.f;
+}
+
+// Gradients of every parameter of Gaussian i from its accumulated blend
+// gradients: accum[9 i ..] (atomics), or, deterministic, the sum of its pairs'
+// partial gradients pair_grad[9 e ..] over its emission range, in order.
+SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
+                                      SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
+                                      SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
+                                      SPLAT_DEVICE_MEM const float* sh, SPLAT_DEVICE_MEM const SplatRecord* records,
+                                      SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const float* accum,
+                                      SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* d_means,
+                                      SPLAT_DEVICE_MEM float* d_log_scales, SPLAT_DEVICE_MEM float* d_quats,
+                                      SPLAT_DEVICE_MEM float* d_opacity_logits, SPLAT_DEVICE_MEM float* d_sh,
+                                      SPLAT_DEVICE_MEM float* d_means2d) {
+  uint32_t i = global_index(t);
+  if (i >= rp.num_gaussians) return;
+  uint32_t stride = rp.sh_stride;
+  SPLAT_DEVICE_MEM float* dsh = d_sh + 3u * stride * i;
+  if (radius[i] == 0) {
+    for (uint32_t k = 0; k < 3u * stride; ++k) dsh[k] = 0.f;
+    store_vec3(d_means, i, make_vec3(0.f, 0.f, 0.f));
+    store_vec3(d_log_scales, i, make_vec3(0.f, 0.f, 0.f));
+    for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = 0.f;
+    d_opacity_logits[i] = 0.f;
+    d_means2d[2 * i] = 0.f;
+    d_means2d[2 * i + 1] = 0.f;
+    return;
+  }
+  float s[SPLAT_PAIR_GRAD];
+  for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = 0.f;
+  if (SPLAT_SPEC_DETERMINISTIC) {
+    for (uint32_t e = offsets[i]; e < offsets[i + 1]; ++e)
+      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] += accum[SPLAT_PAIR_GRAD * e + c];
+  } else {
+    for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = accum[SPLAT_PAIR_GRAD * i + c];
+  }
+  int degree = (int)rp.sh_degree;
+  vec3 mean = load_vec3(means, i);
+  vec3 d_mean_color = sh_color_backward(degree, mean, camera_center(cam), sh + 3u * stride * i,
+                                        make_vec3(s[6], s[7], s[8]), dsh);
+  for (uint32_t k = (uint32_t)sh_num_coeffs(degree); k < stride; ++k) {
+    dsh[3 * k] = 0.f;
+    dsh[3 * k + 1] = 0.f;
+    dsh[3 * k + 2] = 0.f;
+  }
+  ProjectionGrads pg = project_gaussian_backward(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
+                                                 quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
+                                                 make_vec3(s[2], s[3], s[4]));
+  store_vec3(d_means, i, pg.mean + d_mean_color);
+  store_vec3(d_log_scales, i, pg.log_scale);
+  for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = pg.quat[c];
+  float o = records[i].opacity;
+  d_opacity_logits[i] = s[5] * o * (1.f - o);
+  d_means2d[2 * i] = s[0];
+  d_means2d[2 * i + 1] = s[1];
+}

@@ -1,0 +1,209 @@
+// Backward rasterization: one threadgroup of 256 threads per 16x16 tile, one
+// thread per pixel, walking the tile's splats back to front from the pixel's
+// last contributor with blend_backward_step (shaders/common/blend.h). The
+// variants are specialization constants (compile-time), one per
+// BackendConfig switch:
+//   SPLAT_SPEC_BWD_REDUCE   simd: simd_sum the 9 per-splat gradients, one set
+//                           of atomics per SIMD group; tg: threadgroup-memory
+//                           reduction, one set per threadgroup; original:
+//                           per-pixel atomics
+//   SPLAT_SPEC_BWD_RANGE    last_contributor: the walk starts at the SIMD
+//                           group's largest last contributor (batches at the
+//                           threadgroup's); full: at the tile end
+//   SPLAT_SPEC_BWD_SPARSE   warp_any: skip the reduction and the atomics when
+//                           no lane (tg: no thread) contributes; off
+//   SPLAT_SPEC_BWD_ATOMIC   lane_zero: lane 0 issues the 9 atomics;
+//                           spread_lanes: lanes 0..8 issue one each
+//   SPLAT_SPEC_DETERMINISTIC  no float atomics: each (tile, splat) pair's
+//                           gradient is reduced in a fixed order (simd_sum,
+//                           then SIMD groups in index order) and written to
+//                           its slot pair_grad[9 * emission index]; the
+//                           per-Gaussian sum happens in project_backward.
+// Gradient layout per Gaussian (or pair): mean2d.xy, conic.xyz, opacity,
+// colour.rgb.
+#pragma once
+#include "rasterize_forward.h"
+
+#ifndef SPLAT_SPEC_BWD_REDUCE
+#define SPLAT_SPEC_BWD_REDUCE SPLAT_BWD_REDUCE_SIMD
+#endif
+#ifndef SPLAT_SPEC_BWD_RANGE
+#define SPLAT_SPEC_BWD_RANGE SPLAT_BWD_RANGE_LAST_CONTRIBUTOR
+#endif
+#ifndef SPLAT_SPEC_BWD_SPARSE
+#define SPLAT_SPEC_BWD_SPARSE SPLAT_BWD_SPARSE_WARP_ANY
+#endif
+#ifndef SPLAT_SPEC_BWD_ATOMIC
+#define SPLAT_SPEC_BWD_ATOMIC SPLAT_BWD_ATOMIC_LANE_ZERO
+#endif
+#ifndef SPLAT_SPEC_DETERMINISTIC
+#define SPLAT_SPEC_DETERMINISTIC 0
+#endif
+
+// Splats per deterministic reduction round, and threadgroup memory sizes (in
+// elements) the entry points declare.
+#define SPLAT_DET_SLOTS 32
+#define SPLAT_BWD_TG_RED_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_GROUP_SIZE)
+#define SPLAT_BWD_DET_RED_FLOATS (SPLAT_DET_SLOTS * SPLAT_GROUP_WARPS * SPLAT_PAIR_GRAD)
+#define SPLAT_BWD_RED_FLOATS \
+  (SPLAT_BWD_TG_RED_FLOATS > SPLAT_BWD_DET_RED_FLOATS ? SPLAT_BWD_TG_RED_FLOATS : SPLAT_BWD_DET_RED_FLOATS)
+#define SPLAT_BWD_PART_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_GROUP_WARPS)
+
+// Component c of the 9 gradients.
+SPLAT_FUNC float grad_component(SPLAT_THREAD const float* v, uint32_t c) {
+  float r = v[0];
+  for (uint32_t k = 1; k < SPLAT_PAIR_GRAD; ++k) r = c == k ? v[k] : r;
+  return r;
+}
+
+SPLAT_FUNC void rasterize_backward_body(
+    SimtThread t, SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
+    SPLAT_CONST_MEM const BackwardParams& bp, SPLAT_DEVICE_MEM const uint32_t* ranges,
+    SPLAT_DEVICE_MEM const uint32_t* sorted_ids, SPLAT_DEVICE_MEM const SplatRecord* records,
+    SPLAT_DEVICE_MEM const float* final_T, SPLAT_DEVICE_MEM const uint32_t* n_contrib,
+    SPLAT_DEVICE_MEM const float* d_image, SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
+    SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* grads,
+    SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS
+    SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
+    SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_GROUP_WARPS
+    SPLAT_TG_MEM float* s_red,     // SPLAT_BWD_RED_FLOATS (tg, deterministic)
+    SPLAT_TG_MEM float* s_part) {  // SPLAT_BWD_PART_FLOATS (tg)
+  const bool det = SPLAT_SPEC_DETERMINISTIC != 0;
+  const bool use_simd = !det && SPLAT_SPEC_BWD_REDUCE == SPLAT_BWD_REDUCE_SIMD;
+  const bool use_tg = !det && SPLAT_SPEC_BWD_REDUCE == SPLAT_BWD_REDUCE_TG;
+  const bool use_original = !det && SPLAT_SPEC_BWD_REDUCE == SPLAT_BWD_REDUCE_ORIGINAL;
+  const bool sparse = SPLAT_SPEC_BWD_SPARSE == SPLAT_BWD_SPARSE_WARP_ANY;
+  const bool lane_zero = SPLAT_SPEC_BWD_ATOMIC == SPLAT_BWD_ATOMIC_LANE_ZERO;
+  // Variants with threadgroup barriers per splat visit every splat of a batch.
+  const bool uniform_walk = det || use_tg;
+
+  TilePixel px = tile_pixel(cam, t.group, t.tid);
+  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
+  uint32_t nc = px.inside ? n_contrib[px.index] : 0u;
+  vec3 d_pix = px.inside ? load_vec3(d_image, px.index) : make_vec3(0.f, 0.f, 0.f);
+  float d_a = (px.inside && bp.has_d_alpha != 0u) ? d_alpha[px.index] : 0.f;
+  vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
+  BlendBackwardState st = blend_backward_begin(px.inside ? final_T[px.index] : 1.f, bg, d_pix, d_a);
+
+  // Positions (in the tile's list) this SIMD group and the threadgroup walk.
+  uint32_t warp_limit, hi;
+  if (SPLAT_SPEC_BWD_RANGE == SPLAT_BWD_RANGE_LAST_CONTRIBUTOR) {
+    warp_limit = simd_max(nc);
+    if (t.lane == 0) s_warp[t.warp] = warp_limit;
+    sp_group_barrier();
+    uint32_t block_limit = 0u;
+    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) block_limit = s_warp[w] > block_limit ? s_warp[w] : block_limit;
+    hi = start + block_limit;
+  } else {
+    warp_limit = end - start;
+    hi = end;
+  }
+
+  for (uint32_t batch_hi = hi; batch_hi > start;) {
+    uint32_t count = batch_hi - start < (uint32_t)SPLAT_GROUP_SIZE ? batch_hi - start : (uint32_t)SPLAT_GROUP_SIZE;
+    uint32_t batch_lo = batch_hi - count;
+    sp_group_barrier();  // the previous batch is consumed
+    if (t.tid < count) {
+      uint32_t g = sorted_ids[batch_hi - 1u - t.tid];
+      store_blend_splat(s_splats + SPLAT_BLEND_FLOATS * t.tid, records, g);
+      if (det) {
+        int32_t x0 = rects[4 * g], y0 = rects[4 * g + 1], x1 = rects[4 * g + 2];
+        uint32_t row = (uint32_t)((int32_t)px.tile_y - y0), col = (uint32_t)((int32_t)px.tile_x - x0);
+        s_ids[t.tid] = offsets[g] + row * (uint32_t)(x1 - x0) + col;
+      } else {
+        s_ids[t.tid] = g;
+      }
+    }
+    sp_group_barrier();
+    // Splats of this batch above the SIMD group's limit cannot contribute.
+    uint32_t above = batch_hi - start > warp_limit ? batch_hi - start - warp_limit : 0u;
+    uint32_t first = uniform_walk ? 0u : (above < count ? above : count);
+    for (uint32_t j = first; j < count; ++j) {
+      uint32_t position = batch_hi - 1u - j - start;
+      float v[SPLAT_PAIR_GRAD];
+      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = 0.f;
+      bool contrib = false;
+      if (position < nc) {
+        BlendGrad gr;
+        contrib = blend_backward_step(load_blend_splat(s_splats + SPLAT_BLEND_FLOATS * j), pix, st, gr);
+        if (contrib) {
+          v[0] = gr.mean2d.x;
+          v[1] = gr.mean2d.y;
+          v[2] = gr.conic.x;
+          v[3] = gr.conic.y;
+          v[4] = gr.conic.z;
+          v[5] = gr.opacity;
+          v[6] = gr.color.x;
+          v[7] = gr.color.y;
+          v[8] = gr.color.z;
+        }
+      }
+
+      if (use_original) {
+        if (sparse && !simd_any(contrib)) continue;
+        if (contrib) {
+          SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
+          for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
+        }
+      } else if (use_simd) {
+        if (sparse && !simd_any(contrib)) continue;
+        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = simd_sum(v[c]);
+        SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
+        if (lane_zero) {
+          if (t.lane == 0)
+            for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
+        } else if (t.lane < SPLAT_PAIR_GRAD) {
+          sp_atomic_add(dst + t.lane, grad_component(v, t.lane));
+        }
+      } else if (use_tg) {
+        // Rows 0..8: gradients; row 9: contribution flags.
+        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s_red[c * SPLAT_GROUP_SIZE + t.tid] = v[c];
+        s_red[SPLAT_PAIR_GRAD * SPLAT_GROUP_SIZE + t.tid] = contrib ? 1.f : 0.f;
+        sp_group_barrier();
+        if (t.tid < SPLAT_BWD_PART_FLOATS) {
+          uint32_t row = t.tid / SPLAT_GROUP_WARPS, part = t.tid % SPLAT_GROUP_WARPS;
+          SPLAT_TG_MEM const float* src = s_red + row * SPLAT_GROUP_SIZE + part * SPLAT_SIMD_WIDTH;
+          float sum = 0.f;
+          for (uint32_t k = 0; k < SPLAT_SIMD_WIDTH; ++k) sum += src[k];
+          s_part[t.tid] = sum;
+        }
+        sp_group_barrier();
+        bool issuer = lane_zero ? t.tid == 0 : t.tid < SPLAT_PAIR_GRAD;
+        if (issuer) {
+          float flags = 0.f;
+          for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) flags += s_part[SPLAT_PAIR_GRAD * SPLAT_GROUP_WARPS + w];
+          if (!sparse || flags > 0.f) {
+            SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
+            uint32_t c0 = lane_zero ? 0u : t.tid;
+            uint32_t c1 = lane_zero ? (uint32_t)SPLAT_PAIR_GRAD : t.tid + 1u;
+            for (uint32_t c = c0; c < c1; ++c) {
+              float sum = 0.f;
+              for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) sum += s_part[c * SPLAT_GROUP_WARPS + w];
+              sp_atomic_add(dst + c, sum);
+            }
+          }
+        }
+      } else {  // deterministic
+        uint32_t slot = j % SPLAT_DET_SLOTS;
+        bool any = simd_any(contrib);
+        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = any ? simd_sum(v[c]) : 0.f;
+        if (t.lane == 0)
+          for (int c = 0; c < SPLAT_PAIR_GRAD; ++c)
+            s_red[(slot * SPLAT_GROUP_WARPS + t.warp) * SPLAT_PAIR_GRAD + c] = v[c];
+        if (slot == SPLAT_DET_SLOTS - 1 || j == count - 1) {
+          sp_group_barrier();
+          uint32_t slots = slot + 1u, first_j = j - slot;
+          for (uint32_t it = t.tid; it < slots * SPLAT_PAIR_GRAD; it += SPLAT_GROUP_SIZE) {
+            uint32_t sl = it / SPLAT_PAIR_GRAD, c = it % SPLAT_PAIR_GRAD;
+            float sum = 0.f;
+            for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) sum += s_red[(sl * SPLAT_GROUP_WARPS + w) * SPLAT_PAIR_GRAD + c];
+            grads[SPLAT_PAIR_GRAD * s_ids[first_j + sl] + c] = sum;
+          }
+          sp_group_barrier();
+        }
+      }
+    }
+    batch_hi = batch_lo;
+  }
+}

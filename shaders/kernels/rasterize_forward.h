@@ -1,0 +1,89 @@
+// Forward rasterization: one threadgroup of 256 threads per 16x16 tile, one
+// thread per pixel. The tile's depth-sorted splats are loaded cooperatively
+// into threadgroup memory in batches of 256 and blended front to back with
+// the exact per-pixel blend of shaders/common/blend.h.
+#pragma once
+#include "blend.h"
+#include "simt_util.h"
+
+SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_TILE_SIZE * SPLAT_TILE_SIZE, "one thread per pixel of a tile");
+
+// Floats of a splat as the blend sees it: the first 9 of a SplatRecord
+// (mean2d, conic, opacity, colour), which is BlendSplat's field order.
+#define SPLAT_BLEND_FLOATS 9
+
+SPLAT_FUNC void store_blend_splat(SPLAT_TG_MEM float* dst, SPLAT_DEVICE_MEM const SplatRecord* records, uint32_t g) {
+  SPLAT_DEVICE_MEM const float* src = (SPLAT_DEVICE_MEM const float*)(records + g);
+  for (int k = 0; k < SPLAT_BLEND_FLOATS; ++k) dst[k] = src[k];
+}
+
+SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* s) {
+  BlendSplat b;
+  b.mean2d = make_vec2(s[0], s[1]);
+  b.conic = make_vec3(s[2], s[3], s[4]);
+  b.opacity = s[5];
+  b.color = make_vec3(s[6], s[7], s[8]);
+  return b;
+}
+
+// The pixel of thread `tid` in tile `tile`.
+struct TilePixel {
+  uint32_t tile_x, tile_y;
+  uint32_t x, y;
+  bool inside;
+  uint32_t index;  // y * width + x when inside
+};
+
+SPLAT_FUNC TilePixel tile_pixel(SPLAT_CONST_MEM const CameraParams& cam, uint32_t tile, uint32_t tid) {
+  TilePixel p;
+  p.tile_x = tile % cam.tiles_x;
+  p.tile_y = tile / cam.tiles_x;
+  p.x = p.tile_x * SPLAT_TILE_SIZE + tid % SPLAT_TILE_SIZE;
+  p.y = p.tile_y * SPLAT_TILE_SIZE + tid / SPLAT_TILE_SIZE;
+  p.inside = p.x < cam.width && p.y < cam.height;
+  p.index = p.inside ? p.y * cam.width + p.x : 0u;
+  return p;
+}
+
+// s_splats: SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS floats; s_flags:
+// SPLAT_GROUP_WARPS values.
+SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
+                                       SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
+                                       SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
+                                       SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM float* image,
+                                       SPLAT_DEVICE_MEM float* alpha, SPLAT_DEVICE_MEM float* final_T,
+                                       SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_TG_MEM float* s_splats,
+                                       SPLAT_TG_MEM uint32_t* s_flags) {
+  TilePixel px = tile_pixel(cam, t.group, t.tid);
+  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
+  BlendForwardState st = blend_forward_begin();
+  bool done = !px.inside;
+  for (uint32_t b = start; b < end; b += SPLAT_GROUP_SIZE) {
+    // Stop as soon as every pixel of the tile is saturated.
+    bool warp_done = !simd_any(!done);
+    if (t.lane == 0) s_flags[t.warp] = warp_done ? 1u : 0u;
+    sp_group_barrier();
+    bool all_done = true;
+    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) all_done = all_done && s_flags[w] != 0u;
+    if (all_done) break;
+    uint32_t count = end - b < (uint32_t)SPLAT_GROUP_SIZE ? end - b : (uint32_t)SPLAT_GROUP_SIZE;
+    if (t.tid < count) store_blend_splat(s_splats + SPLAT_BLEND_FLOATS * t.tid, records, sorted_ids[b + t.tid]);
+    sp_group_barrier();
+    if (!done) {
+      for (uint32_t j = 0; j < count; ++j) {
+        blend_forward_step(load_blend_splat(s_splats + SPLAT_BLEND_FLOATS * j), pix, b - start + j, st);
+        if (st.done) break;
+      }
+      done = st.done;
+    }
+    sp_group_barrier();
+  }
+  if (!px.inside) return;
+  vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
+  vec3 c = st.color + st.T * bg;
+  store_vec3(image, px.index, c);
+  alpha[px.index] = 1.f - st.T;
+  final_T[px.index] = st.T;
+  n_contrib[px.index] = st.n_contrib;
+}

@@ -1,0 +1,60 @@
+// Building blocks of the SIMT kernels: threadgroup-wide scans, SIMD-group
+// digit matching, and loads of the shared argument structs.
+// Written against compat.h only (Metal and CUDA).
+#pragma once
+#include "compat.h"
+#include "params.h"
+
+#if !defined(SPLAT_SIMT)
+#error "shaders/kernels are SIMT kernel bodies: compile them as Metal or CUDA"
+#endif
+
+SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE % SPLAT_SIMD_WIDTH == 0, "groups are whole SIMD groups");
+SPLAT_STATIC_ASSERT(SPLAT_GROUP_WARPS <= SPLAT_SIMD_WIDTH, "one SIMD group scans the group totals");
+
+SPLAT_FUNC uint32_t global_index(SimtThread t) { return t.group * t.group_size + t.tid; }
+
+SPLAT_FUNC vec3 load_vec3(SPLAT_DEVICE_MEM const float* p, uint32_t i) {
+  return make_vec3(p[3 * i], p[3 * i + 1], p[3 * i + 2]);
+}
+
+SPLAT_FUNC void store_vec3(SPLAT_DEVICE_MEM float* p, uint32_t i, vec3 v) {
+  p[3 * i] = v.x;
+  p[3 * i + 1] = v.y;
+  p[3 * i + 2] = v.z;
+}
+
+// Exclusive prefix sum of `v` over the threadgroup (SPLAT_GROUP_SIZE threads,
+// all of which must call it). `total` receives the sum of all values.
+// `warp_tot` holds SPLAT_GROUP_WARPS + 1 values; it may be reused as soon as
+// this returns (the final barrier protects it).
+SPLAT_FUNC uint32_t block_exclusive_scan(SimtThread t, uint32_t v, SPLAT_TG_MEM uint32_t* warp_tot,
+                                         SPLAT_THREAD uint32_t& total) {
+  uint32_t ex = simd_prefix_exclusive_sum(v);
+  if (t.lane == SPLAT_SIMD_WIDTH - 1) warp_tot[t.warp] = ex + v;
+  sp_group_barrier();
+  if (t.warp == 0) {
+    uint32_t w = t.lane < SPLAT_GROUP_WARPS ? warp_tot[t.lane] : 0u;
+    uint32_t wex = simd_prefix_exclusive_sum(w);
+    if (t.lane < SPLAT_GROUP_WARPS) warp_tot[t.lane] = wex;
+    if (t.lane == SPLAT_GROUP_WARPS - 1) warp_tot[SPLAT_GROUP_WARPS] = wex + w;
+  }
+  sp_group_barrier();
+  total = warp_tot[SPLAT_GROUP_WARPS];
+  uint32_t r = warp_tot[t.warp] + ex;
+  sp_group_barrier();
+  return r;
+}
+
+// Bit mask of the lanes of this SIMD group whose 8-bit `digit` equals this
+// lane's, among the lanes where `valid` holds (0 on invalid lanes). Built from
+// SPLAT_RADIX_BITS ballots, so it needs no match instruction.
+SPLAT_FUNC uint32_t simd_match_digit(uint32_t digit, bool valid) {
+  uint32_t peers = sp_simd_ballot(valid);
+  for (int b = 0; b < SPLAT_RADIX_BITS; ++b) {
+    bool bit = ((digit >> b) & 1u) != 0u;
+    uint32_t vote = sp_simd_ballot(bit);
+    peers &= bit ? vote : ~vote;
+  }
+  return valid ? peers : 0u;
+}
