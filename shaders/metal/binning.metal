@@ -1,0 +1,53 @@
+// Metal entry points: prefix sums, the portable radix sort, pair emission and
+// tile ranges (same argument order as shaders/cuda/binning.cu).
+#include "radix_sort.h"
+#include "scan.h"
+#include "tile_bin.h"
+
+kernel void splat_scan_block_sums(constant ScanParams& p [[buffer(0)]], device const uint32_t* in [[buffer(1)]],
+                                  device uint32_t* block_sums [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  scan_block_sums_body(SPLAT_THREAD_CTX(), p, in, block_sums, warp_tot);
+}
+
+kernel void splat_scan_rows(constant ScanParams& p [[buffer(0)]], device uint32_t* data [[buffer(1)]],
+                            device uint32_t* totals [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  scan_rows_body(SPLAT_THREAD_CTX(), p, data, totals, warp_tot);
+}
+
+kernel void splat_scan_apply(constant ScanParams& p [[buffer(0)]], device const uint32_t* in [[buffer(1)]],
+                             device const uint32_t* block_offsets [[buffer(2)]], device uint32_t* out [[buffer(3)]],
+                             SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  scan_apply_body(SPLAT_THREAD_CTX(), p, in, block_offsets, out, warp_tot);
+}
+
+kernel void splat_radix_histogram(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys [[buffer(1)]],
+                                  device uint32_t* hist [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
+  radix_histogram_body(SPLAT_THREAD_CTX(), p, keys, hist, counts);
+}
+
+kernel void splat_radix_scatter(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys_in [[buffer(1)]],
+                                device const uint32_t* vals_in [[buffer(2)]], device uint64_t* keys_out [[buffer(3)]],
+                                device uint32_t* vals_out [[buffer(4)]], device const uint32_t* hist [[buffer(5)]],
+                                device const uint32_t* digit_totals [[buffer(6)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  radix_scatter_body(SPLAT_THREAD_CTX(), p, keys_in, vals_in, keys_out, vals_out, hist, digit_totals, counts,
+                     warp_tot);
+}
+
+kernel void splat_emit_pairs(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
+                             device const SplatRecord* records [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
+                             device const int32_t* rects [[buffer(4)]], device const uint32_t* offsets [[buffer(5)]],
+                             device uint64_t* keys [[buffer(6)]], device uint32_t* values [[buffer(7)]],
+                             SPLAT_THREAD_ATTRS) {
+  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, offsets, keys, values);
+}
+
+kernel void splat_tile_ranges(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys [[buffer(1)]],
+                              device uint32_t* ranges [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  tile_ranges_body(SPLAT_THREAD_CTX(), p, keys, ranges);
+}

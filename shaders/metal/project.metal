@@ -1,0 +1,17 @@
+// Metal entry point: per-Gaussian projection. Thin wrapper over the shared
+// body; buffer indices follow the argument order GpuDevice binds (the same
+// order as shaders/cuda/project.cu).
+// Includes are by bare file name (shaders/common, shaders/kernels): the Metal
+// host compiles an amalgamation with every include inlined.
+#include "project.h"
+
+kernel void splat_project_forward(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
+                                  device const float* means [[buffer(2)]], device const float* log_scales [[buffer(3)]],
+                                  device const float* quats [[buffer(4)]],
+                                  device const float* opacity_logits [[buffer(5)]], device const float* sh [[buffer(6)]],
+                                  device SplatRecord* records [[buffer(7)]], device int32_t* radius [[buffer(8)]],
+                                  device int32_t* rects [[buffer(9)]], device uint32_t* pair_count [[buffer(10)]],
+                                  SPLAT_THREAD_ATTRS) {
+  project_forward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, opacity_logits, sh, records, radius,
+                       rects, pair_count);
+}

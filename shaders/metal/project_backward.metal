@@ -1,0 +1,18 @@
+// Metal entry point: projection + SH backward per Gaussian.
+// Function constant: splat_fc_deterministic (index 4).
+#include "function_constants.h"
+#include "project.h"
+
+kernel void splat_project_backward(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
+                                   device const float* means [[buffer(2)]],
+                                   device const float* log_scales [[buffer(3)]],
+                                   device const float* quats [[buffer(4)]], device const float* sh [[buffer(5)]],
+                                   device const SplatRecord* records [[buffer(6)]],
+                                   device const int32_t* radius [[buffer(7)]], device const float* accum [[buffer(8)]],
+                                   device const uint32_t* offsets [[buffer(9)]], device float* d_means [[buffer(10)]],
+                                   device float* d_log_scales [[buffer(11)]], device float* d_quats [[buffer(12)]],
+                                   device float* d_opacity_logits [[buffer(13)]], device float* d_sh [[buffer(14)]],
+                                   device float* d_means2d [[buffer(15)]], SPLAT_THREAD_ATTRS) {
+  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, offsets,
+                        d_means, d_log_scales, d_quats, d_opacity_logits, d_sh, d_means2d);
+}

@@ -1,0 +1,27 @@
+// Metal entry point: backward rasterization, one threadgroup per tile.
+// Function constants (function_constants.h): bwd_reduce, bwd_range,
+// bwd_sparse, bwd_atomic, deterministic. Threadgroup arrays cannot be sized
+// by function constants, so the reduction scratch is reserved at its largest
+// (~21 KB in all, within the 32 KB Apple GPUs give a threadgroup).
+#include "function_constants.h"
+#include "rasterize_backward.h"
+
+kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
+                                     constant BackwardParams& bp [[buffer(2)]],
+                                     device const uint32_t* ranges [[buffer(3)]],
+                                     device const uint32_t* sorted_ids [[buffer(4)]],
+                                     device const SplatRecord* records [[buffer(5)]],
+                                     device const float* final_T [[buffer(6)]],
+                                     device const uint32_t* n_contrib [[buffer(7)]],
+                                     device const float* d_image [[buffer(8)]], device const float* d_alpha [[buffer(9)]],
+                                     device const int32_t* rects [[buffer(10)]],
+                                     device const uint32_t* offsets [[buffer(11)]], device float* grads [[buffer(12)]],
+                                     SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS);
+  SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
+  SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);
+  SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
+  rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib, d_image,
+                          d_alpha, rects, offsets, grads, s_splats, s_ids, s_warp, s_red, s_part);
+}
