@@ -1,5 +1,6 @@
 #include "cpu_rasterizer.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -15,6 +16,42 @@ constexpr int kTile = SPLAT_TILE_SIZE;
 constexpr size_t kPairGrad = 9;  // mean2d (2), conic (3), opacity (1), colour (3)
 
 vec3 load3(const float* p, size_t i) { return make_vec3(p[3 * i], p[3 * i + 1], p[3 * i + 2]); }
+
+// Half-extents (x, y) in pixels of the region where a splat can pass the
+// blend's skip tests: sigma < min(5.55, log(255 opacity)). The marginal of the
+// quadratic form gives sigma >= dx^2 / (2 cov_xx), so beyond sqrt(2 t cov_xx)
+// nothing is blended. A pixel of margin absorbs rounding: the blend itself
+// still decides every pixel inside, so the result is exactly the per-pixel one.
+void pixel_extent(vec3 conic, float opacity, float* ext) {
+  float cut = SPLAT_SIGMA_SKIP;
+  if (opacity * 255.f < 0.999f) {
+    ext[0] = ext[1] = -1.f;  // alpha < 1/255 everywhere
+    return;
+  }
+  cut = std::min(cut, std::log(opacity * 255.f) + 0.05f);
+  float det = conic.x * conic.z - conic.y * conic.y;
+  if (!(det > 0.f)) {
+    ext[0] = ext[1] = 1e30f;
+    return;
+  }
+  ext[0] = std::sqrt(2.f * cut * conic.z / det) + 1.f;
+  ext[1] = std::sqrt(2.f * cut * conic.x / det) + 1.f;
+}
+
+// Pixel box [x0, x1) x [y0, y1) of a splat inside the tile box.
+struct PixelBox {
+  int x0, x1, y0, y1;
+};
+
+PixelBox splat_box(const float* mean2d, const float* ext, int tx0, int tx1, int ty0, int ty1) {
+  PixelBox b;
+  if (ext[0] < 0.f) return PixelBox{0, 0, 0, 0};
+  b.x0 = std::max(tx0, static_cast<int>(std::floor(std::max(-1e9f, mean2d[0] - ext[0] - 0.5f))));
+  b.x1 = std::min(tx1, static_cast<int>(std::ceil(std::min(1e9f, mean2d[0] + ext[0] - 0.5f))) + 1);
+  b.y0 = std::max(ty0, static_cast<int>(std::floor(std::max(-1e9f, mean2d[1] - ext[1] - 0.5f))));
+  b.y1 = std::min(ty1, static_cast<int>(std::ceil(std::min(1e9f, mean2d[1] + ext[1] - 0.5f))) + 1);
+  return b;
+}
 
 }  // namespace
 
@@ -40,6 +77,7 @@ void CpuRasterizer::project(uint32_t sh_degree) {
   float* color = color_.ensure(3 * n + 3, a);
   int32_t* radius = radius_.ensure(n + 1, a);
   int32_t* rect = rect_.ensure(4 * n + 4, a);
+  float* extent = extent_.ensure(2 * n + 2, a);
   const vec3 center = camera_center(cam_);
   pool_.parallel_for(n, 1024, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) {
@@ -59,6 +97,7 @@ void CpuRasterizer::project(uint32_t sh_degree) {
       conic[3 * i + 1] = p.conic.y;
       conic[3 * i + 2] = p.conic.z;
       opacity[i] = sp_sigmoid(g_.opacity_logits[i]);
+      pixel_extent(p.conic, opacity[i], extent + 2 * i);
       vec3 c = sh_color(static_cast<int>(sh_degree), load3(g_.means, i), center, g_.sh + 3 * g_.sh_stride * i);
       color[3 * i] = c.x;
       color[3 * i + 1] = c.y;
@@ -139,24 +178,36 @@ void CpuRasterizer::blend(const ForwardOutputs& out) {
   const uint32_t* tile_start = tile_start_.data();
   const uint32_t* gauss = sorted_gauss_.data();
   const float *mean2d = mean2d_.data(), *conic = conic_.data(), *opacity = opacity_.data(), *color = color_.data();
+  const float* extent = extent_.data();
   const vec3 bg = make_vec3(background_[0], background_[1], background_[2]);
 
+  // Splat-major inside a tile: each splat visits only the pixels of its box,
+  // in depth order, so every pixel sees exactly the sequence the per-pixel
+  // loop would.
   pool_.parallel_for(num_tiles, 1, [&](size_t lo, size_t hi) {
-    std::vector<BlendSplat> splats;
+    BlendForwardState state[kTile * kTile];
     for (size_t t = lo; t < hi; ++t) {
-      uint32_t b = tile_start[t], e = tile_start[t + 1];
-      splats.resize(e - b);
-      for (uint32_t k = b; k < e; ++k) {
-        uint32_t i = gauss[k];
-        splats[k - b] = {make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
+      const int x0 = static_cast<int>(t % tiles_x) * kTile, y0 = static_cast<int>(t / tiles_x) * kTile;
+      const int x1 = std::min<int>(x0 + kTile, width), y1 = std::min<int>(y0 + kTile, height);
+      int alive = (x1 - x0) * (y1 - y0);
+      for (int k = 0; k < kTile * kTile; ++k) state[k] = blend_forward_begin();
+      for (uint32_t k = tile_start[t]; k < tile_start[t + 1] && alive > 0; ++k) {
+        const uint32_t i = gauss[k];
+        const PixelBox box = splat_box(mean2d + 2 * i, extent + 2 * i, x0, x1, y0, y1);
+        const BlendSplat s{make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
+        const uint32_t position = k - tile_start[t];
+        for (int y = box.y0; y < box.y1; ++y)
+          for (int x = box.x0; x < box.x1; ++x) {
+            BlendForwardState& st = state[(y - y0) * kTile + (x - x0)];
+            if (st.done) continue;
+            blend_forward_step(s, make_vec2(x + 0.5f, y + 0.5f), position, st);
+            alive -= st.done;
+          }
       }
-      uint32_t x0 = static_cast<uint32_t>(t % tiles_x) * kTile, y0 = static_cast<uint32_t>(t / tiles_x) * kTile;
-      for (uint32_t y = y0; y < std::min(y0 + kTile, height); ++y)
-        for (uint32_t x = x0; x < std::min(x0 + kTile, width); ++x) {
-          vec2 pix = make_vec2(x + 0.5f, y + 0.5f);
-          BlendForwardState st = blend_forward_begin();
-          for (uint32_t k = 0; k < e - b && !st.done; ++k) blend_forward_step(splats[k], pix, k, st);
-          size_t p = static_cast<size_t>(y) * width + x;
+      for (int y = y0; y < y1; ++y)
+        for (int x = x0; x < x1; ++x) {
+          const BlendForwardState& st = state[(y - y0) * kTile + (x - x0)];
+          const size_t p = static_cast<size_t>(y) * width + x;
           final_T[p] = st.T;
           n_contrib[p] = st.n_contrib;
           if (out.image) {
@@ -184,45 +235,53 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
   float* pair_grad = pair_grad_.ensure(kPairGrad * num_pairs_ + 1, allocations_);
   const vec3 bg = make_vec3(background_[0], background_[1], background_[2]);
 
-  // 1. Per tile: walk every pixel back from its last contributor; gradients
-  //    accumulate per list entry in pixel order, then land at the pair's
-  //    emission index.
+  // 1. Per tile, splat-major from the last contributor back: each pixel
+  //    walks its splats in reverse depth order (as the per-pixel loop would),
+  //    and each splat's gradient sums its pixels in row-major order; the sums
+  //    land at the pair's emission index.
+  const float* extent = extent_.data();
   pool_.parallel_for(num_tiles, 1, [&](size_t lo, size_t hi) {
-    std::vector<BlendSplat> splats;
-    std::vector<float> acc;
+    BlendBackwardState state[kTile * kTile];
+    uint32_t last[kTile * kTile];
     for (size_t t = lo; t < hi; ++t) {
-      uint32_t b = tile_start[t], e = tile_start[t + 1];
+      const uint32_t b = tile_start[t], e = tile_start[t + 1];
       if (e == b) continue;
-      splats.resize(e - b);
-      acc.assign(kPairGrad * (e - b), 0.f);
-      for (uint32_t k = b; k < e; ++k) {
-        uint32_t i = gauss[k];
-        splats[k - b] = {make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
-      }
-      uint32_t x0 = static_cast<uint32_t>(t % tiles_x) * kTile, y0 = static_cast<uint32_t>(t / tiles_x) * kTile;
-      for (uint32_t y = y0; y < std::min(y0 + kTile, height); ++y)
-        for (uint32_t x = x0; x < std::min(x0 + kTile, width); ++x) {
-          size_t p = static_cast<size_t>(y) * width + x;
-          vec2 pix = make_vec2(x + 0.5f, y + 0.5f);
-          vec3 d_pix = load3(d_image, p);
-          BlendBackwardState st = blend_backward_begin(final_T[p], bg, d_pix, d_alpha ? d_alpha[p] : 0.f);
-          for (uint32_t k = n_contrib[p]; k-- > 0;) {
-            BlendGrad gr;
-            if (!blend_backward_step(splats[k], pix, st, gr)) continue;
-            float* a = acc.data() + kPairGrad * k;
-            a[0] += gr.mean2d.x;
-            a[1] += gr.mean2d.y;
-            a[2] += gr.conic.x;
-            a[3] += gr.conic.y;
-            a[4] += gr.conic.z;
-            a[5] += gr.opacity;
-            a[6] += gr.color.x;
-            a[7] += gr.color.y;
-            a[8] += gr.color.z;
-          }
+      const int x0 = static_cast<int>(t % tiles_x) * kTile, y0 = static_cast<int>(t / tiles_x) * kTile;
+      const int x1 = std::min<int>(x0 + kTile, width), y1 = std::min<int>(y0 + kTile, height);
+      uint32_t max_last = 0;
+      for (int y = y0; y < y1; ++y)
+        for (int x = x0; x < x1; ++x) {
+          const size_t p = static_cast<size_t>(y) * width + x;
+          const int l = (y - y0) * kTile + (x - x0);
+          state[l] = blend_backward_begin(final_T[p], bg, load3(d_image, p), d_alpha ? d_alpha[p] : 0.f);
+          last[l] = n_contrib[p];
+          max_last = std::max(max_last, n_contrib[p]);
         }
-      for (uint32_t k = b; k < e; ++k)
-        std::memcpy(pair_grad + kPairGrad * emit[k], acc.data() + kPairGrad * (k - b), kPairGrad * sizeof(float));
+      for (uint32_t k = max_last; k-- > 0;) {
+        const uint32_t i = gauss[b + k];
+        float acc[kPairGrad] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        const PixelBox box = splat_box(mean2d + 2 * i, extent + 2 * i, x0, x1, y0, y1);
+        const BlendSplat s{make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
+        for (int y = box.y0; y < box.y1; ++y)
+          for (int x = box.x0; x < box.x1; ++x) {
+            const int l = (y - y0) * kTile + (x - x0);
+            if (k >= last[l]) continue;
+            BlendGrad gr;
+            if (!blend_backward_step(s, make_vec2(x + 0.5f, y + 0.5f), state[l], gr)) continue;
+            acc[0] += gr.mean2d.x;
+            acc[1] += gr.mean2d.y;
+            acc[2] += gr.conic.x;
+            acc[3] += gr.conic.y;
+            acc[4] += gr.conic.z;
+            acc[5] += gr.opacity;
+            acc[6] += gr.color.x;
+            acc[7] += gr.color.y;
+            acc[8] += gr.color.z;
+          }
+        std::memcpy(pair_grad + kPairGrad * emit[b + k], acc, sizeof(acc));
+      }
+      for (uint32_t k = max_last; k < e - b; ++k)
+        std::fill(pair_grad + kPairGrad * emit[b + k], pair_grad + kPairGrad * (emit[b + k] + 1), 0.f);
     }
   });
 

@@ -43,6 +43,7 @@ class CpuRasterizer {
 
   // Per Gaussian.
   GrowBuffer<float> mean2d_, conic_, depth_, opacity_, color_;
+  GrowBuffer<float> extent_;                    // pixel half-extents of the blend region
   GrowBuffer<int32_t> radius_, rect_;           // rect: min_x, min_y, max_x, max_y
   GrowBuffer<uint32_t> pair_offset_;            // N + 1, emission offsets
   // Per tile.

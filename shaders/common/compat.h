@@ -132,8 +132,9 @@ SPLAT_FUNC float sp_sqrt(float x) { return sqrtf(x); }
 SPLAT_FUNC float sp_rsqrt(float x) { return 1.0f / sqrtf(x); }
 SPLAT_FUNC float sp_floor(float x) { return floorf(x); }
 SPLAT_FUNC float sp_ceil(float x) { return ceilf(x); }
-SPLAT_FUNC float sp_min(float a, float b) { return fminf(a, b); }
-SPLAT_FUNC float sp_max(float a, float b) { return fmaxf(a, b); }
+// Not fminf: libm calls it out of line; inputs are never NaN here.
+SPLAT_FUNC float sp_min(float a, float b) { return b < a ? b : a; }
+SPLAT_FUNC float sp_max(float a, float b) { return a < b ? b : a; }
 SPLAT_FUNC int sp_mini(int a, int b) { return a < b ? a : b; }
 SPLAT_FUNC int sp_maxi(int a, int b) { return a > b ? a : b; }
 SPLAT_FUNC uint32_t sp_float_bits(float x) {
