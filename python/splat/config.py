@@ -281,8 +281,9 @@ class TrainConfig(_Section):
                                     doc="scales of split Gaussians are divided by this")
     prune_opacity: float = _f(0.005, "float", lo=0.0, hi=1.0, hi_open=True,
                               doc="prune Gaussians with opacity below this")
-    prune_max_screen_radius: float = _f(20.0, "float", lo=0.0, lo_open=True,
-                                        doc="prune screen radius above this (pixels; after the first opacity reset)")
+    prune_max_screen_radius: float = _f(0.0, "float", lo=0.0,
+                                        doc="prune screen radius above this (pixels; after the first opacity "
+                                            "reset; 0 = off, which is what the 3DGS reference effectively does)")
     prune_max_world_scale: float = _f(0.1, "float", lo=0.0, lo_open=True,
                                       doc="prune max scale above this times the extent (after the first opacity reset)")
     opacity_reset_every: int = _f(3000, "int", lo=1, doc="reset opacities every this many steps")
