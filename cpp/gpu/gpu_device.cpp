@@ -91,7 +91,8 @@ void GpuDevice::begin(TimingLabel l) {
 
 void GpuDevice::end(TimingLabel l) {
   if (timing_) launcher_->end_label(l);
-  if (config_.forward_submission == ForwardSubmission::PerStage) {
+  const bool forward_stage = l <= TimingLabel::FwdReadback;
+  if (forward_stage && config_.forward_submission == ForwardSubmission::PerStage) {
     launcher_->flush();
     launcher_->synchronize();
   }
