@@ -127,7 +127,8 @@ def main(argv=None):
     print(f"# {args.n} Gaussians ({visible} visible), {args.width}x{args.height}, SH degree {args.sh_degree}, "
           f"median of {args.iters} calls after {args.warmup} warm-up")
     head = ["variant", "fwd_ms", "bwd_ms"] + list(TS)
-    widths = [max(len(h), 40 if i == 0 else 8) for i, h in enumerate(head)]
+    name_width = max(len(name) for name, *_ in rows)
+    widths = [max(len(h), name_width if i == 0 else 8) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))))
     for name, fwd, bwd, ts in rows:
         cells = [name, f"{fwd:.3f}", f"{bwd:.3f}"] + [f"{ts[k]:.3f}" if k in ts else "-" for k in TS]

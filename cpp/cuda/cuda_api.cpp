@@ -40,9 +40,10 @@ const Driver* driver(std::string* error) {
   if (!tried) {
     tried = true;
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    std::string first_error = lib ? "" : dl_error();
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-      failure = "the NVIDIA driver library libcuda.so.1 could not be loaded (" + dl_error() + ")";
+      failure = "the NVIDIA driver library libcuda.so.1 could not be loaded (" + first_error + ")";
     } else {
       std::string missing;
       bind(lib, d.cuInit, "cuInit", missing);
