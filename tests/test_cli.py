@@ -1,0 +1,333 @@
+"""The `splat` command line, end to end on a tiny Blender-format scene."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pkg import NATIVE, ROOT, splat  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+if NATIVE:
+    from splat import cli  # noqa: E402
+    from splat.data import load_dataset, synthetic  # noqa: E402
+
+SIZE = 32
+TRAIN_TOML = """\
+[data]
+path = "../scene"
+
+[train]
+steps = 30
+sh_degree = 1
+sh_degree_interval = 10
+densify_from = 5
+densify_until = 20
+densify_every = 5
+densify_grad_threshold = 0.002
+opacity_reset_every = 1000
+init_points = 400
+init_extent = 1.0
+
+[backend]
+backend = "cpu"
+
+[output]
+dir = {out}
+eval_steps = [10, 30, 100]
+checkpoint_steps = [20, 30, 500]
+render_views = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    train, test = synthetic.make_scene(n_gaussians=150, n_views=8, width=SIZE, height=SIZE, seed=5,
+                                       n_test_views=4)
+    synthetic.write_blender(root / "scene", {"train": train, "test": test})
+    (root / "configs").mkdir()
+    return root
+
+
+def write_config(scene_dir, name, out, text=TRAIN_TOML):
+    path = scene_dir / "configs" / name
+    path.write_text(text.format(out=json.dumps(str(out))))
+    return path
+
+
+def run_cli(capsys, *argv):
+    rc = cli.main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def assert_user_error(rc, err, *words, lines=1):
+    assert rc == 1, err
+    got = err.strip().splitlines()
+    assert len(got) == lines, err
+    assert all(ln.startswith("splat: error: ") for ln in got), err
+    assert "Traceback" not in err
+    for w in words:
+        assert w in err, err
+
+
+@pytest.fixture(scope="module")
+def run(scene_dir):
+    """A 30-step training run through the CLI (checked by the tests below)."""
+    out = scene_dir / "run"
+    cfg = write_config(scene_dir, "tiny.toml", out)
+    rc = cli.main(["train", "--config", str(cfg), "--quiet"])
+    assert rc == 0
+    return out
+
+
+def finite(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# --------------------------------------------------------------------------- train
+
+
+def test_train_writes_every_output(run):
+    for name in ("metrics.json", "checkpoint.npz", "checkpoint_20.npz", "checkpoint_30.npz",
+                 "point_cloud.ply", "training.png", "config.toml"):
+        assert (run / name).is_file(), name
+    assert not (run / "checkpoint_500.npz").exists()
+    assert not list(run.rglob("*.tmp")), "temporary files left behind"
+    for step in (10, 30):
+        pngs = sorted((run / "renders" / f"step_{step}").glob("*.png"))
+        assert len(pngs) == 2
+        with Image.open(pngs[0]) as im:
+            assert im.height == SIZE and im.width > 2 * SIZE          # render next to ground truth
+    assert not (run / "renders" / "step_100").exists()
+    with Image.open(run / "training.png") as im:
+        assert im.format == "PNG" and im.width > 300
+
+
+def test_metrics_json(run):
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["steps"] == 30 and m["finished"] is True
+    assert m["backend"] == "cpu"
+    for key in ("psnr", "ssim", "train_seconds", "ms_per_step", "load_seconds", "eval_seconds"):
+        assert finite(m[key]), key
+    assert 0 < m["ssim"] <= 1 and m["psnr"] > 5 and m["train_seconds"] > 0
+    assert m["num_gaussians"] > 0
+    assert [e["step"] for e in m["evals"]] == [10, 30]
+    assert m["evals"][-1]["psnr"] == m["psnr"]
+    assert len(m["per_view"]) == 4 and all(finite(v["psnr"]) and finite(v["ssim"]) for v in m["per_view"])
+    assert m["psnr"] == pytest.approx(np.mean([v["psnr"] for v in m["per_view"]]))
+    assert len(m["history"]) >= 3 and m["history"][-1][0] == 30
+
+
+def test_outputs_load_back(run, scene_dir):
+    m = json.loads((run / "metrics.json").read_text())
+    train = load_dataset(scene_dir / "scene", "train")
+    test = load_dataset(scene_dir / "scene", "test")
+    trainer = splat.Trainer.load_checkpoint(run / "checkpoint.npz", train)
+    assert trainer.step_count == 30 and trainer.num_gaussians == m["num_gaussians"]
+    assert splat.evaluate(trainer, test).psnr == pytest.approx(m["psnr"], abs=1e-6)
+    assert splat.Trainer.load_checkpoint(run / "checkpoint_20.npz", train).step_count == 20
+    from splat.io.ply import load_ply
+    assert len(load_ply(run / "point_cloud.ply")) == m["num_gaussians"]
+    cfg = splat.load_config(run / "config.toml")
+    assert cfg.train.steps == 30 and cfg.data.path == str(scene_dir / "scene")
+
+
+def test_steps_and_out_override(scene_dir, tmp_path, capsys):
+    cfg = write_config(scene_dir, "override.toml", scene_dir / "unused")
+    rc, out, err = run_cli(capsys, "train", "--config", cfg, "--steps", 12, "--out", tmp_path / "r", "--quiet")
+    assert rc == 0, err
+    assert "PSNR" in out
+    assert not (scene_dir / "unused").exists()
+    m = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert m["steps"] == 12 and [e["step"] for e in m["evals"]] == [10, 12]
+    assert not list((tmp_path / "r").glob("checkpoint_*.npz"))     # 20, 30, 500 are past the end
+    assert (tmp_path / "r" / "checkpoint.npz").is_file()
+
+
+def test_train_without_config(tmp_path, capsys):
+    rc, out, err = run_cli(capsys, "train", "--steps", 50, "--out", tmp_path / "syn", "--quiet")
+    assert rc == 0, err
+    assert "PSNR" in out and "SSIM" in out
+    m = json.loads((tmp_path / "syn" / "metrics.json").read_text())
+    assert m["scene"] == "synthetic" and m["steps"] == 50
+    assert finite(m["psnr"]) and finite(m["ssim"]) and m["eval_views"] == 8
+    for name in ("checkpoint.npz", "point_cloud.ply", "training.png"):
+        assert (tmp_path / "syn" / name).is_file()
+
+
+# --------------------------------------------------------------------------- eval / render
+
+
+def test_eval(run, scene_dir, tmp_path, capsys):
+    m = json.loads((run / "metrics.json").read_text())
+    out_json = tmp_path / "eval.json"
+    rc, out, err = run_cli(capsys, "eval", "--checkpoint", run / "checkpoint.npz", "--data", scene_dir / "scene",
+                           "--json", out_json)
+    assert rc == 0, err
+    assert "PSNR" in out and "SSIM" in out
+    e = json.loads(out_json.read_text())
+    assert e["psnr"] == pytest.approx(m["psnr"], abs=1e-6)
+    assert e["ssim"] == pytest.approx(m["ssim"], abs=1e-6)
+    assert len(e["per_view"]) == 4 and e["step"] == 30
+    rc, out, err = run_cli(capsys, "eval", "--checkpoint", run / "checkpoint.npz", "--data", scene_dir / "scene",
+                           "--frames", "1::2", "--supersample", 2, "--json", out_json)
+    assert rc == 0, err
+    e = json.loads(out_json.read_text())
+    assert [v["name"] for v in e["per_view"]] == [m["per_view"][1]["name"], m["per_view"][3]["name"]]
+    assert e["supersample"] == 2 and finite(e["psnr"])
+
+
+def test_render(run, scene_dir, tmp_path, capsys):
+    rc, out, err = run_cli(capsys, "render", "--checkpoint", run / "checkpoint.npz", "--data", scene_dir / "scene",
+                           "--frames", "0::2", "--out", tmp_path / "r")
+    assert rc == 0, err
+    pngs = sorted((tmp_path / "r").glob("*.png"))
+    assert len(pngs) == 2
+    with Image.open(pngs[0]) as im:
+        assert im.size == (SIZE, SIZE)
+        assert np.asarray(im).std() > 5
+    rc, out, err = run_cli(capsys, "render", "--checkpoint", run / "checkpoint.npz", "--data", scene_dir / "scene",
+                           "--split", "train", "--frames", "3", "--supersample", 2, "--compare",
+                           "--out", tmp_path / "c")
+    assert rc == 0, err
+    (png,) = (tmp_path / "c").glob("*.png")
+    with Image.open(png) as im:
+        assert im.height == SIZE and im.width > 2 * SIZE
+
+
+# --------------------------------------------------------------------------- check
+
+
+def test_check_good(run, scene_dir, capsys):
+    rc, out, err = run_cli(capsys, "check", "--config", scene_dir / "configs" / "tiny.toml")
+    assert rc == 0, err
+    assert "error" not in err
+    resolved = tomllib.loads(out)
+    assert resolved["data"]["path"] == str(scene_dir / "scene")
+    assert resolved["train"]["steps"] == 30 and resolved["train"]["means_lr"] == pytest.approx(1.6e-4)
+    assert resolved["backend"]["backend"] == "cpu"
+
+
+def test_check_backend_warnings(scene_dir, capsys):
+    text = TRAIN_TOML.replace('backend = "cpu"', 'backend = "cpu"\nraster_backward = "tg"\npipelining = "on"')
+    cfg = write_config(scene_dir, "warn.toml", scene_dir / "unused", text)
+    rc, out, err = run_cli(capsys, "check", "--config", cfg)
+    assert rc == 0, err
+    want = splat.BackendConfig(backend="cpu", raster_backward="tg", pipelining="on").validate("cpu")
+    assert len(want) == 2
+    for w in want:
+        assert f"splat: warning: {w}" in err
+    assert tomllib.loads(out)["backend"]["raster_backward"] == "tg"
+
+
+def test_check_reports_every_error(scene_dir, capsys):
+    bad = scene_dir / "configs" / "bad.toml"
+    bad.write_text('[data]\npath = "../scene"\nformat = "nope"\n'
+                   '[train]\nsteps = -1\ndensify_every = "x"\nbogus = 1\n'
+                   '[backend]\nraster_backward = "fast"\n'
+                   '[output]\nrender_views = -2\n')
+    expected = splat.check_config(bad)
+    assert len(expected) >= 6
+    rc, out, err = run_cli(capsys, "check", "--config", bad)
+    assert rc == 1
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert all(ln.startswith("splat: error: ") for ln in lines) and "Traceback" not in err
+    for e in expected:
+        assert any(e in ln for ln in lines), e
+    for key in ("data.format", "train.steps", "train.densify_every", "train.bogus", "backend.raster_backward",
+                "output.render_views"):
+        assert key in err, key
+    # training refuses the same config, listing every error too
+    rc, out, err = run_cli(capsys, "train", "--config", bad)
+    assert_user_error(rc, err, "train.steps", "backend.raster_backward", lines=len(expected))
+
+    missing = scene_dir / "configs" / "missing_data.toml"
+    missing.write_text('[data]\npath = "../nowhere"\n')
+    rc, out, err = run_cli(capsys, "check", "--config", missing)
+    assert rc == 1 and "data.path" in err
+
+
+# --------------------------------------------------------------------------- user errors
+
+
+def test_user_errors(run, scene_dir, tmp_path, capsys):
+    rc, _, err = run_cli(capsys, "train", "--config", tmp_path / "nope.toml")
+    assert_user_error(rc, err, "nope.toml", "not found")
+
+    (tmp_path / "broken.toml").write_text("[train\nsteps = 3\n")
+    rc, _, err = run_cli(capsys, "check", "--config", tmp_path / "broken.toml")
+    assert_user_error(rc, err, "invalid TOML", lines=2)          # the problem, then the count
+
+    corrupt = tmp_path / "corrupt.npz"
+    corrupt.write_bytes(b"not a checkpoint at all")
+    rc, _, err = run_cli(capsys, "eval", "--checkpoint", corrupt, "--data", scene_dir / "scene")
+    assert_user_error(rc, err, "corrupt.npz")
+
+    rc, _, err = run_cli(capsys, "render", "--checkpoint", tmp_path / "missing.npz", "--data", scene_dir / "scene")
+    assert_user_error(rc, err, "missing.npz")
+
+    rc, _, err = run_cli(capsys, "eval", "--checkpoint", run / "checkpoint.npz", "--data", tmp_path / "nodata")
+    assert_user_error(rc, err, "nodata")
+
+    rc, _, err = run_cli(capsys, "eval", "--checkpoint", run / "checkpoint.npz", "--data", scene_dir / "scene",
+                         "--frames", "40")
+    assert_user_error(rc, err, "frames")
+
+    # a scene whose image is not a PNG
+    import shutil
+    bad_scene = tmp_path / "bad_scene"
+    shutil.copytree(scene_dir / "scene", bad_scene)
+    victim = sorted((bad_scene / "train").glob("*.png"))[0]
+    victim.write_bytes(b"garbage")
+    cfg = tmp_path / "bad_scene.toml"
+    cfg.write_text(f'[data]\npath = {json.dumps(str(bad_scene))}\n[backend]\nbackend = "cpu"\n'
+                   f'[output]\ndir = {json.dumps(str(tmp_path / "bad_run"))}\n')
+    rc, _, err = run_cli(capsys, "train", "--config", cfg, "--quiet")
+    assert_user_error(rc, err, victim.name)
+
+    if not splat.backend_available("metal")[0]:
+        rc, _, err = run_cli(capsys, "train", "--steps", 5, "--backend", "metal", "--out", tmp_path / "m", "--quiet")
+        assert_user_error(rc, err, "metal")
+
+
+def test_bench_not_available(capsys):
+    try:
+        from splat import bench  # noqa: F401
+        pytest.skip("splat.bench exists")
+    except ImportError:
+        pass
+    rc = cli.main(["bench"])
+    assert rc == 2
+    assert "not available" in capsys.readouterr().err
+
+
+def test_python_dash_m(tmp_path):
+    """`python -m splat` is the same program; a user error is one line and exit status 1."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")])
+    env.pop("SPLAT_DEBUG", None)
+    corrupt = tmp_path / "c.npz"
+    corrupt.write_bytes(b"\x00" * 10)
+    p = subprocess.run([sys.executable, "-m", "splat", "eval", "--checkpoint", str(corrupt), "--data",
+                        str(tmp_path)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert p.returncode == 1
+    assert p.stderr.startswith("splat: error: ") and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = subprocess.run([sys.executable, "-m", "splat", "--version"], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("splat ")
