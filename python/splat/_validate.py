@@ -80,3 +80,15 @@ def positive_int(name: str, value) -> int:
     if value <= 0:
         raise ValueError(f"[splat] {name}: must be positive, got {value}")
     return int(value)
+
+
+def backend_config(name: str, value):
+    """A splat.BackendConfig from None (defaults), a dict (a TOML [backend] table) or itself."""
+    from ._core import BackendConfig
+    if value is None:
+        return BackendConfig()
+    if isinstance(value, dict):
+        return BackendConfig(value)
+    if not isinstance(value, BackendConfig):
+        raise TypeError(f"[splat] {name}: expected a BackendConfig, got {type(value).__name__}")
+    return value

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._validate import as_float32
+from ._validate import as_float32, backend_config
 from .camera import Camera
 from .gaussians import MAX_SH_DEGREE, Gaussians, sh_coeffs
 
@@ -49,12 +49,7 @@ class Rasterizer:
     """Renders Gaussians and back-propagates image gradients, on the configured backend."""
 
     def __init__(self, config: "_core.BackendConfig | None" = None):
-        if config is None:
-            config = _core.BackendConfig()
-        if isinstance(config, dict):
-            config = _core.BackendConfig(config)
-        if not isinstance(config, _core.BackendConfig):
-            raise TypeError(f"[splat] config: expected a BackendConfig, got {type(config).__name__}")
+        config = backend_config("config", config)
         self.config = config
         self._native = _core.Rasterizer(config)
         self._last: tuple[int, int, int] | None = None  # (N, H, W)

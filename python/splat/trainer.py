@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _core
 from ._validate import as_float32
+from ._validate import backend_config as as_backend_config
 from .camera import Camera
 from .config import TrainConfig
 from .gaussians import Gaussians, sh_coeffs
@@ -82,12 +83,7 @@ class Trainer:
                  *, scene_extent: float | None = None):
         if not isinstance(train_config, TrainConfig):
             raise TypeError(f"[splat] train_config: expected splat.TrainConfig, got {type(train_config).__name__}")
-        if backend_config is None:
-            backend_config = _core.BackendConfig()
-        elif isinstance(backend_config, dict):
-            backend_config = _core.BackendConfig(backend_config)
-        elif not isinstance(backend_config, _core.BackendConfig):
-            raise TypeError(f"[splat] backend_config: expected a BackendConfig, got {type(backend_config).__name__}")
+        backend_config = as_backend_config("backend_config", backend_config)
         if len(dataset) == 0:
             raise ValueError("[splat] dataset: has no views")
         self.config = train_config

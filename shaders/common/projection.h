@@ -71,6 +71,28 @@ SPLAT_FUNC void screen_map(ProjectionJacobian jac, mat3 rw, SPLAT_THREAD float (
   }
 }
 
+// The screen-space covariance (J R_w) M M^T (J R_w)^T + 0.3 I, with the
+// factors the backward reuses.
+struct ScreenCovariance {
+  ProjectionJacobian jac;
+  float tm[2][3];   // T = J R_w
+  float tmm[2][3];  // T M
+  float a, b, c;    // cov2d = [[a, b], [b, c]]
+};
+
+SPLAT_FUNC ScreenCovariance screen_covariance(SPLAT_CONST_MEM const CameraParams& cam, vec3 t, mat3 rw, mat3 m) {
+  ScreenCovariance sc;
+  sc.jac = projection_jacobian(cam, t);
+  screen_map(sc.jac, rw, sc.tm);
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 3; ++k)
+      sc.tmm[r][k] = sc.tm[r][0] * m.m[0][k] + sc.tm[r][1] * m.m[1][k] + sc.tm[r][2] * m.m[2][k];
+  sc.a = sc.tmm[0][0] * sc.tmm[0][0] + sc.tmm[0][1] * sc.tmm[0][1] + sc.tmm[0][2] * sc.tmm[0][2] + 0.3f;
+  sc.b = sc.tmm[0][0] * sc.tmm[1][0] + sc.tmm[0][1] * sc.tmm[1][1] + sc.tmm[0][2] * sc.tmm[1][2];
+  sc.c = sc.tmm[1][0] * sc.tmm[1][0] + sc.tmm[1][1] * sc.tmm[1][1] + sc.tmm[1][2] * sc.tmm[1][2] + 0.3f;
+  return sc;
+}
+
 // The tile rect [min, max) a splat of `radius` around `mean2d` touches.
 SPLAT_FUNC bool tile_rect(vec2 mean2d, int radius, uint32_t tiles_x, uint32_t tiles_y,
                           SPLAT_THREAD ProjectedGaussian& p) {
@@ -99,17 +121,8 @@ SPLAT_FUNC bool project_gaussian(SPLAT_CONST_MEM const CameraParams& cam, vec3 m
   vec3 scale = make_vec3(sp_exp(log_scale.x), sp_exp(log_scale.y), sp_exp(log_scale.z));
   mat3 m = scaled_rotation(rot, scale);
 
-  ProjectionJacobian jac = projection_jacobian(cam, t);
-  float tm[2][3];
-  screen_map(jac, camera_rotation(cam), tm);
-  // cov2d = (T M)(T M)^T + 0.3 I
-  float tmm[2][3];
-  for (int r = 0; r < 2; ++r)
-    for (int k = 0; k < 3; ++k)
-      tmm[r][k] = tm[r][0] * m.m[0][k] + tm[r][1] * m.m[1][k] + tm[r][2] * m.m[2][k];
-  float a = tmm[0][0] * tmm[0][0] + tmm[0][1] * tmm[0][1] + tmm[0][2] * tmm[0][2] + 0.3f;
-  float b = tmm[0][0] * tmm[1][0] + tmm[0][1] * tmm[1][1] + tmm[0][2] * tmm[1][2];
-  float c = tmm[1][0] * tmm[1][0] + tmm[1][1] * tmm[1][1] + tmm[1][2] * tmm[1][2] + 0.3f;
+  ScreenCovariance sc = screen_covariance(cam, t, camera_rotation(cam), m);
+  float a = sc.a, b = sc.b, c = sc.c;
   float det = a * c - b * b;
   if (!(det > 0.f)) return false;
   p.conic = make_vec3(c / det, -b / det, a / det);
@@ -142,16 +155,9 @@ SPLAT_FUNC ProjectionGrads project_gaussian_backward(SPLAT_CONST_MEM const Camer
   vec3 scale = make_vec3(sp_exp(log_scale.x), sp_exp(log_scale.y), sp_exp(log_scale.z));
   mat3 m = scaled_rotation(rot, scale);
   mat3 rw = camera_rotation(cam);
-  ProjectionJacobian jac = projection_jacobian(cam, t);
-  float tm[2][3];
-  screen_map(jac, rw, tm);
-  float tmm[2][3];
-  for (int r = 0; r < 2; ++r)
-    for (int k = 0; k < 3; ++k)
-      tmm[r][k] = tm[r][0] * m.m[0][k] + tm[r][1] * m.m[1][k] + tm[r][2] * m.m[2][k];
-  float a = tmm[0][0] * tmm[0][0] + tmm[0][1] * tmm[0][1] + tmm[0][2] * tmm[0][2] + 0.3f;
-  float b = tmm[0][0] * tmm[1][0] + tmm[0][1] * tmm[1][1] + tmm[0][2] * tmm[1][2];
-  float c = tmm[1][0] * tmm[1][0] + tmm[1][1] * tmm[1][1] + tmm[1][2] * tmm[1][2] + 0.3f;
+  const ScreenCovariance sc = screen_covariance(cam, t, rw, m);
+  const ProjectionJacobian jac = sc.jac;
+  const float a = sc.a, b = sc.b, c = sc.c;
   float det = a * c - b * b;
   float id2 = 1.f / (det * det);
 
@@ -167,14 +173,14 @@ SPLAT_FUNC ProjectionGrads project_gaussian_backward(SPLAT_CONST_MEM const Camer
   // With Sigma = M M^T: dL/dM = 2 dL/dSigma M; and T Sigma = (T M) M^T.
   float gt[2][3];  // G T
   for (int r = 0; r < 2; ++r)
-    for (int k = 0; k < 3; ++k) gt[r][k] = g[r][0] * tm[0][k] + g[r][1] * tm[1][k];
+    for (int k = 0; k < 3; ++k) gt[r][k] = g[r][0] * sc.tm[0][k] + g[r][1] * sc.tm[1][k];
   mat3 d_sigma;
   for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) d_sigma.m[i][j] = tm[0][i] * gt[0][j] + tm[1][i] * gt[1][j];
+    for (int j = 0; j < 3; ++j) d_sigma.m[i][j] = sc.tm[0][i] * gt[0][j] + sc.tm[1][i] * gt[1][j];
   float d_tm[2][3];  // 2 G (T M) M^T
   for (int r = 0; r < 2; ++r) {
     float gtmm[3];
-    for (int k = 0; k < 3; ++k) gtmm[k] = g[r][0] * tmm[0][k] + g[r][1] * tmm[1][k];
+    for (int k = 0; k < 3; ++k) gtmm[k] = g[r][0] * sc.tmm[0][k] + g[r][1] * sc.tmm[1][k];
     for (int i = 0; i < 3; ++i)
       d_tm[r][i] = 2.f * (gtmm[0] * m.m[i][0] + gtmm[1] * m.m[i][1] + gtmm[2] * m.m[i][2]);
   }
