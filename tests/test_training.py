@@ -312,3 +312,27 @@ def test_training_learns_a_small_scene_without_allocating_when_warm():
     after = splat.evaluate(tr, test)
     assert after.psnr >= 24.0 and after.psnr > before + 8, (before, after.psnr, seed)
     assert np.isfinite(s.loss) and s.num_gaussians > 200
+
+
+# ----------------------------------------------------------------------------- instrumentation
+def test_timings_and_debug_snapshot():
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 120), n_views=4)
+    timed = splat.Trainer.from_dataset(ds, small_config(), splat.BackendConfig(backend="cpu", timing="per_kernel"))
+    plain = splat.Trainer.from_dataset(ds, small_config(), splat.BackendConfig(backend="cpu"))
+    for _ in range(3):
+        timed.step()
+        plain.step()
+    t = timed._native.timings(reset=True)
+    for label in ("ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_rasterize", "ts_ssim", "ts_backward_raster",
+                  "ts_project_back", "ts_adam"):
+        assert t[label]["calls"] == 3 and t[label]["total_ms"] > 0, label
+    assert timed._native.timings() == {}  # reset
+    assert plain._native.timings() == {}  # timing off
+    a, b = timed._native.debug_snapshot(), plain._native.debug_snapshot()
+    ranges = a["tile_ranges"]
+    assert ranges[0, 0] == 0 and ranges[-1, 1] == len(a["sorted_gauss"])
+    assert np.all(ranges[1:, 0] == ranges[:-1, 1]) and np.all(ranges[:, 1] >= ranges[:, 0])
+    for k in a:  # the cpu backend is bitwise deterministic, timed or not
+        assert a[k].tobytes() == b[k].tobytes(), (k, seed)
+    assert np.any(a["grad.means"] != 0) and np.any(a["grad.means2d"] != 0)

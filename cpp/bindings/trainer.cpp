@@ -225,6 +225,47 @@ class PyTrainer {
     return float_array(image, {height, width, 3});
   }
 
+  nb::dict timings(bool reset) {
+    nb::dict d;
+    for (const TimingRecord& r : trainer_->device().timings(reset)) {
+      nb::dict e;
+      e["calls"] = r.calls;
+      e["total_ms"] = r.total_ms();
+      e["upload_ms"] = r.upload_ms;
+      e["alloc_ms"] = r.alloc_ms;
+      e["gpu_ms"] = r.compute_ms;
+      e["readback_ms"] = r.readback_ms;
+      d[r.label.c_str()] = e;
+    }
+    return d;
+  }
+
+  nb::dict debug_snapshot() {
+    DebugSnapshot snap;
+    if (!trainer_->device().debug_snapshot(snap))
+      throw BackendError(std::string("[trainer] the ") + backend_name(trainer_->device().backend()) +
+                         " backend does not provide debug snapshots");
+    TrainingState shape;
+    trainer_->device().get_training_state(shape);
+    const size_t n = shape.count;
+    auto u32 = [](const std::vector<uint32_t>& v, std::initializer_list<size_t> sh) {
+      uint32_t* data = new uint32_t[v.size() > 0 ? v.size() : 1];
+      std::memcpy(data, v.data(), v.size() * sizeof(uint32_t));
+      nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<uint32_t*>(p); });
+      return nb::ndarray<nb::numpy, uint32_t>(data, sh.size(), sh.begin(), owner);
+    };
+    nb::dict d;
+    d["tile_ranges"] = u32(snap.tile_ranges, {snap.tile_ranges.size() / 2, 2});
+    d["sorted_gauss"] = u32(snap.sorted_gauss, {snap.sorted_gauss.size()});
+    d["grad.means"] = float_array(snap.grads[0], {n, 3});
+    d["grad.log_scales"] = float_array(snap.grads[1], {n, 3});
+    d["grad.quats"] = float_array(snap.grads[2], {n, 4});
+    d["grad.opacity_logits"] = float_array(snap.grads[3], {n});
+    d["grad.sh"] = float_array(snap.grads[4], {n, shape.sh_stride, 3});
+    d["grad.means2d"] = float_array(snap.means2d_grad, {n, 2});
+    return d;
+  }
+
   uint32_t step_count() const { return trainer_->step_count(); }
   uint32_t active_sh_degree() const { return trainer_->active_sh_degree(); }
   size_t num_gaussians() { return trainer_->device().num_gaussians(); }
@@ -247,6 +288,11 @@ void bind_trainer(nb::module_& m) {
       .def("step", &PyTrainer::step, nb::arg("read_loss") = true)
       .def("run", &PyTrainer::run, nb::arg("n"))
       .def("state", &PyTrainer::state)
+      .def("timings", &PyTrainer::timings, nb::arg("reset") = false,
+           "ts_* timings since the last reset: {label: {calls, total_ms, upload_ms, alloc_ms, gpu_ms, readback_ms}} "
+           "(empty unless the BackendConfig has timing='per_kernel'; gpu_ms is worker-thread time on the cpu backend)")
+      .def("debug_snapshot", &PyTrainer::debug_snapshot,
+           "Buffers of the last training step: tile_ranges, sorted_gauss and grad.* (for parity checks)")
       .def("render", &PyTrainer::render, nb::arg("world_to_camera").noconvert(), nb::arg("fx"), nb::arg("fy"),
            nb::arg("cx"), nb::arg("cy"), nb::arg("width"), nb::arg("height"),
            nb::arg("background").noconvert().none() = nb::none())

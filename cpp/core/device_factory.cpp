@@ -50,7 +50,7 @@ std::unique_ptr<Device> create_device(const BackendConfig& config) {
     case Backend::Cuda:
       return create_cuda_device(config);
     default:
-      return std::make_unique<cpu::CpuDevice>();
+      return std::make_unique<cpu::CpuDevice>(config);
   }
 }
 

@@ -8,7 +8,14 @@ namespace splat::cpu {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice() : raster_(ThreadPool::shared()), training_(ThreadPool::shared(), train_raster_) {}
+  explicit CpuDevice(const BackendConfig& config)
+      : raster_(ThreadPool::shared()), training_(ThreadPool::shared(), train_raster_) {
+    if (config.timing == Timing::PerKernel) {
+      raster_.set_timing(&timing_);
+      train_raster_.set_timing(&timing_);
+      training_.set_timing(&timing_);
+    }
+  }
 
   Backend backend() const override { return Backend::Cpu; }
   std::string description() const override;
@@ -36,11 +43,18 @@ class CpuDevice final : public Device {
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) override {
     training_.render(cam, sh_degree, background, image);
   }
+  std::vector<TimingRecord> timings(bool reset) override { return timing_.snapshot(reset); }
+  bool debug_snapshot(DebugSnapshot& out) override {
+    train_raster_.snapshot_binning(out);
+    training_.snapshot_grads(out);
+    return true;
+  }
 
  private:
   CpuRasterizer raster_;        // the differentiable-rasterizer API
   CpuRasterizer train_raster_{ThreadPool::shared()};  // the training state's own
   CpuTraining training_;
+  TimingRegistry timing_;
   size_t allocations_ = 0;
   // Resident copies of the parameters, so backward() does not depend on the
   // caller's arrays staying alive.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "../../shaders/common/blend.h"
@@ -61,9 +62,18 @@ void CpuRasterizer::forward(const GaussiansView& g, const CameraParams& cam, uin
   cam_ = cam;
   sh_degree_ = sh_degree;
   std::memcpy(background_, background, sizeof(background_));
-  project(sh_degree);
-  bin_and_sort();
-  blend(out);
+  {
+    ScopedTiming t(timing_, "ts_fwd_project");
+    project(sh_degree);
+  }
+  {
+    ScopedTiming t(timing_, "ts_fwd_emit_pairs");  // counting, scatter and per-tile depth sort
+    bin_and_sort();
+  }
+  {
+    ScopedTiming t(timing_, "ts_fwd_rasterize");
+    blend(out);
+  }
   if (out.radii) std::memcpy(out.radii, radius_.data(), g_.count * sizeof(int32_t));
 }
 
@@ -240,6 +250,7 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
   //    and each splat's gradient sums its pixels in row-major order; the sums
   //    land at the pair's emission index.
   const float* extent = extent_.data();
+  std::optional<ScopedTiming> timed(std::in_place, timing_, "ts_backward_raster");
   pool_.parallel_for(num_tiles, 1, [&](size_t lo, size_t hi) {
     BlendBackwardState state[kTile * kTile];
     uint32_t last[kTile * kTile];
@@ -285,6 +296,7 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
     }
   });
 
+  timed.emplace(timing_, "ts_project_back");
   // 2. Per Gaussian: sum its pairs in emission order, then the backward of
   //    colour and projection.
   const uint32_t* offset = pair_offset_.data();
@@ -326,6 +338,20 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       grads.means2d[2 * i + 1] = s[1];
     }
   });
+}
+
+}  // namespace splat::cpu
+
+namespace splat::cpu {
+
+void CpuRasterizer::snapshot_binning(DebugSnapshot& out) const {
+  const size_t num_tiles = static_cast<size_t>(cam_.tiles_x) * cam_.tiles_y;
+  out.tile_ranges.resize(2 * num_tiles);
+  for (size_t t = 0; t < num_tiles; ++t) {
+    out.tile_ranges[2 * t] = tile_start_.data()[t];
+    out.tile_ranges[2 * t + 1] = tile_start_.data()[t + 1];
+  }
+  out.sorted_gauss.assign(sorted_gauss_.data(), sorted_gauss_.data() + num_pairs_);
 }
 
 }  // namespace splat::cpu

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "../core/timing_registry.h"
 #include "grow_buffer.h"
 #include "splat/types.h"
 #include "thread_pool.h"
@@ -23,6 +24,10 @@ class CpuRasterizer {
   void backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads);
 
   size_t allocation_count() const { return allocations_; }
+  // Records ts_* timings into `registry` (null: off).
+  void set_timing(TimingRegistry* registry) { timing_ = registry; }
+  // The tile ranges and (tile, depth)-sorted Gaussians of the last forward.
+  void snapshot_binning(DebugSnapshot& out) const;
   // Number of (tile, Gaussian) pairs of the last forward.
   size_t pair_count() const { return num_pairs_; }
 
@@ -33,6 +38,7 @@ class CpuRasterizer {
 
   ThreadPool& pool_;
   size_t allocations_ = 0;
+  TimingRegistry* timing_ = nullptr;
 
   // The last forward's inputs.
   GaussiansView g_;

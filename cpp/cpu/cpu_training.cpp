@@ -110,11 +110,15 @@ void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index,
   ForwardOutputs out{rendered_.data(), alpha_.data(), radii_.data()};
   raster_.forward(view(), cam, sh_degree, background, out);
   const uint8_t* target = images_.data() + static_cast<size_t>(view_index) * width_ * height_ * 3;
-  loss_value_ = loss_.loss_and_grad(rendered_.data(), target, width_, height_, ssim_weight, d_rendered_.data());
+  {
+    ScopedTiming t(timing_, "ts_ssim");
+    loss_value_ = loss_.loss_and_grad(rendered_.data(), target, width_, height_, ssim_weight, d_rendered_.data());
+  }
   GradientOutputs grads{grads_[kMeans].data(),   grads_[kLogScales].data(), grads_[kQuats].data(),
                         grads_[kOpacity].data(), grads_[kSh].data(),        means2d_grad_.data()};
   raster_.backward(d_rendered_.data(), nullptr, grads);
   if (!track_stats) return;
+  ScopedTiming t(timing_, "ts_densify_stats");
   const float* g2d = means2d_grad_.data();
   pool_.parallel_for(count_, 4096, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) {
@@ -127,6 +131,7 @@ void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index,
 }
 
 void CpuTraining::adam_step(const AdamSettings& s) {
+  ScopedTiming t(timing_, "ts_adam");
   AdamStep base;
   base.beta1 = s.beta1;
   base.beta2 = s.beta2;
@@ -155,6 +160,7 @@ void CpuTraining::adam_step(const AdamSettings& s) {
 }
 
 DensifyResult CpuTraining::densify(const DensifySettings& s) {
+  ScopedTiming t(timing_, "ts_densify");
   const size_t n = count_;
   DensifyResult result;
   // 1. Classify and list the sources of the densified set, in order: the
@@ -252,6 +258,11 @@ DensifyResult CpuTraining::densify(const DensifySettings& s) {
   std::fill(max_radii_.begin(), max_radii_.end(), 0.f);
   result.count = static_cast<uint32_t>(out);
   return result;
+}
+
+void CpuTraining::snapshot_grads(DebugSnapshot& out) const {
+  for (int a = 0; a < 5; ++a) out.grads[a] = grads_[a];
+  out.means2d_grad = means2d_grad_;
 }
 
 void CpuTraining::reset_opacity(float max_opacity) {

@@ -28,6 +28,9 @@ class CpuTraining {
   void render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image);
 
   size_t allocation_count() const { return allocations_ + loss_.allocation_count(); }
+  void set_timing(TimingRegistry* registry) { timing_ = registry; }
+  // Gradients of the last forward_backward (binning comes from the rasterizer).
+  void snapshot_grads(DebugSnapshot& out) const;
 
  private:
   GaussiansView view() const;
@@ -38,6 +41,7 @@ class CpuTraining {
   CpuRasterizer& raster_;
   CpuLoss loss_;
   size_t allocations_ = 0;
+  TimingRegistry* timing_ = nullptr;
 
   size_t count_ = 0;
   uint32_t sh_stride_ = 16;

@@ -55,6 +55,18 @@ class Device {
   // Renders the resident Gaussians into a host image [H,W,3].
   virtual void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                float* image) = 0;
+
+  // --- Instrumentation --------------------------------------------------------
+  // ts_* timings recorded since the last reset (only with timing = per_kernel).
+  virtual std::vector<TimingRecord> timings(bool reset) {
+    (void)reset;
+    return {};
+  }
+  // Buffers of the last train_forward_backward; false when not supported.
+  virtual bool debug_snapshot(DebugSnapshot& out) {
+    (void)out;
+    return false;
+  }
 };
 
 // Creates the device `config.backend` names (auto resolved as documented).

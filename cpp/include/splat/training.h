@@ -3,6 +3,7 @@
 // Trainer; a device only keeps the state resident and runs each op.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "types.h"
@@ -44,6 +45,25 @@ struct TrainingState {
   std::vector<float> grad_accum;    // sum of NDC 2D mean gradient norms
   std::vector<float> grad_count;    // visible steps since last densification
   std::vector<float> max_radii;     // largest 2D radius since last densification
+};
+
+// One ts_* label's accumulated time, split by where it went. compute_ms is
+// time on the device's processors (GPU kernels; worker threads on the cpu
+// backend).
+struct TimingRecord {
+  std::string label;
+  uint64_t calls = 0;
+  double upload_ms = 0.0, alloc_ms = 0.0, compute_ms = 0.0, readback_ms = 0.0;
+  double total_ms() const { return upload_ms + alloc_ms + compute_ms + readback_ms; }
+};
+
+// Host copies of the buffers of the last training step, for parity checks
+// between configurations and backends.
+struct DebugSnapshot {
+  std::vector<uint32_t> tile_ranges;   // [num_tiles, 2]: [start, end) into sorted_gauss
+  std::vector<uint32_t> sorted_gauss;  // Gaussian of each (tile, depth)-sorted pair
+  std::vector<float> grads[5];         // d loss / d parameters, as TrainingState::params
+  std::vector<float> means2d_grad;     // [N, 2], pixels
 };
 
 // Floats per Gaussian of each parameter array.
