@@ -18,25 +18,27 @@ constexpr size_t kPairGrad = 9;  // mean2d (2), conic (3), opacity (1), colour (
 
 vec3 load3(const float* p, size_t i) { return make_vec3(p[3 * i], p[3 * i + 1], p[3 * i + 2]); }
 
-// Half-extents (x, y) in pixels of the region where a splat can pass the
-// blend's skip tests: sigma < min(5.55, log(255 opacity)). The marginal of the
-// quadratic form gives sigma >= dx^2 / (2 cov_xx), so beyond sqrt(2 t cov_xx)
-// nothing is blended. A pixel of margin absorbs rounding: the blend itself
-// still decides every pixel inside, so the result is exactly the per-pixel one.
+// Where a splat can pass the blend's skip tests: sigma < cut with
+// cut = min(5.55, log(255 opacity)). ext = (half-extent x, half-extent y, cut).
+// The marginal of the quadratic form gives sigma >= dx^2 / (2 cov_xx), so
+// beyond sqrt(2 cut cov_xx) nothing is blended. The cut carries a margin of 0.1
+// and the extents one pixel, to absorb rounding: the blend itself still decides
+// every pixel inside, so the result is exactly the per-pixel loop's.
 void pixel_extent(vec3 conic, float opacity, float* ext) {
-  float cut = SPLAT_SIGMA_SKIP;
   if (opacity * 255.f < 0.999f) {
-    ext[0] = ext[1] = -1.f;  // alpha < 1/255 everywhere
+    ext[0] = ext[1] = ext[2] = -1.f;  // alpha < 1/255 everywhere
     return;
   }
-  cut = std::min(cut, std::log(opacity * 255.f) + 0.05f);
-  float det = conic.x * conic.z - conic.y * conic.y;
-  if (!(det > 0.f)) {
+  const float cut = std::min(SPLAT_SIGMA_SKIP, std::log(opacity * 255.f)) + 0.1f;
+  const float det = conic.x * conic.z - conic.y * conic.y;
+  if (!(det > 0.f) || !(conic.x > 0.f)) {
     ext[0] = ext[1] = 1e30f;
+    ext[2] = -1.f;  // no row spans: visit the whole box
     return;
   }
   ext[0] = std::sqrt(2.f * cut * conic.z / det) + 1.f;
   ext[1] = std::sqrt(2.f * cut * conic.x / det) + 1.f;
+  ext[2] = cut;
 }
 
 // Pixel box [x0, x1) x [y0, y1) of a splat inside the tile box.
@@ -52,6 +54,26 @@ PixelBox splat_box(const float* mean2d, const float* ext, int tx0, int tx1, int 
   b.y0 = std::max(ty0, static_cast<int>(std::floor(std::max(-1e9f, mean2d[1] - ext[1] - 0.5f))));
   b.y1 = std::min(ty1, static_cast<int>(std::ceil(std::min(1e9f, mean2d[1] + ext[1] - 0.5f))) + 1);
   return b;
+}
+
+// Columns [x0, x1) of row y, inside the box, where sigma < cut can hold:
+// the roots of 0.5 A dx^2 + B dy dx + 0.5 C dy^2 = cut, widened by a pixel.
+void row_span(const BlendSplat& s, const float* ext, int y, const PixelBox& box, int& x0, int& x1) {
+  x0 = box.x0;
+  x1 = box.x1;
+  const float cut = ext[2];
+  if (cut < 0.f) return;
+  const float A = s.conic.x, B = s.conic.y, C = s.conic.z;
+  const float dy = s.mean2d.y - (static_cast<float>(y) + 0.5f);
+  const float disc = (B * B - A * C) * dy * dy + 2.f * A * cut;
+  if (disc < 0.f) {
+    x1 = x0;
+    return;
+  }
+  const float root = std::sqrt(disc);
+  const float dx_lo = (-B * dy - root) / A, dx_hi = (-B * dy + root) / A;  // dx = mean.x - px
+  x0 = std::max(x0, static_cast<int>(std::floor(s.mean2d.x - dx_hi - 0.5f)) - 1);
+  x1 = std::min(x1, static_cast<int>(std::ceil(s.mean2d.x - dx_lo - 0.5f)) + 2);
 }
 
 }  // namespace
@@ -87,7 +109,7 @@ void CpuRasterizer::project(uint32_t sh_degree) {
   float* color = color_.ensure(3 * n + 3, a);
   int32_t* radius = radius_.ensure(n + 1, a);
   int32_t* rect = rect_.ensure(4 * n + 4, a);
-  float* extent = extent_.ensure(2 * n + 2, a);
+  float* extent = extent_.ensure(3 * n + 3, a);
   const vec3 center = camera_center(cam_);
   pool_.parallel_for(n, 1024, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) {
@@ -107,7 +129,7 @@ void CpuRasterizer::project(uint32_t sh_degree) {
       conic[3 * i + 1] = p.conic.y;
       conic[3 * i + 2] = p.conic.z;
       opacity[i] = sp_sigmoid(g_.opacity_logits[i]);
-      pixel_extent(p.conic, opacity[i], extent + 2 * i);
+      pixel_extent(p.conic, opacity[i], extent + 3 * i);
       vec3 c = sh_color(static_cast<int>(sh_degree), load3(g_.means, i), center, g_.sh + 3 * g_.sh_stride * i);
       color[3 * i] = c.x;
       color[3 * i + 1] = c.y;
@@ -203,16 +225,19 @@ void CpuRasterizer::blend(const ForwardOutputs& out) {
       for (int k = 0; k < kTile * kTile; ++k) state[k] = blend_forward_begin();
       for (uint32_t k = tile_start[t]; k < tile_start[t + 1] && alive > 0; ++k) {
         const uint32_t i = gauss[k];
-        const PixelBox box = splat_box(mean2d + 2 * i, extent + 2 * i, x0, x1, y0, y1);
+        const PixelBox box = splat_box(mean2d + 2 * i, extent + 3 * i, x0, x1, y0, y1);
         const BlendSplat s{make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
         const uint32_t position = k - tile_start[t];
-        for (int y = box.y0; y < box.y1; ++y)
-          for (int x = box.x0; x < box.x1; ++x) {
+        for (int y = box.y0; y < box.y1; ++y) {
+          int xs, xe;
+          row_span(s, extent + 3 * i, y, box, xs, xe);
+          for (int x = xs; x < xe; ++x) {
             BlendForwardState& st = state[(y - y0) * kTile + (x - x0)];
             if (st.done) continue;
             blend_forward_step(s, make_vec2(x + 0.5f, y + 0.5f), position, st);
             alive -= st.done;
           }
+        }
       }
       for (int y = y0; y < y1; ++y)
         for (int x = x0; x < x1; ++x) {
@@ -271,10 +296,12 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       for (uint32_t k = max_last; k-- > 0;) {
         const uint32_t i = gauss[b + k];
         float acc[kPairGrad] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        const PixelBox box = splat_box(mean2d + 2 * i, extent + 2 * i, x0, x1, y0, y1);
+        const PixelBox box = splat_box(mean2d + 2 * i, extent + 3 * i, x0, x1, y0, y1);
         const BlendSplat s{make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
-        for (int y = box.y0; y < box.y1; ++y)
-          for (int x = box.x0; x < box.x1; ++x) {
+        for (int y = box.y0; y < box.y1; ++y) {
+          int xs, xe;
+          row_span(s, extent + 3 * i, y, box, xs, xe);
+          for (int x = xs; x < xe; ++x) {
             const int l = (y - y0) * kTile + (x - x0);
             if (k >= last[l]) continue;
             BlendGrad gr;
@@ -289,6 +316,7 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
             acc[7] += gr.color.y;
             acc[8] += gr.color.z;
           }
+        }
         std::memcpy(pair_grad + kPairGrad * emit[b + k], acc, sizeof(acc));
       }
       for (uint32_t k = max_last; k < e - b; ++k)
