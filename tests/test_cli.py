@@ -306,21 +306,9 @@ def test_user_errors(run, scene_dir, tmp_path, capsys):
         assert_user_error(rc, err, "metal")
 
 
-def test_bench_not_available(capsys):
-    try:
-        from splat import bench  # noqa: F401
-        pytest.skip("splat.bench exists")
-    except ImportError:
-        pass
-    rc = cli.main(["bench"])
-    assert rc == 2
-    assert "not available" in capsys.readouterr().err
-
-
 def test_python_dash_m(tmp_path):
     """`python -m splat` is the same program; a user error is one line and exit status 1."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), env.get("PYTHONPATH", "")])
     env.pop("SPLAT_DEBUG", None)
     corrupt = tmp_path / "c.npz"
     corrupt.write_bytes(b"\x00" * 10)

@@ -1,4 +1,4 @@
-"""The `splat` command line: train, check, render, eval (bench lives elsewhere).
+"""The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
 
     splat train [--config X.toml] [--steps N] [--out DIR] [--backend B]
     splat check --config X.toml
@@ -446,13 +446,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    try:
-        from . import bench
-    except ImportError:
-        bench = None
-    if bench is None or not hasattr(bench, "main"):
-        print("splat: bench is not available yet in this version of splat", file=sys.stderr)
-        return 2
+    from . import bench
     return int(bench.main(args.bench_args) or 0)
 
 
@@ -502,7 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.set_defaults(func=cmd_eval)
 
-    b = sub.add_parser("bench", help="benchmarks (not available yet)", add_help=False)
+    b = sub.add_parser("bench", help="replay benchmark, A/B comparison and parity checks (splat bench -h)",
+                       add_help=False)
     b.set_defaults(func=cmd_bench)      # its arguments are passed on as they are
     return p
 
