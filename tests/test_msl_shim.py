@@ -1,8 +1,10 @@
 """The Metal sources checked off a Mac: tools/check_metal.sh --shaders-only
 compiles every shaders/metal entry point, every kernel body and the run-time
 amalgamated source through the MSL shim (tools/msl) and its rule checker,
-after the shim's self-test proves it rejects bad MSL. Needs clang++ (19
-preferred); skipped otherwise."""
+after the shim's self-test proves it rejects bad MSL, and checks the host
+contract (kernel names, argument order and function-constant indices agree
+between cpp/gpu/kernels.cpp, shaders/metal and shaders/cuda). Needs clang++
+(19 preferred) and cmake; skipped otherwise."""
 import os
 import shutil
 import subprocess
@@ -46,3 +48,8 @@ def test_shim_self_test_rejects_bad_msl(check_output):
     for case in ("misspelled_function.metal rejected", "wrong_argument_count.metal rejected",
                  "missing_address_space.metal rejected", "good.metal accepted"):
         assert f"ok    {case}" in out, out[-6000:]
+
+
+def test_host_contract_holds(check_output):
+    assert "kernels match the host's kernel table and the CUDA entry points" in check_output.stdout, \
+        check_output.stdout[-6000:]

@@ -12,7 +12,10 @@
 #    shaders/kernels and shaders/common compiled as Metal (on its own: a
 #    header that needs another one included first is a warning, a failure
 #    with --strict), and the amalgamated source the backend compiles at run
-#    time when there is no splat.metallib.
+#    time when there is no splat.metallib. The host contract: every kernel of
+#    cpp/gpu/kernels.cpp exists in its Metal and CUDA sources, with the same
+#    argument order, and its specialization constants are function constants
+#    of the indices the host sets (tools/msl/contract.py).
 # 3. Unless --shaders-only: every cpp/metal/*.mm, every other file under cpp/
 #    that includes Metal headers, and the plain C++ the Metal build adds
 #    (cpp/metal/*.cpp, cpp/gpu/*.cpp), compiled against a macOS SDK folder
@@ -38,7 +41,7 @@ while [ $# -gt 0 ]; do
     --sdk=*) SDK=${1#--sdk=} ;;
     --clang) CLANG_BIN=${2:-}; shift ;;
     --clang=*) CLANG_BIN=${1#--clang=} ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "check_metal: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -107,11 +110,24 @@ for f in tools/msl/selftest/*.metal; do
 done
 
 section "Metal entry points (shaders/metal/*.metal)"
+mkdir -p "$TMP/dumps"
 for f in shaders/metal/*.metal; do
-  out=$(shim_check "${PROJECT[@]}" "$f"); rc=$?
+  out=$("$PYTHON" tools/msl/msl_rules.py --dump "$TMP/dumps/$(basename "$f").json" "${SHIM[@]}" "${PROJECT[@]}" "$f" 2>&1); rc=$?
   if [ $rc -eq 0 ]; then ok "$f${out:+ (with warnings)}"; [ -n "$out" ] && printf '%s\n' "$out" | sed 's/^/        /';
   else bad "$f" "$out"; fi
 done
+
+section "Host contract (cpp/gpu/kernels.cpp, shaders/metal, shaders/cuda)"
+if ! "$CLANG_BIN" -std=c++17 -I . -I cpp/include tools/msl/kernel_table.cpp cpp/gpu/kernels.cpp \
+     -o "$TMP/kernel_table" >"$TMP/kt.log" 2>&1; then
+  bad "building tools/msl/kernel_table.cpp" "$(cat "$TMP/kt.log")"
+elif ! "$TMP/kernel_table" >"$TMP/kernel_table.json" 2>"$TMP/kt.log"; then
+  bad "running tools/msl/kernel_table" "$(cat "$TMP/kt.log")"
+else
+  out=$("$PYTHON" tools/msl/contract.py "$TMP/kernel_table.json" "$TMP/dumps" shaders/cuda 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then ok "$(printf '%s\n' "$out" | tail -n 1)"; printf '%s\n' "$out" | grep '^warning' | sed 's/^/        /';
+  else bad "kernel names, argument order and function constants agree" "$out"; fi
+fi
 
 section "Kernel bodies and shared math compiled as Metal, each header on its own (shaders/kernels, shaders/common)"
 # A header that compiles only after another one is reported (a warning;

@@ -2,7 +2,7 @@
 """Metal Shading Language rules a C++ compiler does not enforce, checked on
 clang's AST of a source compiled through the MSL shim (tools/msl).
 
-usage: msl_rules.py CLANG [clang arguments...] FILE
+usage: msl_rules.py [--dump OUT.json] CLANG [clang arguments...] FILE
 
 Runs `CLANG ... -fsyntax-only -Xclang -ast-dump=json`, then applies (MSL
 specification sections in brackets):
@@ -19,6 +19,9 @@ Unsuffixed floating literals (double in C++, float in MSL, so CUDA and the CPU
 compute in double what Metal computes in float) are reported as warnings.
 Exit status: 0 when clean (warnings allowed), 1 on a rule violation or a
 compile error (clang's own diagnostics are printed as they come).
+--dump writes what the host contract check (tools/msl/contract.py) needs: the
+kernels with their arguments, the function constants, the typedefs and the
+SPLAT_SPEC_* macros.
 """
 import json
 import re
@@ -125,7 +128,9 @@ class Checker:
         self.line = None
         self.errors = []
         self.warnings = []
-        self.kernels = 0
+        self.kernels = {}            # name -> [{"name", "type", "buffer", "builtin"}]
+        self.function_constants = {}  # variable name -> index
+        self.typedefs = {}            # name -> underlying type
 
     # -- locations: clang's JSON writes a file / line only when it changes --
     def _bare(self, loc):
@@ -205,6 +210,8 @@ class Checker:
                 self.report(pos, f"'{name}': virtual functions are not supported in MSL")
             if any(a[0] == 4 for a in annotations(node)):
                 self.check_kernel(node, pos)
+        elif kind in ("TypedefDecl", "TypeAliasDecl") and not implicit and name:
+            self.typedefs[name] = node.get("type", {}).get("qualType", "")
         elif kind in ("CXXNewExpr", "CXXDeleteExpr"):
             self.report(pos, "new / delete are not supported in MSL")
         elif kind == "FloatingLiteral" and node.get("type", {}).get("qualType") == "double":
@@ -225,6 +232,9 @@ class Checker:
         at_program_scope = parent in ("TranslationUnitDecl", "NamespaceDecl", "LinkageSpecDecl")
         name = node.get("name", "")
         fc = any(a[0] == 3 for a in annotations(node))
+        for a in annotations(node):
+            if a[0] == 3 and len(a) > 1:
+                self.function_constants[name] = a[1]
         if at_program_scope:
             if not AS_CONSTANT.search(own):
                 self.report(pos, f"program-scope variable '{name}' must be in the constant address space")
@@ -238,8 +248,8 @@ class Checker:
                 self.report(pos, f"threadgroup variable '{name}' may only be declared in a kernel function")
 
     def check_kernel(self, node, pos):
-        self.kernels += 1
         fname = node.get("name", "")
+        params = self.kernels.setdefault(fname, [])
         if not node.get("type", {}).get("qualType", "").startswith("void "):
             self.report(pos, f"kernel '{fname}' must return void")
         buffers = {}
@@ -251,6 +261,10 @@ class Checker:
             segs = pointee_segments(type_of(p))
             buf = [a for a in ann if a[0] == 1]
             builtin = [a for a in ann if a[0] == 2]
+            params.append({"name": pname, "type": written_type_of(p),
+                           "buffer": buf[0][1] if buf and len(buf[0]) > 1 else None,
+                           "builtin": BUILTINS.get(builtin[0][1], ("?",))[0] if builtin and len(builtin[0]) > 1
+                           else None})
             if segs:
                 outer = segs[-1]
                 if not (AS_DEVICE.search(outer) or AS_CONSTANT.search(outer)):
@@ -282,6 +296,10 @@ class Checker:
 
 
 def main(argv):
+    dump = None
+    if len(argv) > 2 and argv[1] == "--dump":
+        dump = argv[2]
+        argv = argv[:1] + argv[3:]
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
@@ -308,6 +326,10 @@ def main(argv):
         print(w, file=sys.stderr)
     for e in c.errors:
         print(e, file=sys.stderr)
+    if dump:
+        with open(dump, "w") as f:
+            json.dump({"kernels": c.kernels, "function_constants": c.function_constants, "typedefs": c.typedefs,
+                       "macros": {k: v for k, v in macros.items() if k.startswith("SPLAT_SPEC_")}}, f, indent=1)
     return 1 if c.errors else 0
 
 
