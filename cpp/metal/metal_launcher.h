@@ -61,6 +61,10 @@ class MetalLauncher final : public gpu::Launcher {
   void note_kernel(const std::string& name);
   // Commits the open command buffer (if any).
   void commit();
+  // Drops completed command buffers (their GPU time counted); bounds the
+  // number in flight.
+  void reap();
+  void account(const Submitted& s);
   // Waits for every committed command buffer; throws the first failure.
   void wait_all();
 

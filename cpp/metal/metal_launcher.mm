@@ -236,6 +236,27 @@ void MetalLauncher::commit() {
   command_kernels_.clear();
   command_kernel_count_ = 0;
   submitted_.push_back(std::move(s));
+  reap();
+}
+
+void MetalLauncher::account(const Submitted& s) {
+  if (s.label < 0) return;
+  double ms = (s.buffer.GPUEndTime - s.buffer.GPUStartTime) * 1e3;
+  gpu_ms_[s.label] += ms > 0.0 ? ms : 0.0;
+  has_gpu_[s.label] = true;
+}
+
+void MetalLauncher::reap() {
+  // Work flushed without a wait (e.g. training steps that read nothing back)
+  // must not pile up: completed command buffers are dropped here, and past
+  // kMaxInFlight the oldest is waited for. A failed one stays for wait_all().
+  constexpr size_t kMaxInFlight = 16;
+  if (submitted_.size() > kMaxInFlight && submitted_.front().buffer.status != MTLCommandBufferStatusError)
+    [submitted_.front().buffer waitUntilCompleted];
+  size_t done = 0;
+  while (done < submitted_.size() && submitted_[done].buffer.status == MTLCommandBufferStatusCompleted)
+    account(submitted_[done++]);
+  submitted_.erase(submitted_.begin(), submitted_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 void MetalLauncher::wait_all() {
@@ -245,11 +266,7 @@ void MetalLauncher::wait_all() {
       [s.buffer waitUntilCompleted];
       MTLCommandBufferStatus status = s.buffer.status;
       if (status == MTLCommandBufferStatusCompleted) {
-        if (s.label >= 0) {
-          double ms = (s.buffer.GPUEndTime - s.buffer.GPUStartTime) * 1e3;
-          gpu_ms_[s.label] += ms > 0.0 ? ms : 0.0;
-          has_gpu_[s.label] = true;
-        }
+        account(s);
       } else if (failure.empty()) {
         NSError* error = s.buffer.error;
         failure = "[metal] command buffer (" + s.kernels + ") ended with status " + status_name(status) + ": " +
