@@ -2,6 +2,7 @@
 // of a Gaussian seen from the camera, and its backward.
 #pragma once
 #include "compat.h"
+#include "params.h"  // SPLAT_MAX_SH_COEFFS
 
 #define SH_C0 0.28209479177387814f
 #define SH_C1 0.4886025119029199f
