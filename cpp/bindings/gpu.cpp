@@ -101,6 +101,26 @@ void bind_gpu(nb::module_& m) {
       nb::arg("reset") = false,
       "GPU ts_* timings recorded by devices with timing='per_kernel': {label: (total_ms, last_ms, calls)}.");
 
+  m.def(
+      "gpu_memory",
+      [](bool reset_peaks) {
+        nb::dict d;
+#if defined(SPLAT_HAS_CUDA)
+        gpu::MemoryStats s = gpu::memory_stats(reset_peaks);
+        d["arena_bytes"] = s.arena_bytes;
+        d["arena_peak_bytes"] = s.arena_peak_bytes;
+        d["driver_used_bytes"] = s.driver_used_bytes;
+        d["driver_peak_used_bytes"] = s.driver_peak_used_bytes;
+        d["driver_total_bytes"] = s.driver_total_bytes;
+#else
+        (void)reset_peaks;
+#endif
+        return d;
+      },
+      nb::arg("reset_peaks") = false,
+      "Device memory of the GPU backends (bytes): resident arenas now and at their high-water mark, and the "
+      "driver's used / total (cuMemGetInfo after each arena allocation; 0 when unknown).");
+
   using U64In = nb::ndarray<const uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   using U32In = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   m.def(

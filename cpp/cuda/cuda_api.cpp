@@ -76,6 +76,7 @@ const Driver* driver(std::string* error) {
       bind(lib, d.cuEventElapsedTime, "cuEventElapsedTime", missing);
       bind(lib, d.cuGetErrorName, "cuGetErrorName", missing);
       bind(lib, d.cuGetErrorString, "cuGetErrorString", missing);
+      bind_optional(lib, d.cuMemGetInfo, "cuMemGetInfo_v2");
       if (!missing.empty()) {
         failure = "libcuda.so.1 lacks driver API functions (" + missing + "); the NVIDIA driver is too old";
       } else {

@@ -63,6 +63,7 @@ struct Driver {
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);  // may be null
 };
 
 // The driver, loaded (and cuInit'ed) once; null with `error` set when it

@@ -265,4 +265,10 @@ std::vector<double> CudaLauncher::take_timings() {
   return out;
 }
 
+bool CudaLauncher::memory_info(size_t* free_bytes, size_t* total_bytes) {
+  if (!cu_->cuMemGetInfo) return false;
+  Scope scope(*this);
+  return cu_->cuMemGetInfo(free_bytes, total_bytes) == CUDA_SUCCESS;
+}
+
 }  // namespace splat::cuda

@@ -36,6 +36,7 @@ class CudaLauncher final : public gpu::Launcher {
   void begin_label(gpu::TimingLabel label) override;
   void end_label(gpu::TimingLabel label) override;
   std::vector<double> take_timings() override;
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override;
 
  private:
   struct PipelineState {

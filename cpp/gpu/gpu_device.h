@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "../core/timing_registry.h"
 #include "launcher.h"
 #include "splat/device.h"
 
@@ -23,11 +24,11 @@ class GpuDevice final : public Device {
   void rasterize_backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads) override;
   size_t allocation_count() const override;
 
-  // Training ops: not on the GPU backends yet (they raise BackendError).
+  // Training ops on resident state (docs/architecture.md, "The GPU training step").
   void upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) override;
   void set_training_state(const TrainingState& state) override;
   void get_training_state(TrainingState& state) override;
-  size_t num_gaussians() const override { return 0; }
+  size_t num_gaussians() const override { return count_; }
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
                               float ssim_weight, bool track_stats) override;
   float last_loss() override;
@@ -36,6 +37,10 @@ class GpuDevice final : public Device {
   void reset_opacity(float max_opacity) override;
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                        float* image) override;
+  // ts_* with {upload, alloc, gpu, readback} attribution (timing = per_kernel).
+  std::vector<TimingRecord> timings(bool reset) override { return registry_.snapshot(reset); }
+  // Tile ranges, sorted pairs and gradients of the last train_forward_backward.
+  bool debug_snapshot(DebugSnapshot& out) override;
 
   // Test hook: stable sort of (keys, values) by the low `key_bits` bits of the
   // keys (the higher bits must be zero), on the device, in place. Invalidates
@@ -54,6 +59,15 @@ class GpuDevice final : public Device {
     kImage, kAlpha, kFinalT, kNContrib,
     kDImage, kDAlpha, kGrads,
     kOutMeans, kOutLogScales, kOutQuats, kOutOpacityLogits, kOutSh, kOutMeans2d,
+    // Training: the resident parameters and Adam moments (5 arrays each), the
+    // densification targets they are swapped with, the gradients, the
+    // densification statistics, the images, and the loss / densify scratch.
+    kParam0, kM0 = kParam0 + 5, kV0 = kM0 + 5,
+    kSpareParam0 = kV0 + 5, kSpareM0 = kSpareParam0 + 5, kSpareV0 = kSpareM0 + 5,
+    kGrad0 = kSpareV0 + 5, kGradMeans2d = kGrad0 + 5,
+    kGradAccum, kGradCount, kMaxRadii,
+    kImages, kLossPartials, kTileSums, kLoss,
+    kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets,
     kSlotCount
   };
   struct ArenaBuffer {
@@ -62,13 +76,33 @@ class GpuDevice final : public Device {
     bool stale = false;  // per_iter_alloc: reallocate on the next ensure()
   };
 
-  BufferRef ensure(Slot slot, size_t bytes);
-  BufferRef ref(Slot slot, size_t offset = 0) const { return BufferRef{arena_[slot].handle, offset}; }
+  // The parameter buffers a forward reads (means, log_scales, quats,
+  // opacity_logits, sh).
+  struct ParamRefs {
+    BufferRef p[5];
+  };
+
+  // Grow-only: reallocates (contents lost) when `bytes` exceed the capacity;
+  // with `headroom` the new capacity is 1.5x what is asked.
+  BufferRef ensure(int slot, size_t bytes, bool headroom = false);
+  BufferRef ref(int slot, size_t offset = 0) const { return BufferRef{arena_[slot].handle, offset}; }
+  // Project -> pairs -> sort -> ranges -> rasterize on device-resident
+  // parameters; the render stays in kImage. Reads back the pair count.
+  void forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
+                    uint32_t sh_degree, const float background[3]);
+  // Backward of the last forward_pass from d_image (and d_alpha when given)
+  // into out: d_means, d_log_scales, d_quats, d_opacity_logits, d_sh, d_means2d.
+  void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6]);
+  // Submits; waits only when `sync` or when timing (then records ts_*).
+  void finish_op(bool sync);
+  ParamRefs state_params() const;
+  // Sizes every per-Gaussian training buffer for n Gaussians (headroom).
+  void reserve_state(size_t n);
   Pipeline pipeline(Kernel k);
   void launch(Kernel k, uint32_t groups, std::initializer_list<KernelArg> args);
   void begin(TimingLabel l);
   void end(TimingLabel l);
-  void finish_call();
+  void finish_call() { finish_op(true); }
   // Exclusive scan of `count` uint32 at `in` into `out` (count + 1 values:
   // out[count] is the total).
   void exclusive_scan(BufferRef in, BufferRef out, uint32_t count);
@@ -81,6 +115,10 @@ class GpuDevice final : public Device {
   std::unique_ptr<Launcher> launcher_;
   std::mutex mutex_;
   std::array<ArenaBuffer, kSlotCount> arena_{};
+  double alloc_ms_ = 0.0;  // host time spent allocating since the last timing record
+  std::array<double, kTimingLabelCount> alloc_ms_by_label_{};
+  TimingLabel current_label_ = TimingLabel::FwdUpload;
+  TimingRegistry registry_;
   std::array<Pipeline, kKernelCount> pipelines_{};
   Specialization backward_spec_, project_backward_spec_;
   size_t allocations_ = 0;
@@ -93,6 +131,14 @@ class GpuDevice final : public Device {
   size_t num_gaussians_ = 0;
   size_t num_pairs_ = 0;
   bool sorted_in_b_ = false;
+  ParamRefs forward_params_{};
+
+  // Training state.
+  size_t count_ = 0;
+  uint32_t sh_stride_ = 16;
+  uint32_t views_ = 0, image_width_ = 0, image_height_ = 0;
+  bool have_loss_ = false;
+  bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
 };
 
 }  // namespace splat::gpu

@@ -22,6 +22,15 @@ const std::vector<KernelInfo>& table() {
       {Kernel::RasterizeForward, "splat_rasterize_forward", "rasterize_forward.cu", "rasterize_forward.metal", {}},
       {Kernel::RasterizeBackward, "splat_rasterize_backward", "rasterize_backward.cu", "rasterize_backward.metal",
        {SC::BwdReduce, SC::BwdRange, SC::BwdSparse, SC::BwdAtomic, SC::Deterministic}},
+      {Kernel::SsimForward, "splat_ssim_forward", "train.cu", "train.metal", {}},
+      {Kernel::SsimBackward, "splat_ssim_backward", "train.cu", "train.metal", {}},
+      {Kernel::Adam, "splat_adam", "train.cu", "train.metal", {}},
+      {Kernel::GradStats, "splat_grad_stats", "train.cu", "train.metal", {}},
+      {Kernel::ResetOpacity, "splat_reset_opacity", "train.cu", "train.metal", {}},
+      {Kernel::DensifyClassify, "splat_densify_classify", "train.cu", "train.metal", {}},
+      {Kernel::DensifyMark, "splat_densify_mark", "train.cu", "train.metal", {}},
+      {Kernel::DensifyGather, "splat_densify_gather", "train.cu", "train.metal", {}},
+      {Kernel::DensifyChildren, "splat_densify_children", "train.cu", "train.metal", {}},
   };
   return t;
 }

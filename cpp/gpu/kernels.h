@@ -24,6 +24,16 @@ enum class Kernel : uint8_t {
   TileRanges,
   RasterizeForward,
   RasterizeBackward,
+  // The training step (shaders/kernels/train_*.h).
+  SsimForward,
+  SsimBackward,
+  Adam,
+  GradStats,
+  ResetOpacity,
+  DensifyClassify,
+  DensifyMark,
+  DensifyGather,
+  DensifyChildren,
   Count
 };
 constexpr size_t kKernelCount = static_cast<size_t>(Kernel::Count);

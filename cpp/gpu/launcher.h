@@ -51,7 +51,8 @@ struct KernelArg {
   }
 };
 
-// The ts_* labels of the rasterizer (docs/architecture.md, BackendConfig).
+// The ts_* labels of the rasterizer and the training step (docs/architecture.md,
+// BackendConfig).
 enum class TimingLabel : uint8_t {
   FwdUpload,
   FwdProject,
@@ -63,6 +64,13 @@ enum class TimingLabel : uint8_t {
   BackwardRaster,
   ProjectBack,
   BwdReadback,
+  Ssim,        // fused loss forward + backward
+  ZeroGrads,   // zeroing the backward's accumulators
+  Adam,
+  Densify,     // classify, scans, count read-back, gather
+  Upload,      // training state / images to the device
+  Readback,    // loss, state, counts from the device
+  DensifyStats,  // densification statistics after the backward
   Count
 };
 constexpr size_t kTimingLabelCount = static_cast<size_t>(TimingLabel::Count);
@@ -107,6 +115,13 @@ class Launcher {
   // After synchronize(): milliseconds per label since the last call (labels
   // not run report -1).
   virtual std::vector<double> take_timings() = 0;
+
+  // Device memory as the driver reports it (bytes); false when unknown.
+  virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) {
+    (void)free_bytes;
+    (void)total_bytes;
+    return false;
+  }
 };
 
 }  // namespace splat::gpu

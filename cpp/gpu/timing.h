@@ -19,4 +19,20 @@ void record_timing(const std::string& label, double ms);
 // All labels recorded so far, in first-seen order; optionally clears them.
 std::vector<TimingEntry> timings(bool reset);
 
+// Device memory of the GPU backends (bytes), process-wide: the resident
+// arenas now and at their high-water mark, and the driver's view of the
+// device (used = total - free; 0 when the launcher cannot tell).
+struct MemoryStats {
+  size_t arena_bytes = 0;
+  size_t arena_peak_bytes = 0;
+  size_t driver_used_bytes = 0;
+  size_t driver_peak_used_bytes = 0;
+  size_t driver_total_bytes = 0;
+};
+// A device's arena changed by `delta` bytes (negative when released).
+void record_arena_bytes(long long delta);
+// The driver reported `used` of `total` bytes.
+void record_driver_memory(size_t used, size_t total);
+MemoryStats memory_stats(bool reset_peaks);
+
 }  // namespace splat::gpu

@@ -91,3 +91,55 @@ SPLAT_STATIC_ASSERT(sizeof(BackwardParams) == 16, "BackwardParams layout");
 #define SPLAT_BWD_SPARSE_OFF 1
 #define SPLAT_BWD_ATOMIC_LANE_ZERO 0
 #define SPLAT_BWD_ATOMIC_SPREAD_LANES 1
+
+// ---------------------------------------------------------------------------
+// Training kernels (shaders/kernels/train_*.h).
+// ---------------------------------------------------------------------------
+
+// The fused loss (1 - w) L1 + w (1 - SSIM) over a [H,W,3] render. d_l1 and
+// d_map are the host's (1 - w) / (3 H W) and -w / (3 H W), rounded once.
+struct LossParams {
+  uint32_t width, height;
+  uint32_t tiles_x, num_tiles;
+  float d_l1, d_map;
+  float ssim_weight;
+  float inv_count;  // 1 / (3 H W)
+};
+SPLAT_STATIC_ASSERT(sizeof(LossParams) == 32, "LossParams layout");
+
+// One fused Adam step over every parameter group: the five arrays are one
+// virtual array of count * (11 + sh_width) floats.
+struct AdamParams {
+  uint32_t count;     // Gaussians
+  uint32_t sh_width;  // floats of sh per Gaussian (3 K)
+  float lr_means, lr_log_scales, lr_quats, lr_opacity, lr_sh_dc, lr_sh_rest;
+  float beta1, beta2, eps;
+  float bias1, bias2;  // 1 - beta^t, as the host computes them
+  uint32_t pad0, pad1, pad2;
+};
+SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 64, "AdamParams layout");
+
+// Per-Gaussian element-wise training kernels (statistics, opacity reset).
+struct ElementParams {
+  uint32_t count;
+  uint32_t width, height;  // image size (statistics)
+  float value;             // opacity reset: the logit cap
+};
+SPLAT_STATIC_ASSERT(sizeof(ElementParams) == 16, "ElementParams layout");
+
+// Densification on the device (shaders/kernels/train_densify.h).
+struct DensifyParams {
+  uint32_t count;        // Gaussians before densifying (n)
+  uint32_t split_count;  // children per split Gaussian
+  uint32_t room;         // max_gaussians - n (saturating)
+  uint32_t seed, step;
+  uint32_t width;        // gather: floats per Gaussian of the array
+  uint32_t is_log_scales;  // gather: children take log_scale - log_div
+  uint32_t pad0;
+  float grad_threshold, clone_max_scale;
+  float log_div;          // log(split_scale_divisor)
+  float logit_min;        // logit(prune_opacity)
+  float prune_max_world_scale, prune_max_screen_radius;
+  float pad1, pad2;
+};
+SPLAT_STATIC_ASSERT(sizeof(DensifyParams) == 64, "DensifyParams layout");

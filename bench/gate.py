@@ -1,0 +1,177 @@
+"""Training gate: lego_400 and lego_800, 30000 steps each, one table.
+
+    python bench/gate.py                                  # cuda, both scenes, 30000 steps
+    python bench/gate.py --scenes lego_400 --steps 7000
+    python bench/gate.py --data /path/to/shared/data --backend cpu --steps 500
+
+Per scene and checkpoint (7000 / 12500 / 30000 steps): the wall time of
+training only (the loop of trainer.step(read_loss=False); the device is
+synchronized at each checkpoint by reading the loss back; start-up, the
+kernel warm-up and evaluation are excluded), the test PSNR and SSIM
+(splat.evaluate), and the number of Gaussians; per scene the peak device
+memory (the resident arena's high-water mark, and the driver's used memory
+as cuMemGetInfo reports it after each arena allocation). Then the ts_*
+breakdown of one step at the final size (GPU time per label, CUDA events;
+the densification step is included once, as ts_densify).
+
+Evaluation (/work/shared/data/README.md): lego_400 on its 200 test views;
+lego_800 on the lego_400 test cameras rendered at 800x800 (focal x2) and
+2x2 box-averaged, against lego_400/test frames[0::2].
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+import splat  # noqa: E402
+from splat import _core  # noqa: E402
+
+CHECKPOINTS = (7000, 12500, 30000)
+TS_ORDER = ("ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_radix_sort", "ts_fwd_rasterize", "ts_ssim",
+            "ts_zero_grads", "ts_backward_raster", "ts_project_back", "ts_adam", "ts_densify")
+
+
+def default_data() -> Path:
+    local = REPO / "data"
+    return local if local.is_dir() else (REPO / ".." / "shared" / "data").resolve()
+
+
+def scene_data(data: Path, scene: str):
+    """(train, test, supersample) of a gate scene."""
+    train = splat.load_dataset(data / scene, split="train")
+    if scene == "lego_800":
+        test = splat.load_dataset(data / "lego_400", split="test", frames="0::2")
+        return train, test, 2
+    return train, splat.load_dataset(data / scene, split="test"), 1
+
+
+def warm_up(train, backend: str):
+    """Compiles (or loads from the disk cache) every kernel a run launches,
+    densification and opacity reset included, on a tiny throwaway run."""
+    small = train.subset([0, 1])
+    cfg = splat.TrainConfig(steps=40, init_points=2000, densify_from=0, densify_every=10, densify_until=40,
+                            opacity_reset_every=20)
+    tr = splat.Trainer.from_dataset(small, cfg, splat.BackendConfig(backend=backend))
+    tr.run(40, progress=False)
+    tr.render(small.cameras[0])
+
+
+def gib(n: int) -> str:
+    return f"{n / 2 ** 30:.2f}"
+
+
+def run_scene(scene: str, data: Path, steps: int, backend: str, log):
+    t0 = time.perf_counter()
+    train, test, supersample = scene_data(data, scene)
+    log(f"[{scene}] {len(train)} train views {train.width}x{train.height}, {len(test)} test views "
+        f"(supersample {supersample}); loaded in {time.perf_counter() - t0:.1f}s")
+    t0 = time.perf_counter()
+    warm_up(train, backend)
+    log(f"[{scene}] kernel warm-up {time.perf_counter() - t0:.1f}s")
+    _core.gpu_memory(reset_peaks=True)
+    cfg = splat.TrainConfig(steps=steps)
+    bcfg = splat.BackendConfig(backend=backend)
+    t0 = time.perf_counter()
+    trainer = splat.Trainer.from_dataset(train, cfg, bcfg)
+    log(f"[{scene}] start-up {time.perf_counter() - t0:.1f}s, {trainer.num_gaussians} initial Gaussians, "
+        f"backend {trainer.backend}")
+
+    marks = sorted({c for c in CHECKPOINTS if c <= steps} | {steps})
+    rows = []
+    train_s = 0.0
+    done = 0
+    for mark in marks:
+        t0 = time.perf_counter()
+        for _ in range(mark - done - 1):
+            trainer.step(read_loss=False)
+        last = trainer.step(read_loss=True)  # the loss read-back synchronizes the device
+        train_s += time.perf_counter() - t0
+        done = mark
+        t1 = time.perf_counter()
+        ev = splat.evaluate(trainer, test, supersample=supersample)
+        rows.append(dict(scene=scene, step=mark, train_s=train_s, psnr=ev.psnr, ssim=ev.ssim,
+                         gaussians=trainer.num_gaussians, loss=last.loss))
+        log(f"[{scene}] step {mark}: {train_s:.1f}s training, PSNR {ev.psnr:.2f}, SSIM {ev.ssim:.4f}, "
+            f"{trainer.num_gaussians:,} Gaussians, loss {last.loss:.4f} (eval {time.perf_counter() - t1:.1f}s)")
+    mem = _core.gpu_memory()
+    for r in rows:
+        r["arena_peak"] = mem.get("arena_peak_bytes", 0)
+        r["driver_peak"] = mem.get("driver_peak_used_bytes", 0)
+
+    ts = step_breakdown(train, trainer, cfg, backend) if backend != "cpu" else {}
+    return rows, ts, trainer.num_gaussians
+
+
+def step_breakdown(train, trainer, cfg, backend: str, steps: int = 6) -> dict:
+    """GPU time per ts_* label of a step at the final size: a copy of the final
+    state with timing='per_kernel' (chained submission), from the step before
+    the last densification, so one of the measured steps densifies."""
+    state = trainer.state()
+    start = cfg.densify_until - cfg.densify_every - 1
+    timed = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, timing="per_kernel"), state, step=start)
+    timed.step(read_loss=False)  # warm: sizes the pair buffers for this view (densifies)
+    _core.gpu_timings(reset=True)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        timed.step(read_loss=False)
+    timed.step(read_loss=True)
+    wall = (time.perf_counter() - t0) / (steps + 1)
+    ts = {k: (v[0] / max(v[2], 1), v[2]) for k, v in _core.gpu_timings(reset=True).items()}
+    ts["wall_ms_per_step (timing on)"] = (wall * 1e3, steps + 1)
+    del timed
+    return ts
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=default_data(), help="folder holding lego_400/ and lego_800/")
+    ap.add_argument("--scenes", default="lego_400,lego_800")
+    ap.add_argument("--steps", type=int, default=30000)
+    ap.add_argument("--backend", default="cuda")
+    args = ap.parse_args(argv)
+    if not (args.data / "lego_400").is_dir():
+        ap.error(f"no lego_400 under {args.data}")
+    ok, why = splat.backend_available(args.backend)
+    if not ok:
+        ap.error(f"backend {args.backend} is not available: {why}")
+
+    def log(msg):
+        print(msg, flush=True)
+
+    t_all = time.perf_counter()
+    all_rows, breakdowns = [], {}
+    for scene in [s.strip() for s in args.scenes.split(",") if s.strip()]:
+        rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log)
+        all_rows += rows
+        breakdowns[scene] = (ts, n)
+
+    print()
+    head = f"{'scene':<9} {'step':>6} {'train s':>8} {'PSNR':>6} {'SSIM':>6} {'#Gauss':>10} {'arena peak GiB':>15} {'driver peak GiB':>16}"
+    print(head)
+    print("-" * len(head))
+    for r in all_rows:
+        print(f"{r['scene']:<9} {r['step']:>6} {r['train_s']:>8.1f} {r['psnr']:>6.2f} {r['ssim']:>6.4f} "
+              f"{r['gaussians']:>10,} {gib(r['arena_peak']):>15} {gib(r['driver_peak']):>16}")
+    for scene, (ts, n) in breakdowns.items():
+        if not ts:
+            continue
+        print(f"\nts_* per call, {scene} at {n:,} Gaussians (ms, GPU time; calls in brackets):")
+        keys = [k for k in TS_ORDER if k in ts] + sorted(k for k in ts if k not in TS_ORDER)
+        total = sum(ts[k][0] for k in TS_ORDER if k in ts and k != "ts_densify")
+        for k in keys:
+            print(f"  {k:<30} {ts[k][0]:9.3f}  ({ts[k][1]})")
+        print(f"  {'sum of a step (w/o densify)':<30} {total:9.3f}")
+    print(f"\ngate total wall time {time.perf_counter() - t_all:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

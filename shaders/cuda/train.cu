@@ -1,0 +1,68 @@
+// CUDA entry points (NVRTC): the training step's kernels (fused loss, Adam,
+// densification statistics and densification, opacity reset). Thin wrappers
+// only; the bodies are shaders/kernels/train_*.h, shared with Metal.
+#include "train_densify.h"
+#include "train_loss.h"
+#include "train_optim.h"
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_ssim_forward(LossParams p, const float* image, const splat_byte* target, float* partials,
+                       float* tile_sums) {
+  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+  SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
+  ssim_forward_body(SPLAT_THREAD_CTX(), p, image, target, partials, tile_sums, s_in, s_h, s_red);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_ssim_backward(LossParams p, const float* image, const splat_byte* target, const float* partials,
+                        const float* tile_sums, float* d_image, float* loss) {
+  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+  SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
+  ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_adam(AdamParams p, float* means, float* log_scales, float* quats, float* opacity, float* sh,
+               float* m_means, float* m_log_scales, float* m_quats, float* m_opacity, float* m_sh, float* v_means,
+               float* v_log_scales, float* v_quats, float* v_opacity, float* v_sh, const float* g_means,
+               const float* g_log_scales, const float* g_quats, const float* g_opacity, const float* g_sh) {
+  adam_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, sh, m_means, m_log_scales, m_quats, m_opacity,
+            m_sh, v_means, v_log_scales, v_quats, v_opacity, v_sh, g_means, g_log_scales, g_quats, g_opacity, g_sh);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_grad_stats(ElementParams p, const int32_t* radius, const float* d_means2d, float* grad_accum,
+                     float* grad_count, float* max_radii) {
+  grad_stats_body(SPLAT_THREAD_CTX(), p, radius, d_means2d, grad_accum, grad_count, max_radii);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_reset_opacity(ElementParams p, float* opacity) {
+  reset_opacity_body(SPLAT_THREAD_CTX(), p, opacity);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_densify_classify(DensifyParams p, const float* log_scales, const float* grad_accum,
+                           const float* grad_count, uint32_t* kind, uint32_t* extra) {
+  densify_classify_body(SPLAT_THREAD_CTX(), p, log_scales, grad_accum, grad_count, kind, extra);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_densify_mark(DensifyParams p, const float* log_scales, const float* opacity, const float* max_radii,
+                       const uint32_t* extra, const uint32_t* extra_offsets, uint32_t* kind, uint32_t* flags) {
+  densify_mark_body(SPLAT_THREAD_CTX(), p, log_scales, opacity, max_radii, extra, extra_offsets, kind, flags);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_densify_gather(DensifyParams p, const uint32_t* offsets, const float* src, const float* src_m,
+                         const float* src_v, float* dst, float* dst_m, float* dst_v) {
+  densify_gather_body(SPLAT_THREAD_CTX(), p, offsets, src, src_m, src_v, dst, dst_m, dst_v);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_densify_children(DensifyParams p, const uint32_t* offsets, const float* means, const float* log_scales,
+                           const float* quats, float* dst_means) {
+  densify_children_body(SPLAT_THREAD_CTX(), p, offsets, means, log_scales, quats, dst_means);
+}

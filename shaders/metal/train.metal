@@ -1,0 +1,81 @@
+// Metal entry points: the training step's kernels (same argument order as
+// shaders/cuda/train.cu; buffer indices follow it).
+#include "train_densify.h"
+#include "train_loss.h"
+#include "train_optim.h"
+
+kernel void splat_ssim_forward(constant LossParams& p [[buffer(0)]], device const float* image [[buffer(1)]],
+                               device const uchar* target [[buffer(2)]], device float* partials [[buffer(3)]],
+                               device float* tile_sums [[buffer(4)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+  SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
+  ssim_forward_body(SPLAT_THREAD_CTX(), p, image, target, partials, tile_sums, s_in, s_h, s_red);
+}
+
+kernel void splat_ssim_backward(constant LossParams& p [[buffer(0)]], device const float* image [[buffer(1)]],
+                                device const uchar* target [[buffer(2)]], device const float* partials [[buffer(3)]],
+                                device const float* tile_sums [[buffer(4)]], device float* d_image [[buffer(5)]],
+                                device float* loss [[buffer(6)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+  SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
+  ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
+}
+
+kernel void splat_adam(constant AdamParams& p [[buffer(0)]], device float* means [[buffer(1)]],
+                       device float* log_scales [[buffer(2)]], device float* quats [[buffer(3)]],
+                       device float* opacity [[buffer(4)]], device float* sh [[buffer(5)]],
+                       device float* m_means [[buffer(6)]], device float* m_log_scales [[buffer(7)]],
+                       device float* m_quats [[buffer(8)]], device float* m_opacity [[buffer(9)]],
+                       device float* m_sh [[buffer(10)]], device float* v_means [[buffer(11)]],
+                       device float* v_log_scales [[buffer(12)]], device float* v_quats [[buffer(13)]],
+                       device float* v_opacity [[buffer(14)]], device float* v_sh [[buffer(15)]],
+                       device const float* g_means [[buffer(16)]], device const float* g_log_scales [[buffer(17)]],
+                       device const float* g_quats [[buffer(18)]], device const float* g_opacity [[buffer(19)]],
+                       device const float* g_sh [[buffer(20)]], SPLAT_THREAD_ATTRS) {
+  adam_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, sh, m_means, m_log_scales, m_quats, m_opacity,
+            m_sh, v_means, v_log_scales, v_quats, v_opacity, v_sh, g_means, g_log_scales, g_quats, g_opacity, g_sh);
+}
+
+kernel void splat_grad_stats(constant ElementParams& p [[buffer(0)]], device const int32_t* radius [[buffer(1)]],
+                             device const float* d_means2d [[buffer(2)]], device float* grad_accum [[buffer(3)]],
+                             device float* grad_count [[buffer(4)]], device float* max_radii [[buffer(5)]],
+                             SPLAT_THREAD_ATTRS) {
+  grad_stats_body(SPLAT_THREAD_CTX(), p, radius, d_means2d, grad_accum, grad_count, max_radii);
+}
+
+kernel void splat_reset_opacity(constant ElementParams& p [[buffer(0)]], device float* opacity [[buffer(1)]],
+                                SPLAT_THREAD_ATTRS) {
+  reset_opacity_body(SPLAT_THREAD_CTX(), p, opacity);
+}
+
+kernel void splat_densify_classify(constant DensifyParams& p [[buffer(0)]], device const float* log_scales [[buffer(1)]],
+                                   device const float* grad_accum [[buffer(2)]],
+                                   device const float* grad_count [[buffer(3)]], device uint32_t* kind [[buffer(4)]],
+                                   device uint32_t* extra [[buffer(5)]], SPLAT_THREAD_ATTRS) {
+  densify_classify_body(SPLAT_THREAD_CTX(), p, log_scales, grad_accum, grad_count, kind, extra);
+}
+
+kernel void splat_densify_mark(constant DensifyParams& p [[buffer(0)]], device const float* log_scales [[buffer(1)]],
+                               device const float* opacity [[buffer(2)]], device const float* max_radii [[buffer(3)]],
+                               device const uint32_t* extra [[buffer(4)]],
+                               device const uint32_t* extra_offsets [[buffer(5)]], device uint32_t* kind [[buffer(6)]],
+                               device uint32_t* flags [[buffer(7)]], SPLAT_THREAD_ATTRS) {
+  densify_mark_body(SPLAT_THREAD_CTX(), p, log_scales, opacity, max_radii, extra, extra_offsets, kind, flags);
+}
+
+kernel void splat_densify_gather(constant DensifyParams& p [[buffer(0)]], device const uint32_t* offsets [[buffer(1)]],
+                                 device const float* src [[buffer(2)]], device const float* src_m [[buffer(3)]],
+                                 device const float* src_v [[buffer(4)]], device float* dst [[buffer(5)]],
+                                 device float* dst_m [[buffer(6)]], device float* dst_v [[buffer(7)]],
+                                 SPLAT_THREAD_ATTRS) {
+  densify_gather_body(SPLAT_THREAD_CTX(), p, offsets, src, src_m, src_v, dst, dst_m, dst_v);
+}
+
+kernel void splat_densify_children(constant DensifyParams& p [[buffer(0)]],
+                                   device const uint32_t* offsets [[buffer(1)]], device const float* means [[buffer(2)]],
+                                   device const float* log_scales [[buffer(3)]], device const float* quats [[buffer(4)]],
+                                   device float* dst_means [[buffer(5)]], SPLAT_THREAD_ATTRS) {
+  densify_children_body(SPLAT_THREAD_CTX(), p, offsets, means, log_scales, quats, dst_means);
+}

@@ -1,0 +1,213 @@
+"""The GPU training step (CUDA backend, the shared SIMT kernels) against the
+CPU backend: one step (render -> loss -> backward -> statistics -> Adam), a
+densification step with an opacity reset, allocation when warm, the ts_*
+timings, and learning a small scene.
+
+Both backends share the loss, Adam and densification math (shaders/common);
+the loss gradient is even bit-identical. What differs is the order of the
+backward's float atomics, so gradients agree to ~1e-6 relative; parameters
+after Adam and the moments are compared norm-wise per array.
+"""
+import numpy as np
+import pytest
+
+import splat
+from splat import _core
+from _scenes import make_rng
+from test_training import make_dataset, random_gaussians, small_config
+
+pytestmark = pytest.mark.cuda
+
+_ok, _why = splat.backend_available("cuda")
+if not _ok:
+    pytest.skip(f"CUDA backend not available: {_why}", allow_module_level=True)
+
+PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
+MOMENT_TOL = 1e-4  # first / second moments (gradients up to atomics order), norm-wise per array
+# Adam divides the first moment by the root of the second: for a gradient at
+# rounding-noise level (e.g. the rotation of an isotropic Gaussian) the update
+# is +-lr either way, its sign decided by the noise. Parameters are compared
+# to rtol 1e-5 where the gradient stands above the noise (first moment above
+# NOISE x the array's largest), elsewhere to the size of the updates.
+NOISE = 1e-5
+
+
+def rel_err(got, want):
+    want = np.asarray(want, np.float64)
+    return np.linalg.norm(np.asarray(got, np.float64) - want) / max(np.linalg.norm(want), 1e-30)
+
+
+def trainers(ds, cfg, state=None, step=0, initial=None, **cuda_fields):
+    """(cpu, cuda) trainers from the same state."""
+    if state is None:
+        cpu = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"), initial=initial)
+        state = cpu.state()
+    else:
+        cpu = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state, step=step)
+    gpu = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cuda", **cuda_fields), state, step=step)
+    assert gpu.backend == "cuda"
+    return cpu, gpu
+
+
+def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05):
+    assert a["means"].shape == b["means"].shape, (what, a["means"].shape, b["means"].shape, seed)
+    for name in PARAMS:
+        for moment in ("adam_m.", "adam_v."):
+            err = rel_err(b[moment + name], a[moment + name])
+            assert err <= MOMENT_TOL, (what, moment + name, err, seed)
+        m = np.abs(a["adam_m." + name])
+        clear = m > NOISE * max(float(m.max()), 1e-30)
+        np.testing.assert_allclose(b[name][clear], a[name][clear], rtol=1e-5, atol=1e-6,
+                                   err_msg=f"{what} {name}; seed {seed}")
+        assert np.all(np.abs(b[name] - a[name]) <= lr_steps + 1e-6), (what, name, seed)
+    np.testing.assert_array_equal(b["grad_count"], a["grad_count"], err_msg=f"{what} grad_count; seed {seed}")
+    np.testing.assert_array_equal(b["max_radii"], a["max_radii"], err_msg=f"{what} max_radii; seed {seed}")
+    assert rel_err(b["grad_accum"], a["grad_accum"]) <= 1e-4, (what, seed)
+
+
+@pytest.mark.parametrize("width,height,sh_degree", [(40, 32, 1), (37, 29, 3)])
+def test_one_step_matches_cpu(width, height, sh_degree):
+    """Same state, same camera: loss, gradients (through the moments),
+    statistics and parameters after Adam agree with the CPU backend."""
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 150, k=(sh_degree + 1) ** 2), n_views=3, width=width,
+                      height=height, degree=sh_degree)
+    cfg = small_config(sh_degree=sh_degree, sh_degree_interval=1, densify_from=10_000, densify_until=10_000)
+    cpu, gpu = trainers(ds, cfg, initial=random_gaussians(rng, 120, k=(sh_degree + 1) ** 2, spread=0.5))
+    for t in range(2):
+        a, b = cpu.step(), gpu.step()
+        assert a.num_gaussians == b.num_gaussians
+        assert abs(a.loss - b.loss) <= 1e-5 * abs(a.loss), (t, a.loss, b.loss, seed)
+        assert_states_close(cpu.state(), gpu.state(), seed, f"step {t + 1}")
+        # The step's binning and gradients (debug snapshots of both backends).
+        sa, sb = cpu._native.debug_snapshot(), gpu._native.debug_snapshot()
+        ra, rb = (np.where((r[:, 1] > r[:, 0])[:, None], r, 0) for r in (sa["tile_ranges"], sb["tile_ranges"]))
+        differ = np.count_nonzero(np.any(ra != rb, axis=1))  # empty tiles compare equal
+        assert differ <= max(1, len(sa["tile_ranges"]) // 100), (differ, seed)
+        for name in PARAMS + ("means2d",):
+            err = rel_err(sb["grad." + name], sa["grad." + name])
+            assert err <= 1e-4, (f"step {t + 1}", name, err, seed)
+
+
+def test_densification_and_opacity_reset_match_cpu():
+    """A step that densifies (clone, split with the counter-based RNG, prune)
+    and resets opacity: the same Gaussians in the same order, new ones with
+    zero moments, statistics restarted."""
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 60), n_views=3)
+    extent = ds.scene_extent
+    cfg = small_config(densify_from=0, densify_until=1000, densify_every=10, opacity_reset_every=10,
+                       seed=int(rng.integers(0, 2 ** 31)))
+    n = 200
+    f = lambda a: np.ascontiguousarray(a, np.float32)
+    g = random_gaussians(rng, n, spread=0.5, scale=(0.2 * cfg.percent_dense * extent, 4 * cfg.percent_dense * extent))
+    opacity = g.opacity_logits.copy()
+    opacity[rng.random(n) < 0.1] = np.log(0.001 / 0.999)  # pruned
+    big = rng.random(n) < 0.05
+    log_scales = g.log_scales.copy()
+    log_scales[big] = np.log(cfg.prune_max_world_scale * extent * 2.0)  # oversized: pruned after a reset
+    count = f(rng.integers(1, 10, n))
+    count[rng.random(n) < 0.1] = 0
+    # Mean gradients far from the threshold on either side (the step adds its own).
+    mean = np.where(rng.random(n) < 0.4, 50.0, 0.02) * cfg.densify_grad_threshold
+    state = dict(means=g.means, log_scales=f(log_scales), quats=g.quats, opacity_logits=f(opacity), sh=g.sh,
+                 grad_accum=f(mean * count), grad_count=count, max_radii=f(rng.integers(0, 30, n)))
+    for name in PARAMS:
+        state["adam_m." + name] = f(rng.normal(0, 1e-3, state[name].shape))
+        state["adam_v." + name] = f(rng.uniform(1e-6, 1e-5, state[name].shape))
+    cpu, gpu = trainers(ds, cfg, state, step=19)  # step 20: after the first reset, world-scale pruning is on
+    cfg_steps = cpu.step_count
+    a, b = cpu.step(), gpu.step()
+    assert a.densified and b.densified and cfg_steps + 1 == cpu.step_count
+    sa, sb = cpu.state(), gpu.state()
+    assert a.num_gaussians == b.num_gaussians, (a.num_gaussians, b.num_gaussians, seed)
+    assert a.num_gaussians != n, seed  # something happened
+    assert_states_close(sa, sb, seed, "densified")
+    # New Gaussians (clones and children, at the end) have zero moments; the
+    # statistics restart; opacity was reset with its moments.
+    survivors = int(np.count_nonzero(sa["adam_v.quats"].any(axis=1)))
+    assert survivors < a.num_gaussians, seed
+    for name in PARAMS:
+        assert not np.any(sb["adam_m." + name][survivors:]) and not np.any(sb["adam_v." + name][survivors:])
+    assert not np.any(sb["grad_accum"]) and not np.any(sb["grad_count"]) and not np.any(sb["max_radii"])
+    assert np.all(sb["opacity_logits"] <= np.log(0.01 / 0.99) + 1e-6)
+    assert not np.any(sb["adam_m.opacity_logits"]) and not np.any(sb["adam_v.opacity_logits"])
+    # Training continues on the densified set.
+    for _ in range(2):
+        a, b = cpu.step(), gpu.step()
+        assert abs(a.loss - b.loss) <= 1e-4 * abs(a.loss), seed
+    assert_states_close(cpu.state(), gpu.state(), seed, "after densification")
+
+
+def test_warm_step_does_not_allocate():
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 100), n_views=4)
+    cfg = small_config(densify_from=10_000, densify_until=10_000)
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda"))
+    for _ in range(2 * len(ds)):  # every view once or twice: pair buffers reach their size
+        tr.step(read_loss=False)
+    warm = tr._native.allocation_count
+    for _ in range(len(ds) + 1):
+        tr.step(read_loss=False)
+    s = tr.step(read_loss=True)
+    assert tr._native.allocation_count == warm, seed
+    assert np.isfinite(s.loss)
+
+
+def test_per_kernel_timings_and_memory():
+    rng, _ = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 80), n_views=2)
+    cfg = small_config(densify_from=0, densify_every=2, densify_until=100)
+    cpu_like = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
+    _core.gpu_timings(reset=True)
+    tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cuda", submission="per_kernel", timing="per_kernel"),
+                       cpu_like.state())
+    for _ in range(3):
+        tr.step()
+    ts = _core.gpu_timings(reset=True)
+    labels = ("ts_fwd_project", "ts_fwd_radix_sort", "ts_fwd_rasterize", "ts_ssim", "ts_zero_grads",
+              "ts_backward_raster", "ts_project_back", "ts_densify_stats", "ts_adam", "ts_densify")
+    for label in labels + ("ts_upload",):
+        assert label in ts and ts[label][2] >= 1, (label, sorted(ts))
+    rec = tr._native.timings(reset=True)
+    for label in labels:
+        assert rec[label]["calls"] >= 1 and rec[label]["gpu_ms"] >= 0.0, (label, rec.get(label))
+    assert rec["ts_upload"]["upload_ms"] >= 0.0 and rec["ts_upload"]["gpu_ms"] == 0.0
+    snap = tr._native.debug_snapshot()
+    assert snap["grad.means"].shape == (tr.num_gaussians, 3) and snap["tile_ranges"].shape[1] == 2
+    mem = _core.gpu_memory()
+    assert mem["arena_peak_bytes"] >= mem["arena_bytes"] > 0
+
+
+def test_deterministic_training_is_reproducible():
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 60), n_views=2)
+    cfg = small_config(densify_from=0, densify_every=2, densify_until=100, seed=3)
+    state = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu")).state()
+    runs = []
+    for _ in range(2):
+        tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cuda", deterministic=True), state)
+        for _ in range(3):
+            tr.step(read_loss=False)
+        runs.append(tr.state())
+    for k in runs[0]:
+        assert runs[0][k].tobytes() == runs[1][k].tobytes(), (k, seed)
+
+
+def test_training_reaches_the_cpu_psnr():
+    """200 steps with densification on a small scene: the GPU run learns as the
+    CPU run does (the runs diverge slowly through atomics order, so the PSNRs
+    are compared, not the states)."""
+    rng, seed = make_rng()
+    gt = random_gaussians(rng, 150)
+    ds = make_dataset(rng, gt, n_views=8, width=32, height=32)
+    test = make_dataset(rng, gt, n_views=2, width=32, height=32)
+    cfg = small_config(steps=200, densify_from=40, densify_until=160, densify_every=40,
+                       densify_grad_threshold=1e-3)
+    cpu, gpu = trainers(ds, cfg)
+    before = splat.evaluate(cpu, test).psnr
+    cpu.run(200, progress=False)
+    gpu.run(200, progress=False)
+    pc, pg = splat.evaluate(cpu, test).psnr, splat.evaluate(gpu, test).psnr
+    assert pg > before + 4.0, (before, pg, seed)
+    assert abs(pg - pc) <= 1.0, (pc, pg, seed)
