@@ -115,9 +115,9 @@ def step_breakdown(train, trainer, cfg, backend: str, steps: int = 6) -> dict:
     state with timing='per_kernel' (chained submission), from the step before
     the last densification, so one of the measured steps densifies."""
     state = trainer.state()
-    start = cfg.densify_until - cfg.densify_every - 1
+    start = cfg.densify_until - cfg.densify_every - 2  # the second step (measured) densifies
     timed = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, timing="per_kernel"), state, step=start)
-    timed.step(read_loss=False)  # warm: sizes the pair buffers for this view (densifies)
+    timed.step(read_loss=False)  # warm-up (kernels, buffers)
     _core.gpu_timings(reset=True)
     t0 = time.perf_counter()
     for _ in range(steps):
