@@ -400,6 +400,9 @@ void GpuDevice::set_training_state(const TrainingState& s) {
         (!s.adam_v[a].empty() && s.adam_v[a].size() != len))
       throw ConfigError("[gpu] set_training_state: array sizes do not match the count");
   }
+  for (const std::vector<float>* v : {&s.grad_accum, &s.grad_count, &s.max_radii})
+    if (!v->empty() && v->size() != s.count)
+      throw ConfigError("[gpu] set_training_state: statistics do not match the count");
   have_forward_ = false;
   have_loss_ = false;
   have_train_step_ = false;
@@ -424,8 +427,6 @@ void GpuDevice::set_training_state(const TrainingState& s) {
   for (int k = 0; k < 3; ++k) {
     if (stats[k]->empty())
       launcher_->fill_zero(ref(slots[k]), 4 * n);
-    else if (stats[k]->size() != n)
-      throw ConfigError("[gpu] set_training_state: statistics do not match the count");
     else
       launcher_->upload(ref(slots[k]), stats[k]->data(), 4 * n);
   }
