@@ -40,8 +40,11 @@ TS_ORDER = ("ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_radix_sort", "ts_fwd_
 
 
 def default_data() -> Path:
-    local = REPO / "data"
-    return local if local.is_dir() else (REPO / ".." / "shared" / "data").resolve()
+    """data/ in the repository root, else ../shared/data beside it (else shared/data inside it)."""
+    for candidate in (REPO / "data", (REPO / ".." / "shared" / "data").resolve(), REPO / "shared" / "data"):
+        if candidate.is_dir():
+            return candidate
+    return (REPO / ".." / "shared" / "data").resolve()
 
 
 def scene_data(data: Path, scene: str):
@@ -132,7 +135,9 @@ def step_breakdown(train, trainer, cfg, backend: str, steps: int = 6) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=default_data(), help="folder holding lego_400/ and lego_800/")
+    ap.add_argument("--data", type=Path, default=default_data(),
+                    help="folder holding lego_400/ and lego_800/ (default: data/ in the repository root if present, "
+                         "else ../shared/data)")
     ap.add_argument("--scenes", default="lego_400,lego_800")
     ap.add_argument("--steps", type=int, default=30000)
     ap.add_argument("--backend", default="cuda")
