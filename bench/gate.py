@@ -28,11 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "python"))
+import splat
+from splat import _core
 
-import splat  # noqa: E402
-from splat import _core  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 CHECKPOINTS = (7000, 12500, 30000)
 TS_ORDER = ("ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_radix_sort", "ts_fwd_rasterize", "ts_ssim",
