@@ -225,3 +225,20 @@ def test_training_reaches_the_cpu_psnr():
     pc, pg = splat.evaluate(cpu, test).psnr, splat.evaluate(gpu, test).psnr
     assert pg > before + 4.0, (before, pg, seed)
     assert abs(pg - pc) <= 1.0, (pc, pg, seed)
+
+
+def test_deterministic_training_300_steps_on_the_synthetic_scene():
+    """deterministic = true: two runs of 300 steps (densification included)
+    give identical bytes for every parameter, moment and statistic."""
+    from splat.data.synthetic import default_train_config, make_scene
+    train, _ = make_scene(n_gaussians=250, n_views=12, width=64, height=64,
+                          seed=int(np.random.default_rng().integers(1000)))
+    cfg = default_train_config(steps=300, image_size=64)
+    states = []
+    for _ in range(2):
+        tr = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend="cuda", deterministic=True))
+        tr.run(300, progress=False)
+        states.append(tr.state())
+    a, b = states
+    for k in a:
+        assert a[k].tobytes() == b[k].tobytes(), k
