@@ -44,7 +44,6 @@ loss, e.g. ssim_weight), and [data] gives the views and background.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -54,6 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from ._cli_common import count, one_line, positive_int, warn, write_json
 
 __all__ = ["main", "find_checkpoint", "replay_train_config", "summarize", "compare_verdict",
            "compare_buffers"]
@@ -75,40 +76,8 @@ except ModuleNotFoundError:  # Python 3.10
 # --------------------------------------------------------------------------- small helpers
 
 
-def _warn(msg: str) -> None:
-    print(f"splat: warning: {msg}", file=sys.stderr, flush=True)
-
-
 def _note(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _one_line(msg) -> str:
-    lines = [ln.strip() for ln in str(msg).strip().splitlines()]
-    text = " ".join(ln for ln in lines if ln)
-    return text[len("[splat] "):] if text.startswith("[splat] ") else text
-
-
-def _finite(v):
-    """JSON-safe copy: non-finite floats become None, numpy scalars plain numbers."""
-    if isinstance(v, dict):
-        return {str(k): _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (np.floating, float)):
-        v = float(v)
-        return v if math.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    return v
-
-
-def _write_json(path: Path, obj) -> None:
-    from .io.atomic import atomic_write_text
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(_finite(obj), indent=2, allow_nan=False) + "\n")
 
 
 def _console():
@@ -117,26 +86,6 @@ def _console():
     if not console.is_terminal:
         console = Console(highlight=False, markup=False, width=120)
     return console
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return v
 
 
 # --------------------------------------------------------------------------- configs and checkpoints
@@ -174,7 +123,7 @@ def load_setup(path, datasets: dict | None = None) -> Setup:
     except TypeError as exc:
         raise ValueError(str(exc)) from None
     for w in bc.validate():
-        _warn(f"{path}: {_one_line(w)}")
+        warn(f"{path}: {one_line(w)}")
     d = cfg.data
     common = dict(background=tuple(d.background), downscale=d.downscale, test_every=d.test_every,
                   format=d.format)
@@ -216,23 +165,9 @@ class Checkpoint:
 
 
 def read_checkpoint(path) -> Checkpoint:
-    from .trainer import CHECKPOINT_VERSION
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
-        if not isinstance(meta, dict):
-            raise ValueError("metadata is not an object")
-        int(meta["step"]), int(meta["width"]), int(meta["height"]), dict(meta["train_config"])
-    except Exception as exc:  # any failure to parse means: not a usable checkpoint
-        raise ValueError(f"checkpoint {path}: not a readable splat checkpoint "
-                         f"({_one_line(exc) or type(exc).__name__})") from None
-    if meta.get("version") != CHECKPOINT_VERSION:
-        raise ValueError(f"checkpoint {path}: version {meta.get('version')} is not supported")
-    return Checkpoint(path, meta, arrays)
+    from .trainer import read_checkpoint as read
+    meta, arrays = read(path)
+    return Checkpoint(Path(path), meta, arrays)
 
 
 def replay_train_config(checkpoint_train: dict, overrides: dict | None = None, *, densify_stats: bool):
@@ -533,7 +468,7 @@ def cmd_bench(args) -> int:
         _print_compare(console, ra, rb, cmp)
         out = {"mode": "compare", **settings, "a": ra, "b": rb, "comparison": cmp}
         path = run_dir / "bench_compare.json"
-    _write_json(path, out)
+    write_json(path, out)
     console.print(f"wrote {path}")
     return 0
 
@@ -564,7 +499,7 @@ def _snapshot(native):
     try:
         return {k: np.asarray(v) for k, v in dict(fn()).items()}, None
     except RuntimeError as exc:
-        return None, _one_line(exc)
+        return None, one_line(exc)
 
 
 def _derived_gradients(before: dict, after: dict, beta1: float) -> dict:
@@ -678,7 +613,7 @@ def cmd_parity(args) -> int:
     files = list(args.parity)
     if args.self_check:
         if len(files) == 2 and os.path.abspath(files[0]) != os.path.abspath(files[1]):
-            _warn(f"--self compares {files[0]} with itself; {files[1]} is not used")
+            warn(f"--self compares {files[0]} with itself; {files[1]} is not used")
         files = [files[0], files[0]]
     a = load_setup(files[0], datasets)
     same = os.path.abspath(files[1]) == os.path.abspath(files[0])
@@ -718,7 +653,7 @@ def cmd_parity(args) -> int:
            "loss_a": ra["loss"], "loss_b": rb["loss"], "source": source, "note": note,
            "atol": ATOL, "rtol": RTOL, "buffers": rows, "passed": passed}
     path = _run_dir(a, args.out) / "parity.json"
-    _write_json(path, out)
+    write_json(path, out)
     console.print(f"wrote {path}")
     return 0 if passed else 1
 
@@ -734,11 +669,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="A.toml", help="run configuration to measure")
     p.add_argument("--checkpoint", metavar="C.npz",
                    help="state to replay from (default: the newest checkpoint in output.dir of the config)")
-    p.add_argument("--iters", type=_positive_int, default=ITERS, metavar="N",
+    p.add_argument("--iters", type=positive_int, default=ITERS, metavar="N",
                    help=f"steps per repeat (default {ITERS})")
-    p.add_argument("--repeats", type=_positive_int, default=REPEATS, metavar="R",
+    p.add_argument("--repeats", type=positive_int, default=REPEATS, metavar="R",
                    help=f"repeats (default {REPEATS})")
-    p.add_argument("--warmup", type=_count, default=WARMUP, metavar="W",
+    p.add_argument("--warmup", type=count, default=WARMUP, metavar="W",
                    help=f"unmeasured steps first (default {WARMUP})")
     p.add_argument("--out", metavar="DIR",
                    help="folder for bench.json / bench_compare.json / parity.json (default: output.dir)")

@@ -13,7 +13,6 @@ Every file a command writes is written atomically.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from ._cli_common import one_line, positive_int, warn, write_json
 
 __all__ = ["main"]
 
@@ -42,52 +43,14 @@ def _err(msg: str) -> None:
     print(f"splat: error: {msg}", file=sys.stderr, flush=True)
 
 
-def _warn(msg: str) -> None:
-    print(f"splat: warning: {msg}", file=sys.stderr, flush=True)
-
-
-_PREFIX = re.compile(r"^\[[A-Za-z_ ]+\]\s*")
-
-
 def _clean(msg: str) -> str:
-    """One line: no '[splat] '-style prefixes, lines joined."""
-    lines = [_PREFIX.sub("", ln.strip()) for ln in str(msg).strip().splitlines()]
-    return " ".join(ln for ln in lines if ln) or "unknown error"
+    return one_line(msg) or "unknown error"
 
 
 def _exc_message(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename and not str(exc).startswith("[splat]"):
         return f"{exc.filename}: {exc.strerror}"
     return _clean(str(exc)) if str(exc) else type(exc).__name__
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-def _finite(v):
-    """JSON-safe copy: non-finite floats become None, numpy scalars plain numbers."""
-    if isinstance(v, dict):
-        return {str(k): _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    if isinstance(v, (np.floating, float)):
-        v = float(v)
-        return v if math.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    return v
-
-
-def _write_json(path, obj) -> None:
-    from .io.atomic import atomic_write_text
-    atomic_write_text(path, json.dumps(_finite(obj), indent=2, allow_nan=False) + "\n")
 
 
 def _to_uint8(img: np.ndarray) -> np.ndarray:
@@ -132,7 +95,7 @@ def _make_backend(table: dict):
     except TypeError as exc:
         raise ValueError(str(exc)) from None
     for w in bc.validate():
-        _warn(_clean(w))
+        warn(_clean(w))
     return bc
 
 
@@ -304,7 +267,7 @@ def cmd_train(args) -> int:
                 eval_seconds += time.perf_counter() - t0
                 log(f"step {milestone}: PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  "
                     f"{trainer.num_gaussians:,} Gaussians  ({train_seconds:.1f} s training)")
-                _write_json(out / "metrics.json", metrics(final=False))
+                write_json(out / "metrics.json", metrics(final=False))
     finally:
         if bar is not None:
             bar.stop()
@@ -317,7 +280,7 @@ def cmd_train(args) -> int:
              f"SSIM {final['ssim']:.4f}, {trainer.num_gaussians:,} Gaussians, {steps} steps on "
              f"{trainer.backend} in {train_seconds:.1f} s")
     save_training_plot(out / "training.png", trainer.history, evals, title=title)
-    _write_json(out / "metrics.json", metrics(final=True))
+    write_json(out / "metrics.json", metrics(final=True))
     print(f"PSNR {final['psnr']:.2f} dB  SSIM {final['ssim']:.4f}  on {len(test)} test views  "
           f"({trainer.num_gaussians:,} Gaussians, {steps} steps, {train_seconds:.1f} s training on "
           f"{trainer.backend}, {time.perf_counter() - t_begin:.1f} s total)")
@@ -358,9 +321,9 @@ def cmd_check(args) -> int:
     print(f"# backend: {asked}" + (f" -> {resolved}" if asked != resolved else "")
           + ("" if ok else " (not available on this machine)"))
     if not ok:
-        _warn(f"backend {resolved!r} is not available on this machine: {_clean(why)}")
+        warn(f"backend {resolved!r} is not available on this machine: {_clean(why)}")
     for w in bc.validate(resolved):
-        _warn(_clean(w))
+        warn(_clean(w))
     print(f"{args.config}: OK", file=sys.stderr)
     return 0
 
@@ -369,21 +332,8 @@ def cmd_check(args) -> int:
 
 
 def _read_checkpoint_meta(path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path}: no such file")
-    import zipfile
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"checkpoint {path}: not a splat checkpoint (not an .npz archive)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(z["__meta__"].tobytes().decode())
-        if not isinstance(meta, dict):
-            raise ValueError("metadata is not an object")
-        int(meta["width"]), int(meta["height"])
-    except Exception as exc:  # any failure to parse means: not a usable checkpoint
-        raise ValueError(f"checkpoint {path}: not a readable splat checkpoint ({_clean(str(exc)) or type(exc).__name__})") from None
-    return meta
+    from .trainer import read_checkpoint
+    return read_checkpoint(path)[0]
 
 
 def _load_model(args):
@@ -441,7 +391,7 @@ def cmd_eval(args) -> int:
                                  "views": len(data), "num_gaussians": trainer.num_gaussians,
                                  "step": trainer.step_count, "backend": trainer.backend,
                                  "seconds": seconds}
-        _write_json(args.json, result)
+        write_json(args.json, result)
     return 0
 
 
@@ -464,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "synthetic scene. Writes metrics.json, checkpoints, point_cloud.ply, "
                                    "renders and training.png into the run folder.")
     t.add_argument("--config", metavar="X.toml", help="run configuration (see configs/)")
-    t.add_argument("--steps", type=_positive_int, metavar="N", help="override train.steps")
+    t.add_argument("--steps", type=positive_int, metavar="N", help="override train.steps")
     t.add_argument("--out", metavar="DIR", help=f"run folder (default: output.dir, or {SYNTHETIC_OUT})")
     t.add_argument("--backend", choices=BACKENDS, help="override backend.backend (default auto)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -480,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--data", required=True, metavar="PATH", help="scene folder (Blender or COLMAP)")
         q.add_argument("--split", default="test", help="split to use (default test)")
         q.add_argument("--frames", metavar="SPEC", help="subset of the split, e.g. 0::10 or 3")
-        q.add_argument("--supersample", type=_positive_int, default=1, metavar="K",
+        q.add_argument("--supersample", type=positive_int, default=1, metavar="K",
                        help="render at K times the image size and box-average down")
         q.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
 
@@ -507,7 +457,7 @@ def _config_error_lines(exc) -> list[str]:
     (unless the error already starts with it)."""
     text = str(exc)
     if len(exc.errors) == 1:
-        first = _PREFIX.sub("", text.splitlines()[0]) if text else ""
+        first = one_line(text.splitlines()[0]) if text else ""
         where = first[: len(first) - len(exc.errors[0])] if first.endswith(exc.errors[0]) else ""
     else:
         m = re.match(r"\[splat\] (.*?)\d+ configuration errors:", text)

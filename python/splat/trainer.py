@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import time
 from dataclasses import dataclass
 
@@ -200,18 +201,7 @@ class Trainer:
     @classmethod
     def load_checkpoint(cls, path, dataset, backend_config=None) -> "Trainer":
         """A trainer in exactly the saved state, training on `dataset` (the same views)."""
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise FileNotFoundError(f"[splat] checkpoint {path}: no such file") from None
-        except Exception as exc:
-            raise ValueError(f"[splat] checkpoint {path}: unreadable ({exc})") from None
-        if "__meta__" not in arrays:
-            raise ValueError(f"[splat] checkpoint {path}: not a splat checkpoint")
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
-        if meta.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"[splat] checkpoint {path}: version {meta.get('version')} is not supported")
+        meta, arrays = read_checkpoint(path)
         if (dataset.width, dataset.height) != (meta["width"], meta["height"]):
             raise ValueError(f"[splat] dataset: images are {dataset.width}x{dataset.height}, the checkpoint "
                              f"was trained on {meta['width']}x{meta['height']}")
@@ -219,3 +209,24 @@ class Trainer:
         if backend_config is None:
             backend_config = _core.BackendConfig(meta["backend_config"])
         return cls(dataset, config, backend_config, arrays, step=meta["step"], scene_extent=meta["scene_extent"])
+
+
+def read_checkpoint(path) -> tuple[dict, dict]:
+    """(header, arrays) of a checkpoint written by Trainer.save_checkpoint.
+    A missing file raises FileNotFoundError, anything unreadable ValueError,
+    both naming the file."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"[splat] checkpoint {path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+        if not isinstance(meta, dict):
+            raise ValueError("its header is not an object")
+        int(meta["step"]), int(meta["width"]), int(meta["height"]), dict(meta["train_config"])
+    except Exception as exc:  # any failure to parse means: not a usable checkpoint
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"[splat] checkpoint {path}: not a readable splat checkpoint ({reason})") from None
+    if meta.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(f"[splat] checkpoint {path}: version {meta.get('version')} is not supported")
+    return meta, arrays
