@@ -21,6 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+import _pkg  # noqa: F401 - makes splat.data importable without the native module
+from splat.data import synthetic
+from splat.data.synthetic import look_at  # noqa: F401 - OpenCV world-to-camera 4x4, re-exported
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -96,20 +100,6 @@ class Scene:
         return -W[:3, :3].T @ W[:3, 3]
 
 
-def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
-    """OpenCV world-to-camera 4x4 (x right, y down, z towards `target`)."""
-    eye = np.asarray(eye, dtype=np.float64)
-    z = np.asarray(target, dtype=np.float64) - eye
-    z /= np.linalg.norm(z)
-    x = np.cross(z, np.asarray(up, dtype=np.float64))
-    x /= np.linalg.norm(x)
-    y = np.cross(z, x)
-    W = np.eye(4)
-    W[:3, :3] = np.stack([x, y, z])
-    W[:3, 3] = -W[:3, :3] @ eye
-    return W
-
-
 def random_camera(rng: np.random.Generator, width: int, height: int, fov_deg: float = 60.0,
                   distance: float = 4.0) -> dict:
     """A camera on a sphere of radius `distance` looking near the origin; keyword dict of
@@ -183,3 +173,11 @@ def empty_scene(width: int = 24, height: int = 20, k: int = 1, background=(0.1, 
                  fx=20.0, fy=20.0, cx=width / 2, cy=height / 2, width=width, height=height,
                  sh_degree=int(round(np.sqrt(k))) - 1,
                  background=np.asarray(background, dtype=np.float64))
+
+
+def write_blender_scene(path, size: int, n_test_views: int, *, n_gaussians: int = 150, n_views: int = 8,
+                        seed: int = 5) -> None:
+    """A synthetic scene (size x size images, train and test splits) written in Blender format to `path`."""
+    train, test = synthetic.make_scene(n_gaussians=n_gaussians, n_views=n_views, width=size, height=size,
+                                       seed=seed, n_test_views=n_test_views)
+    synthetic.write_blender(path, {"train": train, "test": test})

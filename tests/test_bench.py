@@ -11,12 +11,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402
+from _scenes import write_blender_scene  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
 
 if NATIVE:
     from splat import bench, cli  # noqa: E402
-    from splat.data import synthetic  # noqa: E402
 
 SIZE = 32
 TOML = """\
@@ -59,9 +59,7 @@ def write_config(root, name, *, data="", train="", backend="", out=None):
 def root(tmp_path_factory):
     """A tiny Blender scene and a 24-step training run (checkpoints at 12 and 24)."""
     root = tmp_path_factory.mktemp("bench")
-    train, test = synthetic.make_scene(n_gaussians=150, n_views=8, width=SIZE, height=SIZE, seed=5,
-                                       n_test_views=2)
-    synthetic.write_blender(root / "scene", {"train": train, "test": test})
+    write_blender_scene(root / "scene", SIZE, n_test_views=2)
     (root / "configs").mkdir()
     cfg = write_config(root, "a.toml")
     assert cli.main(["train", "--config", str(cfg), "--quiet"]) == 0
@@ -329,8 +327,7 @@ def test_user_errors(root, tmp_path, capsys):
     rc, out, err = run_bench(capsys, "--config", root / "configs" / "a.toml", "--checkpoint", bad, *FAST)
     assert rc == 1 and "bad.npz" in err and "Traceback" not in err
     other = tmp_path / "other"
-    tr, te = synthetic.make_scene(n_gaussians=50, n_views=2, width=24, height=24, seed=1, n_test_views=1)
-    synthetic.write_blender(other, {"train": tr, "test": te})
+    write_blender_scene(other, 24, n_test_views=1, n_gaussians=50, n_views=2, seed=1)
     small = write_config(root, "small.toml")
     small.write_text(small.read_text().replace('"../scene"', json.dumps(str(other))))
     rc, out, err = run_bench(capsys, "--config", small, "--checkpoint", root / "run" / "checkpoint.npz", *FAST)

@@ -13,6 +13,7 @@ from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, ROOT, splat  # noqa: E402
+from _scenes import write_blender_scene  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
 
@@ -23,7 +24,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 if NATIVE:
     from splat import cli  # noqa: E402
-    from splat.data import load_dataset, synthetic  # noqa: E402
+    from splat.data import load_dataset  # noqa: E402
 
 SIZE = 32
 TRAIN_TOML = """\
@@ -56,9 +57,7 @@ render_views = 2
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
-    train, test = synthetic.make_scene(n_gaussians=150, n_views=8, width=SIZE, height=SIZE, seed=5,
-                                       n_test_views=4)
-    synthetic.write_blender(root / "scene", {"train": train, "test": test})
+    write_blender_scene(root / "scene", SIZE, n_test_views=4)
     (root / "configs").mkdir()
     return root
 

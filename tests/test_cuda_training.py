@@ -15,8 +15,9 @@ import pytest
 
 import splat
 from splat import _core
+from _parity import rel_err
 from _scenes import make_rng
-from test_training import make_dataset, random_gaussians, small_config
+from test_training import deterministic_runs, make_dataset, random_gaussians, small_config
 
 pytestmark = pytest.mark.cuda
 
@@ -32,11 +33,7 @@ MOMENT_TOL = 1e-4  # first / second moments (gradients up to atomics order), nor
 # to rtol 1e-5 where the gradient stands above the noise (first moment above
 # NOISE x the array's largest), elsewhere to the size of the updates.
 NOISE = 1e-5
-
-
-def rel_err(got, want):
-    want = np.asarray(want, np.float64)
-    return np.linalg.norm(np.asarray(got, np.float64) - want) / max(np.linalg.norm(want), 1e-30)
+TINY = 1e-30  # the floor of rel_err's denominator here
 
 
 def trainers(ds, cfg, state=None, step=0, initial=None, **cuda_fields):
@@ -56,7 +53,7 @@ def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False):
     assert a["means"].shape == b["means"].shape, (what, a["means"].shape, b["means"].shape, seed)
     for name in PARAMS:
         for moment in ("adam_m.", "adam_v."):
-            err = rel_err(b[moment + name], a[moment + name])
+            err = rel_err(b[moment + name], a[moment + name], TINY)
             assert err <= MOMENT_TOL, (what, moment + name, err, seed)
         m = np.abs(a["adam_m." + name])
         clear = np.ones(m.shape, bool) if strict else m > NOISE * max(float(m.max()), 1e-30)
@@ -65,7 +62,7 @@ def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False):
         assert np.all(np.abs(b[name] - a[name]) <= lr_steps + 1e-6), (what, name, seed)
     np.testing.assert_array_equal(b["grad_count"], a["grad_count"], err_msg=f"{what} grad_count; seed {seed}")
     np.testing.assert_array_equal(b["max_radii"], a["max_radii"], err_msg=f"{what} max_radii; seed {seed}")
-    assert rel_err(b["grad_accum"], a["grad_accum"]) <= 1e-4, (what, seed)
+    assert rel_err(b["grad_accum"], a["grad_accum"], TINY) <= 1e-4, (what, seed)
 
 
 @pytest.mark.parametrize("width,height,sh_degree", [(40, 32, 1), (37, 29, 3)])
@@ -88,7 +85,7 @@ def test_one_step_matches_cpu(width, height, sh_degree):
         differ = np.count_nonzero(np.any(ra != rb, axis=1))  # empty tiles compare equal
         assert differ <= max(1, len(sa["tile_ranges"]) // 100), (differ, seed)
         for name in PARAMS + ("means2d",):
-            err = rel_err(sb["grad." + name], sa["grad." + name])
+            err = rel_err(sb["grad." + name], sa["grad." + name], TINY)
             assert err <= 1e-4, (f"step {t + 1}", name, err, seed)
 
 
@@ -230,15 +227,6 @@ def test_training_reaches_the_cpu_psnr():
 def test_deterministic_training_300_steps_on_the_synthetic_scene():
     """deterministic = true: two runs of 300 steps (densification included)
     give identical bytes for every parameter, moment and statistic."""
-    from splat.data.synthetic import default_train_config, make_scene
-    train, _ = make_scene(n_gaussians=250, n_views=12, width=64, height=64,
-                          seed=int(np.random.default_rng().integers(1000)))
-    cfg = default_train_config(steps=300, image_size=64)
-    states = []
-    for _ in range(2):
-        tr = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend="cuda", deterministic=True))
-        tr.run(300, progress=False)
-        states.append(tr.state())
-    a, b = states
+    a, b = deterministic_runs("cuda", 64)
     for k in a:
         assert a[k].tobytes() == b[k].tobytes(), k

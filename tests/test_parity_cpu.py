@@ -10,53 +10,9 @@ import numpy as np
 import pytest
 
 import splat
-from _scenes import make_rng, random_scene
-
 from splat import reference
-
-IMAGE_TOL = 1e-5
-FLIP_FRACTION = 0.005
-GRAD_TOL = 1e-3
-
-
-def to_splat(scene):
-    f = lambda a: np.ascontiguousarray(a, dtype=np.float32)
-    g = splat.Gaussians(f(scene.means), f(scene.log_scales), f(scene.quats), f(scene.opacity_logits), f(scene.sh))
-    cam = splat.Camera(f(scene.world_to_camera), scene.fx, scene.fy, scene.cx, scene.cy, scene.width, scene.height)
-    return g, cam
-
-
-def extra_coeffs(rng, degree):
-    """Sometimes store the next degree's coefficients too: they must not matter."""
-    return (degree + 2) ** 2 - (degree + 1) ** 2 if degree < 3 and rng.random() < 0.5 else 0
-
-
-def put_behind_camera(scene, rng, fraction=0.1):
-    """Mirror a fraction of the means through the camera plane (t.z -> -t.z)."""
-    W = scene.world_to_camera
-    t = scene.means @ W[:3, :3].T + W[:3, 3]
-    pick = rng.random(len(t)) < fraction
-    t[pick, 2] *= -1.0
-    scene.means[:] = (t - W[:3, 3]) @ W[:3, :3]
-    return int(pick.sum())
-
-
-def reference_of(g, cam, degree, bg):
-    return reference.forward(g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam.world_to_camera,
-                             cam.fx, cam.fy, cam.cx, cam.cy, cam.width, cam.height, degree, bg)
-
-
-def assert_images_close(got, want, what, seed):
-    err = np.abs(np.asarray(got, np.float64) - want)
-    err = err.reshape(err.shape[0], err.shape[1], -1).max(axis=2)
-    bad = int(np.count_nonzero(err > IMAGE_TOL))
-    allowed = max(2, int(FLIP_FRACTION * err.size))
-    assert bad <= allowed, f"{what}: {bad} pixels differ by > {IMAGE_TOL} (max {err.max():.3g}); seed {seed}"
-
-
-def rel_err(got, want):
-    want = np.asarray(want, np.float64)
-    return np.linalg.norm(np.asarray(got, np.float64) - want) / max(np.linalg.norm(want), 1e-12)
+from _parity import GRAD_TOL, GRADS, assert_images_close, reference_of, rel_err, scene_for, to_splat
+from _scenes import make_rng, random_scene
 
 
 CASES = [  # (n, width, height, sh_degree)
@@ -72,11 +28,7 @@ CASES = [  # (n, width, height, sh_degree)
 @pytest.mark.parametrize("n,width,height,degree", CASES)
 def test_forward_and_backward_match_reference(n, width, height, degree):
     rng, seed = make_rng()
-    scene = random_scene(rng, n=n, sh_degree=degree, width=width, height=height, extra_sh=extra_coeffs(rng, degree),
-                         spread=1.6, depth=(2.0, 6.0), pixel_sigma=(0.5, 6.0))
-    if n > 1:
-        put_behind_camera(scene, rng)
-    g, cam = to_splat(scene)
+    g, cam = to_splat(scene_for(rng, n, width, height, degree))
     bg = rng.uniform(0, 1, 3).astype(np.float32)
     r = splat.Rasterizer(splat.BackendConfig(backend="cpu"))
     out = r.forward(g, cam, degree, bg)
@@ -91,7 +43,7 @@ def test_forward_and_backward_match_reference(n, width, height, degree):
     d_alpha = rng.normal(size=out.alpha.shape).astype(np.float32)
     grads = r.backward(d_image, d_alpha)
     ref_grads = reference.backward(ref, d_image, d_alpha)
-    for name in ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d"):
+    for name in GRADS:
         got, want = getattr(grads, name), getattr(ref_grads, name)
         assert got.shape == want.shape, name
         e = rel_err(got, want)
@@ -113,7 +65,7 @@ def test_partly_off_screen_and_border_splats():
     d_image = rng.normal(size=out.image.shape).astype(np.float32)
     grads = r.backward(d_image)
     ref_grads = reference.backward(ref, d_image)
-    for name in ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d"):
+    for name in GRADS:
         assert rel_err(getattr(grads, name), getattr(ref_grads, name)) <= GRAD_TOL, (name, seed)
 
 
@@ -144,6 +96,6 @@ def test_repeat_calls_are_deterministic_and_allocation_free():
         again = r.forward(g, cam, 2, (0.0, 0.0, 0.0))
         g2 = r.backward(d_image)
         np.testing.assert_array_equal(again.image, first.image)
-        for name in ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d"):
+        for name in GRADS:
             np.testing.assert_array_equal(getattr(g2, name), getattr(g1, name))
     assert r._native.allocation_count == warm, "a warm forward/backward allocated"

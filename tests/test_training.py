@@ -338,18 +338,25 @@ def test_timings_and_debug_snapshot():
     assert np.any(a["grad.means"] != 0) and np.any(a["grad.means2d"] != 0)
 
 
+def deterministic_runs(backend, size, steps=300):
+    """The states after two deterministic runs of `steps` steps (densification
+    included) on a fresh size x size synthetic scene."""
+    from splat.data.synthetic import default_train_config, make_scene
+    train, _ = make_scene(n_gaussians=250, n_views=12, width=size, height=size,
+                          seed=int(np.random.default_rng().integers(1000)))
+    cfg = default_train_config(steps=steps, image_size=size)
+    states = []
+    for _ in range(2):
+        tr = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend, deterministic=True))
+        tr.run(steps, progress=False)
+        states.append(tr.state())
+    return states
+
+
 def test_deterministic_training_is_bitwise_reproducible():
     """Two runs of 300 steps on the synthetic scene give identical bytes for
     every parameter, moment and statistic (densification included)."""
-    from splat.data.synthetic import default_train_config, make_scene
-    train, _ = make_scene(n_gaussians=250, n_views=12, width=40, height=40, seed=int(np.random.default_rng().integers(1000)))
-    cfg = default_train_config(steps=300, image_size=40)
-    states = []
-    for _ in range(2):
-        tr = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend="cpu", deterministic=True))
-        tr.run(300, progress=False)
-        states.append(tr.state())
-    a, b = states
+    a, b = deterministic_runs("cpu", 40)
     assert a["means"].shape[0] != 0
     for k in a:
         assert a[k].tobytes() == b[k].tobytes(), k

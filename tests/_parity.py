@@ -1,0 +1,76 @@
+"""Helpers of the rasterizer parity tests (test_parity_cpu.py, the GPU suite in
+_gpu_suite.py, test_cuda_training.py): splat arrays from a `Scene`, the float64
+reference on them, and the closeness checks with their tolerances.
+
+Images agree to IMAGE_TOL except at a tiny fraction of pixels: float32 and
+float64 can fall on different sides of a threshold (alpha < 1/255, T < 1e-4,
+sigma >= 5.55, a tile-rect boundary), which changes a pixel discretely. At
+most FLIP_FRACTION of the pixels (and at least 2) may exceed IMAGE_TOL.
+Gradients agree norm-wise to GRAD_TOL per array.
+"""
+import numpy as np
+
+import splat
+from splat import reference
+from _scenes import random_scene
+
+IMAGE_TOL = 1e-5
+FLIP_FRACTION = 0.005
+GRAD_TOL = 1e-3
+GRADS = ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d")
+
+
+def to_splat(scene):
+    """(splat.Gaussians, splat.Camera) in float32 from a `_scenes.Scene`."""
+    f = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+    g = splat.Gaussians(f(scene.means), f(scene.log_scales), f(scene.quats), f(scene.opacity_logits), f(scene.sh))
+    cam = splat.Camera(f(scene.world_to_camera), scene.fx, scene.fy, scene.cx, scene.cy, scene.width, scene.height)
+    return g, cam
+
+
+def cpu_rasterizer():
+    return splat.Rasterizer(splat.BackendConfig(backend="cpu"))
+
+
+def reference_of(g, cam, degree, bg):
+    return reference.forward(g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam.world_to_camera,
+                             cam.fx, cam.fy, cam.cx, cam.cy, cam.width, cam.height, degree, bg)
+
+
+def assert_images_close(got, want, what, seed):
+    err = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
+    err = err.reshape(err.shape[0], err.shape[1], -1).max(axis=2)
+    bad = int(np.count_nonzero(err > IMAGE_TOL))
+    allowed = max(2, int(FLIP_FRACTION * err.size))
+    assert bad <= allowed, f"{what}: {bad} pixels differ by > {IMAGE_TOL} (max {err.max():.3g}); seed {seed}"
+
+
+def rel_err(got, want, tiny=1e-12):
+    """|got - want| / max(|want|, tiny), Frobenius norms in float64."""
+    want = np.asarray(want, np.float64)
+    return np.linalg.norm(np.asarray(got, np.float64) - want) / max(np.linalg.norm(want), tiny)
+
+
+def extra_coeffs(rng, degree):
+    """Sometimes store the next degree's coefficients too: they must not matter."""
+    return (degree + 2) ** 2 - (degree + 1) ** 2 if degree < 3 and rng.random() < 0.5 else 0
+
+
+def put_behind_camera(scene, rng, fraction=0.1):
+    """Mirror a fraction of the means through the camera plane (t.z -> -t.z)."""
+    W = scene.world_to_camera
+    t = scene.means @ W[:3, :3].T + W[:3, 3]
+    pick = rng.random(len(t)) < fraction
+    t[pick, 2] *= -1.0
+    scene.means[:] = (t - W[:3, 3]) @ W[:3, :3]
+    return int(pick.sum())
+
+
+def scene_for(rng, n, width, height, degree):
+    """A random scene of the parity cases: some splats beyond the field-of-view
+    clamp, about a tenth behind the camera (n > 1), sometimes extra SH coefficients."""
+    scene = random_scene(rng, n=n, sh_degree=degree, width=width, height=height, extra_sh=extra_coeffs(rng, degree),
+                         spread=1.6, depth=(2.0, 6.0), pixel_sigma=(0.5, 6.0))
+    if n > 1:
+        put_behind_camera(scene, rng)
+    return scene
