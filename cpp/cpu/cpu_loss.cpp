@@ -7,6 +7,16 @@
 #include "../../shaders/common/ssim.h"
 
 namespace splat::cpu {
+namespace {
+
+// Interleaved [H,W,3] -> three planes [3][H*W], times `scale`.
+template <class T>
+void to_planar(const T* src, float scale, size_t plane, float* dst) {
+  for (size_t p = 0; p < plane; ++p)
+    for (int c = 0; c < 3; ++c) dst[c * plane + p] = src[3 * p + c] * scale;
+}
+
+}  // namespace
 
 // out = G * in with zero padding, one plane [H,W]: horizontal pass into a
 // scratch plane, then vertical pass.
@@ -73,11 +83,8 @@ float CpuLoss::loss_and_grad(const float* rendered, const uint8_t* target, uint3
   const size_t plane = static_cast<size_t>(width) * height;
   float* x = x_.ensure(3 * plane, allocations_);
   float* y = y_.ensure(3 * plane, allocations_);
-  for (size_t p = 0; p < plane; ++p)
-    for (int c = 0; c < 3; ++c) {
-      x[c * plane + p] = rendered[3 * p + c];
-      y[c * plane + p] = target[3 * p + c] * (1.f / 255.f);
-    }
+  to_planar(rendered, 1.f, plane, x);
+  to_planar(target, 1.f / 255.f, plane, y);
   compute_stats(width, height);
   const float* stats = stats_.data();
   const float* map = map_.data();
@@ -119,11 +126,8 @@ CpuLoss::SsimMeans CpuLoss::ssim(const float* a, const float* b, uint32_t width,
   const size_t plane = static_cast<size_t>(width) * height;
   float* x = x_.ensure(3 * plane, allocations_);
   float* y = y_.ensure(3 * plane, allocations_);
-  for (size_t p = 0; p < plane; ++p)
-    for (int c = 0; c < 3; ++c) {
-      x[c * plane + p] = a[3 * p + c];
-      y[c * plane + p] = b[3 * p + c];
-    }
+  to_planar(a, 1.f, plane, x);
+  to_planar(b, 1.f, plane, y);
   compute_stats(width, height);
   const float* map = map_.data();
   SsimMeans out{0.0, 0.0};
