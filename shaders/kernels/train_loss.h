@@ -48,19 +48,38 @@ SPLAT_FUNC float loss_block_sum(SimtThread t, float v, SPLAT_TG_MEM float* red) 
   return s;
 }
 
+// The tile a loss threadgroup covers and the pixel of this thread.
+struct LossTile {
+  uint32_t tile, plane, pix;  // pix: row-major index (0 outside the image)
+  int ox, oy, W, H;           // tile origin, image size
+  bool inside;
+};
+
+SPLAT_FUNC LossTile loss_tile(SimtThread t, SPLAT_CONST_MEM const LossParams& p) {
+  LossTile g;
+  g.tile = t.group;
+  g.ox = (int)((g.tile % p.tiles_x) * SPLAT_TILE_SIZE);
+  g.oy = (int)((g.tile / p.tiles_x) * SPLAT_TILE_SIZE);
+  g.W = (int)p.width;
+  g.H = (int)p.height;
+  g.plane = p.width * p.height;
+  const int px = g.ox + (int)(t.tid % SPLAT_TILE_SIZE), py = g.oy + (int)(t.tid / SPLAT_TILE_SIZE);
+  g.inside = px < g.W && py < g.H;
+  g.pix = g.inside ? (uint32_t)(py * g.W + px) : 0u;
+  return g;
+}
+
 SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams& p,
                                   SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const splat_byte* target,
                                   SPLAT_DEVICE_MEM float* partials, SPLAT_DEVICE_MEM float* tile_sums,
                                   SPLAT_TG_MEM float* s_in,   // SPLAT_LOSS_FWD_IN
                                   SPLAT_TG_MEM float* s_h,    // SPLAT_LOSS_FWD_H
                                   SPLAT_TG_MEM float* s_red) {  // SPLAT_LOSS_RED
-  const uint32_t tile = t.group;
-  const int ox = (int)((tile % p.tiles_x) * SPLAT_TILE_SIZE), oy = (int)((tile / p.tiles_x) * SPLAT_TILE_SIZE);
-  const int W = (int)p.width, H = (int)p.height;
-  const uint32_t plane = p.width * p.height;
-  const int px = ox + (int)(t.tid % SPLAT_TILE_SIZE), py = oy + (int)(t.tid / SPLAT_TILE_SIZE);
-  const bool inside = px < W && py < H;
-  const uint32_t pix = inside ? (uint32_t)(py * W + px) : 0u;
+  const LossTile g = loss_tile(t, p);
+  const uint32_t tile = g.tile;
+  const int ox = g.ox, oy = g.oy, W = g.W, H = g.H;
+  const uint32_t plane = g.plane, pix = g.pix;
+  const bool inside = g.inside;
   SPLAT_TG_MEM float* s_x = s_in;
   SPLAT_TG_MEM float* s_y = s_in + SPLAT_LOSS_HALO;
   float l1 = 0.f, ssim_sum = 0.f;
@@ -141,13 +160,10 @@ SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParam
                                    SPLAT_TG_MEM float* s_in,   // SPLAT_LOSS_BWD_IN
                                    SPLAT_TG_MEM float* s_h,    // SPLAT_LOSS_BWD_H
                                    SPLAT_TG_MEM float* s_red) {  // SPLAT_LOSS_RED
-  const uint32_t tile = t.group;
-  const int ox = (int)((tile % p.tiles_x) * SPLAT_TILE_SIZE), oy = (int)((tile / p.tiles_x) * SPLAT_TILE_SIZE);
-  const int W = (int)p.width, H = (int)p.height;
-  const uint32_t plane = p.width * p.height;
-  const int px = ox + (int)(t.tid % SPLAT_TILE_SIZE), py = oy + (int)(t.tid / SPLAT_TILE_SIZE);
-  const bool inside = px < W && py < H;
-  const uint32_t pix = inside ? (uint32_t)(py * W + px) : 0u;
+  const LossTile g = loss_tile(t, p);
+  const int ox = g.ox, oy = g.oy, W = g.W, H = g.H;
+  const uint32_t plane = g.plane, pix = g.pix;
+  const bool inside = g.inside;
   for (uint32_t c = 0; c < 3u; ++c) {
     for (uint32_t k = t.tid; k < SPLAT_LOSS_HALO; k += SPLAT_GROUP_SIZE) {
       int gx = ox + (int)(k % SPLAT_LOSS_SPAN) - SSIM_RADIUS, gy = oy + (int)(k / SPLAT_LOSS_SPAN) - SSIM_RADIUS;
