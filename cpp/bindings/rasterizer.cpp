@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "bindings.h"
+#include "shaders/common/tile_cover.h"
 #include "splat/device.h"
 #include "splat/errors.h"
 
@@ -118,9 +119,43 @@ class Rasterizer {
   std::optional<Shape> last_;
 };
 
+using IntIn = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
+
+// Which tiles binning gives each splat (shaders/common/tile_cover.h), as a
+// mask [N, tiles_y, tiles_x]: the hook the coverage tests check it through.
+nb::ndarray<nb::numpy, uint8_t> tile_cover_mask(FloatIn mean2d, FloatIn conic, FloatIn opacity, IntIn rects,
+                                                uint32_t tiles_x, uint32_t tiles_y) {
+  const size_t n = mean2d.ndim() == 2 ? mean2d.shape(0) : 0;
+  check_shape(mean2d, "mean2d", {n, 2});
+  check_shape(conic, "conic", {n, 3});
+  check_shape(opacity, "opacity", {n});
+  require(rects.ndim() == 2 && rects.shape(0) == n && rects.shape(1) == 4, "rects: unexpected shape");
+  const int32_t* r = rects.data();
+  for (size_t i = 0; i < 4 * n; i += 4)
+    require(r[i] >= 0 && r[i + 1] >= 0 && r[i] <= r[i + 2] && r[i + 1] <= r[i + 3] &&
+                r[i + 2] <= static_cast<int32_t>(tiles_x) && r[i + 3] <= static_cast<int32_t>(tiles_y),
+            "rects: each must be [x0, y0, x1, y1] inside the tile grid");
+  auto mask = new_array<uint8_t>({n, tiles_y, tiles_x});
+  const float* m = mean2d.data();
+  const float* c = conic.data();
+  for (size_t i = 0; i < n; ++i) {
+    const TileCover tc = tile_cover(make_vec2(m[2 * i], m[2 * i + 1]), make_vec3(c[3 * i], c[3 * i + 1], c[3 * i + 2]),
+                                    opacity.data()[i], r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
+    uint8_t* out = mask.data() + i * tiles_x * tiles_y;
+    for (int ty = tc.y0; ty < tc.y1; ++ty) {
+      int tx0, tx1;
+      tile_cover_row(tc, ty, tx0, tx1);
+      for (int tx = tx0; tx < tx1; ++tx) out[ty * tiles_x + tx] = 1;
+    }
+  }
+  return mask;
+}
+
 }  // namespace
 
 void bind_rasterizer(nb::module_& m) {
+  m.def("tile_cover_mask", &tile_cover_mask, nb::arg("mean2d").noconvert(), nb::arg("conic").noconvert(),
+        nb::arg("opacity").noconvert(), nb::arg("rects").noconvert(), nb::arg("tiles_x"), nb::arg("tiles_y"));
   nb::class_<Rasterizer>(m, "Rasterizer")
       .def(nb::init<const BackendConfig&>(), nb::arg("config"))
       .def_prop_ro("backend", &Rasterizer::backend)

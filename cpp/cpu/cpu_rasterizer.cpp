@@ -9,6 +9,7 @@
 #include "../../shaders/common/blend.h"
 #include "../../shaders/common/projection.h"
 #include "../../shaders/common/sh.h"
+#include "../../shaders/common/tile_cover.h"
 
 namespace splat::cpu {
 namespace {
@@ -138,12 +139,18 @@ void CpuRasterizer::project(uint32_t sh_degree) {
   });
 }
 
+TileCover CpuRasterizer::cover(size_t i) const {
+  const float* m = mean2d_.data() + 2 * i;
+  const float* c = conic_.data() + 3 * i;
+  const int32_t* r = rect_.data() + 4 * i;
+  return tile_cover(make_vec2(m[0], m[1]), make_vec3(c[0], c[1], c[2]), opacity_.data()[i], r[0], r[1], r[2], r[3]);
+}
+
 void CpuRasterizer::bin_and_sort() {
   const size_t n = g_.count;
   const uint32_t tiles_x = cam_.tiles_x;
   const size_t num_tiles = static_cast<size_t>(cam_.tiles_x) * cam_.tiles_y;
   size_t& a = allocations_;
-  const int32_t* rect = rect_.data();
   const int32_t* radius = radius_.data();
 
   // Pairs per Gaussian -> emission offsets; pairs per tile -> tile starts.
@@ -154,10 +161,13 @@ void CpuRasterizer::bin_and_sort() {
   for (size_t i = 0; i < n; ++i) {
     offset[i] = total;
     if (radius[i] == 0) continue;
-    const int32_t* r = rect + 4 * i;
-    for (int32_t ty = r[1]; ty < r[3]; ++ty)
-      for (int32_t tx = r[0]; tx < r[2]; ++tx) ++tile_start[ty * tiles_x + tx + 1];
-    total += static_cast<uint32_t>((r[2] - r[0]) * (r[3] - r[1]));
+    const TileCover tc = cover(i);
+    for (int32_t ty = tc.y0; ty < tc.y1; ++ty) {
+      int tx0, tx1;
+      tile_cover_row(tc, ty, tx0, tx1);
+      for (int32_t tx = tx0; tx < tx1; ++tx) ++tile_start[ty * tiles_x + tx + 1];
+      total += static_cast<uint32_t>(tx1 - tx0);
+    }
   }
   offset[n] = total;
   num_pairs_ = total;
@@ -170,14 +180,17 @@ void CpuRasterizer::bin_and_sort() {
   std::memcpy(cursor, tile_start, num_tiles * sizeof(uint32_t));
   for (size_t i = 0; i < n; ++i) {
     if (radius[i] == 0) continue;
-    const int32_t* r = rect + 4 * i;
+    const TileCover tc = cover(i);
     uint32_t e = offset[i];
-    for (int32_t ty = r[1]; ty < r[3]; ++ty)
-      for (int32_t tx = r[0]; tx < r[2]; ++tx) {
+    for (int32_t ty = tc.y0; ty < tc.y1; ++ty) {
+      int tx0, tx1;
+      tile_cover_row(tc, ty, tx0, tx1);
+      for (int32_t tx = tx0; tx < tx1; ++tx) {
         uint32_t slot = cursor[ty * tiles_x + tx]++;
         gauss[slot] = static_cast<uint32_t>(i);
         emit[slot] = e++;
       }
+    }
   }
 
   // Within each tile, a stable sort by depth keeps Gaussian-index order on

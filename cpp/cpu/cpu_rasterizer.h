@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "../core/timing_registry.h"
+#include "../../shaders/common/tile_cover.h"
 #include "grow_buffer.h"
 #include "splat/types.h"
 #include "thread_pool.h"
@@ -34,6 +35,7 @@ class CpuRasterizer {
  private:
   void project(uint32_t sh_degree);
   void bin_and_sort();
+  TileCover cover(size_t i) const;  // the tiles Gaussian i's pairs go to
   void blend(const ForwardOutputs& out);
 
   ThreadPool& pool_;

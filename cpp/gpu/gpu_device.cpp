@@ -223,9 +223,10 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
 
   begin(TimingLabel::FwdRadixSort);
   const uint32_t pairs = static_cast<uint32_t>(num_pairs_);
-  sorted_in_b_ = pairs ? sort_pairs(pairs, 32 + tile_bits(num_tiles)) : false;
-  BufferRef ranges = ensure(kRanges, 8 * static_cast<size_t>(num_tiles));
-  launcher_->fill_zero(ranges, 8 * static_cast<size_t>(num_tiles));
+  // Tile ids run to num_tiles: emission's sentinel (tile_bin.h) has a range too.
+  sorted_in_b_ = pairs ? sort_pairs(pairs, 32 + tile_bits(num_tiles + 1)) : false;
+  BufferRef ranges = ensure(kRanges, 8 * (static_cast<size_t>(num_tiles) + 1));
+  launcher_->fill_zero(ranges, 8 * (static_cast<size_t>(num_tiles) + 1));
   ScanParams rp{pairs, 0, 0, 0};
   launch(Kernel::TileRanges, div_up(pairs, kGroup),
          {KernelArg::value(rp), KernelArg::buf(ref(sorted_in_b_ ? kKeysB : kKeysA)), KernelArg::buf(ranges)});

@@ -179,7 +179,7 @@ struct SimtThread {
 
 #if defined(SPLAT_TARGET_METAL)
 // Builtins used as is: simd_sum, simd_max, simd_any, simd_shuffle,
-// simd_prefix_exclusive_sum.
+// simd_shuffle_xor, simd_prefix_exclusive_sum.
 #define SPLAT_TG_ARRAY(type, name, count) threadgroup type name[count]
 #define SPLAT_THREAD_ATTRS                                                   \
   uint splat_tid_ [[thread_index_in_threadgroup]],                           \
@@ -247,6 +247,7 @@ SPLAT_FUNC float simd_shuffle(float v, uint32_t lane) { return __shfl_sync(SPLAT
 SPLAT_FUNC uint32_t simd_shuffle(uint32_t v, uint32_t lane) {
   return __shfl_sync(SPLAT_FULL_MASK, v, (int)lane);
 }
+SPLAT_FUNC float simd_shuffle_xor(float v, uint32_t mask) { return __shfl_xor_sync(SPLAT_FULL_MASK, v, (int)mask); }
 // Sum of the values of the lanes below this one.
 SPLAT_FUNC uint32_t simd_prefix_exclusive_sum(uint32_t v) {
   uint32_t lane = threadIdx.x & 31u;

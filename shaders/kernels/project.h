@@ -4,6 +4,7 @@
 #include "projection.h"
 #include "sh.h"
 #include "simt_util.h"
+#include "tile_cover.h"
 
 #ifndef SPLAT_SPEC_DETERMINISTIC
 #define SPLAT_SPEC_DETERMINISTIC 0
@@ -30,7 +31,9 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
     pair_count[i] = 0u;
     return;
   }
-  pair_count[i] = (uint32_t)((pg.tile_max_x - pg.tile_min_x) * (pg.tile_max_y - pg.tile_min_y));
+  float opacity = sp_sigmoid(opacity_logits[i]);
+  TileCover tc = tile_cover(pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x, pg.tile_max_y);
+  pair_count[i] = tile_cover_count(tc);
   vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), sh + 3u * rp.sh_stride * i);
   SPLAT_DEVICE_MEM SplatRecord& r = records[i];
   r.mean2d[0] = pg.mean2d.x;
@@ -38,7 +41,7 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   r.conic[0] = pg.conic.x;
   r.conic[1] = pg.conic.y;
   r.conic[2] = pg.conic.z;
-  r.opacity = sp_sigmoid(opacity_logits[i]);
+  r.opacity = opacity;
   r.color[0] = color.x;
   r.color[1] = color.y;
   r.color[2] = color.z;

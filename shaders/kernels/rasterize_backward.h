@@ -3,8 +3,8 @@
 // last contributor with blend_backward_step (shaders/common/blend.h). The
 // variants are specialization constants (compile-time), one per
 // BackendConfig switch:
-//   SPLAT_SPEC_BWD_REDUCE   simd: simd_sum the 9 per-splat gradients, one set
-//                           of atomics per SIMD group; tg: threadgroup-memory
+//   SPLAT_SPEC_BWD_REDUCE   simd: sum the 9 per-splat gradients over the SIMD
+//                           group, one set of atomics per SIMD group; tg: threadgroup-memory
 //                           reduction, one set per threadgroup; original:
 //                           per-pixel atomics
 //   SPLAT_SPEC_BWD_RANGE    last_contributor: the walk starts at the SIMD
@@ -12,8 +12,11 @@
 //                           threadgroup's); full: at the tile end
 //   SPLAT_SPEC_BWD_SPARSE   warp_any: skip the reduction and the atomics when
 //                           no lane (tg: no thread) contributes; off
-//   SPLAT_SPEC_BWD_ATOMIC   lane_zero: lane 0 issues the 9 atomics;
-//                           spread_lanes: lanes 0..8 issue one each
+//   SPLAT_SPEC_BWD_ATOMIC   lane_zero: nine simd_sum butterflies (45
+//                           shuffles), lane 0 issues the 9 atomics;
+//                           spread_lanes: the transposed simd_sum9 (12
+//                           shuffles) leaves each total in its own lane, and
+//                           those 9 lanes issue one atomic each
 //   SPLAT_SPEC_DETERMINISTIC  no float atomics: each (tile, splat) pair's
 //                           gradient is reduced in a fixed order (simd_sum,
 //                           then SIMD groups in index order) and written to
@@ -23,6 +26,7 @@
 // colour.rgb.
 #pragma once
 #include "rasterize_forward.h"
+#include "tile_cover.h"
 
 #ifndef SPLAT_SPEC_BWD_REDUCE
 #define SPLAT_SPEC_BWD_REDUCE SPLAT_BWD_REDUCE_SIMD
@@ -48,13 +52,6 @@
 #define SPLAT_BWD_RED_FLOATS \
   (SPLAT_BWD_TG_RED_FLOATS > SPLAT_BWD_DET_RED_FLOATS ? SPLAT_BWD_TG_RED_FLOATS : SPLAT_BWD_DET_RED_FLOATS)
 #define SPLAT_BWD_PART_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_GROUP_WARPS)
-
-// Component c of the 9 gradients.
-SPLAT_FUNC float grad_component(SPLAT_THREAD const float* v, uint32_t c) {
-  float r = v[0];
-  for (uint32_t k = 1; k < SPLAT_PAIR_GRAD; ++k) r = c == k ? v[k] : r;
-  return r;
-}
 
 SPLAT_FUNC void rasterize_backward_body(
     SimtThread t, SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
@@ -108,9 +105,14 @@ SPLAT_FUNC void rasterize_backward_body(
       uint32_t g = sorted_ids[batch_hi - 1u - t.tid];
       store_blend_splat(s_splats + SPLAT_BLEND_FLOATS * t.tid, records, g);
       if (det) {
-        int32_t x0 = rects[4 * g], y0 = rects[4 * g + 1], x1 = rects[4 * g + 2];
-        uint32_t row = (uint32_t)((int32_t)px.tile_y - y0), col = (uint32_t)((int32_t)px.tile_x - x0);
-        s_ids[t.tid] = offsets[g] + row * (uint32_t)(x1 - x0) + col;
+        // The pair's emission slot: its tile's rank among the Gaussian's
+        // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
+        SPLAT_DEVICE_MEM const SplatRecord& r = records[g];
+        TileCover tc = tile_cover(make_vec2(r.mean2d[0], r.mean2d[1]), make_vec3(r.conic[0], r.conic[1], r.conic[2]),
+                                  r.opacity, rects[4 * g], rects[4 * g + 1], rects[4 * g + 2], rects[4 * g + 3]);
+        uint32_t rank = tile_cover_rank(tc, (int)px.tile_x, (int)px.tile_y);
+        uint32_t slots = offsets[g + 1] - offsets[g];
+        s_ids[t.tid] = offsets[g] + (rank < slots ? rank : slots - 1u);
       } else {
         s_ids[t.tid] = g;
       }
@@ -148,13 +150,15 @@ SPLAT_FUNC void rasterize_backward_body(
         }
       } else if (use_simd) {
         if (sparse && !simd_any(contrib)) continue;
-        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = simd_sum(v[c]);
         SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
         if (lane_zero) {
+          for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = simd_sum(v[c]);
           if (t.lane == 0)
             for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
-        } else if (t.lane < SPLAT_PAIR_GRAD) {
-          sp_atomic_add(dst + t.lane, grad_component(v, t.lane));
+        } else {
+          float total = simd_sum9(v, t.lane);
+          int c = simd_sum9_component(t.lane);
+          if ((t.lane & 1u) == 0u && c >= 0) sp_atomic_add(dst + c, total);
         }
       } else if (use_tg) {
         // Rows 0..8: gradients; row 9: contribution flags.

@@ -58,3 +58,39 @@ SPLAT_FUNC uint32_t simd_match_digit(uint32_t digit, bool valid) {
   }
   return valid ? peers : 0u;
 }
+
+// The nine per-splat gradients v[0..8] summed over the SIMD group,
+// transposed: 12 shuffles where nine butterflies take 45. Each halving step
+// keeps half of the components in each half of the lanes and adds the
+// partner lane's copy of them; after five steps each lane pair (l, l ^ 1)
+// holds the total of one component, simd_sum9_component(l) (-1: none).
+SPLAT_STATIC_ASSERT(SPLAT_SIMD_WIDTH == 32, "the transposed sum is written for 32 lanes");
+
+SPLAT_FUNC float simd_sum9(SPLAT_THREAD const float* v, uint32_t lane) {
+  const bool h4 = (lane & 16u) != 0u, h3 = (lane & 8u) != 0u, h2 = (lane & 4u) != 0u, h1 = (lane & 2u) != 0u;
+  float w[5];
+  for (int k = 0; k < 5; ++k) {
+    float lo = v[k], hi = k + 5 < 9 ? v[k + 5] : 0.f;
+    w[k] = (h4 ? hi : lo) + simd_shuffle_xor(h4 ? lo : hi, 16u);
+  }
+  float x[3];
+  for (int k = 0; k < 3; ++k) {
+    float lo = w[k], hi = k + 3 < 5 ? w[k + 3] : 0.f;
+    x[k] = (h3 ? hi : lo) + simd_shuffle_xor(h3 ? lo : hi, 8u);
+  }
+  float y[2];
+  for (int k = 0; k < 2; ++k) {
+    float lo = x[k], hi = k + 2 < 3 ? x[k + 2] : 0.f;
+    y[k] = (h2 ? hi : lo) + simd_shuffle_xor(h2 ? lo : hi, 4u);
+  }
+  float z = (h1 ? y[1] : y[0]) + simd_shuffle_xor(h1 ? y[0] : y[1], 2u);
+  return z + simd_shuffle_xor(z, 1u);
+}
+
+SPLAT_FUNC int simd_sum9_component(uint32_t lane) {
+  uint32_t h4 = (lane >> 4) & 1u, h3 = (lane >> 3) & 1u;
+  uint32_t ix = 2u * ((lane >> 2) & 1u) + ((lane >> 1) & 1u);
+  if (ix > 2u || 3u * h3 + ix > 4u) return -1;
+  uint32_t c = 5u * h4 + 3u * h3 + ix;
+  return c < 9u ? (int)c : -1;
+}

@@ -3,9 +3,14 @@
 // range in the sorted pair list.
 #pragma once
 #include "simt_util.h"
+#include "tile_cover.h"
 
 // Key (tile << 32) | depth bits: depth >= near > 0, so its bits sort as the
-// float. Pairs of Gaussian i go to offsets[i] .. in row-major tile order.
+// float. Pairs of Gaussian i go to offsets[i] .. offsets[i + 1], the tiles it
+// covers (tile_cover.h) in row-major order. Should rounding ever make this
+// walk disagree with the count taken in projection, the slots stay in range:
+// surplus tiles are dropped and missing ones filled with sentinel keys of
+// tile num_tiles, which sort last and fall outside every tile's range.
 SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                 SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const SplatRecord* records,
                                 SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const int32_t* rects,
@@ -13,21 +18,30 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
                                 SPLAT_DEVICE_MEM uint32_t* values) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians || radius[i] == 0) return;
-  uint64_t depth_bits = (uint64_t)sp_float_bits(records[i].depth);
-  uint32_t out = offsets[i];
-  int32_t x0 = rects[4 * i], y0 = rects[4 * i + 1], x1 = rects[4 * i + 2], y1 = rects[4 * i + 3];
-  for (int32_t ty = y0; ty < y1; ++ty) {
-    for (int32_t tx = x0; tx < x1; ++tx) {
+  SPLAT_DEVICE_MEM const SplatRecord& r = records[i];
+  uint64_t depth_bits = (uint64_t)sp_float_bits(r.depth);
+  uint32_t out = offsets[i], stop = offsets[i + 1];
+  TileCover tc = tile_cover(make_vec2(r.mean2d[0], r.mean2d[1]), make_vec3(r.conic[0], r.conic[1], r.conic[2]),
+                            r.opacity, rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
+  for (int32_t ty = tc.y0; ty < tc.y1 && out < stop; ++ty) {
+    int tx0, tx1;
+    tile_cover_row(tc, ty, tx0, tx1);
+    for (int32_t tx = tx0; tx < tx1 && out < stop; ++tx) {
       uint64_t tile = (uint64_t)((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
       keys[out] = (tile << 32) | depth_bits;
       values[out] = i;
       ++out;
     }
   }
+  for (; out < stop; ++out) {
+    keys[out] = ((uint64_t)rp.num_tiles << 32) | depth_bits;
+    values[out] = i;
+  }
 }
 
 // ranges[2 tile] .. ranges[2 tile + 1]: the tile's pairs in sorted order
-// (the buffer is zeroed first, so empty tiles read [0, 0)).
+// (the buffer is zeroed first, so empty tiles read [0, 0)). It holds
+// num_tiles + 1 ranges: the last one catches sentinel keys.
 SPLAT_FUNC void tile_ranges_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p, SPLAT_DEVICE_MEM const uint64_t* keys,
                                  SPLAT_DEVICE_MEM uint32_t* ranges) {
   uint32_t i = global_index(t);

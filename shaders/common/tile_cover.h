@@ -1,0 +1,111 @@
+// Tile coverage: which tiles of a splat's projection rect can receive a
+// non-zero alpha from it. Conventions: docs/architecture.md "Tile coverage".
+//
+// The blend (blend.h) gives a splat zero alpha wherever sigma >= 5.55 or
+// opacity exp(-sigma) < 1/255, that is outside the ellipse
+//   q(u, v) = A u^2 + 2 B u v + C v^2 <= 2 cut,  cut = min(5.55, ln(255 opacity))
+// (u, v: pixel centre minus mean2d; conic (A, B, C)). Binning emits a pair
+// only for the tiles of the rect that hold a pixel centre inside the ellipse
+// grown by SPLAT_COVER_MARGIN in sigma, so float rounding never drops a
+// contributing pixel: images and gradients are those of the whole rect.
+#pragma once
+#include "blend.h"
+#include "params.h"
+
+#define SPLAT_COVER_MARGIN 0.1f
+// Below this det / (A C) the conic is too ill-conditioned to trust the
+// ellipse's float bounds: such a splat keeps its whole rect.
+#define SPLAT_COVER_MIN_CONDITION 1e-4f
+
+struct TileCover {
+  vec2 mean2d;
+  float a, b, c;  // conic
+  float det;      // A C - B^2
+  float r;        // 2 (cut + margin); < 0 when alpha < 1/255 everywhere
+  bool whole_rect;
+  int x0, y0, x1, y1;  // the projection's tile rect [x0, x1) x [y0, y1)
+};
+
+SPLAT_FUNC TileCover tile_cover(vec2 mean2d, vec3 conic, float opacity, int x0, int y0, int x1, int y1) {
+  TileCover tc;
+  tc.mean2d = mean2d;
+  tc.a = conic.x;
+  tc.b = conic.y;
+  tc.c = conic.z;
+  tc.det = tc.a * tc.c - tc.b * tc.b;
+  tc.x0 = x0;
+  tc.y0 = y0;
+  tc.x1 = x1;
+  tc.y1 = y1;
+  tc.r = opacity * 255.f < 0.999f ? -1.f : 2.f * (sp_min(SPLAT_SIGMA_SKIP, sp_log(opacity * 255.f)) + SPLAT_COVER_MARGIN);
+  tc.whole_rect = !(tc.a > 0.f) || !(tc.c > 0.f) || !(tc.det > SPLAT_COVER_MIN_CONDITION * tc.a * tc.c);
+  return tc;
+}
+
+// Both roots u of q(u, v) = r at row offset v (|v| within the ellipse), the
+// smaller in `lo`; written without cancellation.
+SPLAT_FUNC void tile_cover_roots(SPLAT_THREAD const TileCover& tc, float v, SPLAT_THREAD float& lo,
+                                 SPLAT_THREAD float& hi) {
+  float bv = tc.b * v;
+  float s = sp_sqrt(sp_max(0.f, tc.a * tc.r - tc.det * v * v));
+  float q = bv >= 0.f ? -(bv + s) : s - bv;  // |q| = |bv| + s
+  float r1 = q / tc.a;
+  float r2 = q != 0.f ? (tc.c * v * v - tc.r) / q : 0.f;
+  lo = sp_min(r1, r2);
+  hi = sp_max(r1, r2);
+}
+
+// The tiles [tx0, tx1) of tile row `ty` that the splat covers (tx0 == tx1:
+// none). Rows outside the rect are not asked for.
+SPLAT_FUNC void tile_cover_row(SPLAT_THREAD const TileCover& tc, int ty, SPLAT_THREAD int& tx0,
+                               SPLAT_THREAD int& tx1) {
+  tx0 = tc.x0;
+  tx1 = tc.x0;
+  if (tc.r < 0.f) return;
+  tx1 = tc.x1;
+  if (tc.whole_rect) return;
+  tx1 = tx0;
+  const float ts = (float)SPLAT_TILE_SIZE;
+  // The pixel-centre rows of this tile row, relative to the mean, within the
+  // ellipse's vertical extent sqrt(r A / det).
+  float v_max = sp_sqrt(tc.r * tc.a / tc.det);
+  float v0 = sp_max((float)ty * ts + 0.5f - tc.mean2d.y, -v_max);
+  float v1 = sp_min((float)ty * ts + (ts - 0.5f) - tc.mean2d.y, v_max);
+  if (!(v0 <= v1)) return;
+  // The ellipse's right boundary is concave in v with its maximum at
+  // v = -B sqrt(r / (C det)), the left one convex with its minimum at the
+  // opposite v: over [v0, v1] each extreme is at that v clamped to the band.
+  float v_turn = tc.b * sp_sqrt(tc.r / (tc.c * tc.det));
+  float lo, hi, unused;
+  tile_cover_roots(tc, sp_clamp(-v_turn, v0, v1), unused, hi);
+  tile_cover_roots(tc, sp_clamp(v_turn, v0, v1), lo, unused);
+  // Tiles holding a pixel centre x + 0.5 in [mean + lo, mean + hi].
+  float b = sp_ceil((tc.mean2d.x + lo - (ts - 0.5f)) / ts);
+  float e = sp_floor((tc.mean2d.x + hi - 0.5f) / ts) + 1.f;
+  tx0 = (int)sp_clamp(b, (float)tc.x0, (float)tc.x1);
+  tx1 = (int)sp_clamp(e, (float)tx0, (float)tc.x1);
+}
+
+// Number of tiles the splat covers: its pair count.
+SPLAT_FUNC uint32_t tile_cover_count(SPLAT_THREAD const TileCover& tc) {
+  uint32_t n = 0u;
+  for (int ty = tc.y0; ty < tc.y1; ++ty) {
+    int tx0, tx1;
+    tile_cover_row(tc, ty, tx0, tx1);
+    n += (uint32_t)(tx1 - tx0);
+  }
+  return n;
+}
+
+// Emission rank of covered tile (tx, ty) among the splat's pairs (row-major).
+SPLAT_FUNC uint32_t tile_cover_rank(SPLAT_THREAD const TileCover& tc, int tx, int ty) {
+  uint32_t n = 0u;
+  for (int row = tc.y0; row < ty; ++row) {
+    int tx0, tx1;
+    tile_cover_row(tc, row, tx0, tx1);
+    n += (uint32_t)(tx1 - tx0);
+  }
+  int tx0, tx1;
+  tile_cover_row(tc, ty, tx0, tx1);
+  return n + (uint32_t)(tx - tx0);
+}
