@@ -235,10 +235,16 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   begin(TimingLabel::FwdRasterize);
   BufferRef image = ensure(kImage, 12 * pixels), alpha = ensure(kAlpha, 4 * pixels),
             final_T = ensure(kFinalT, 4 * pixels), n_contrib = ensure(kNContrib, 4 * pixels);
+  // Chunk checkpoints and the slot -> tile map of the chunked backward.
+  const size_t slots = chunk_slots(num_tiles, pairs);
+  if (4 * kGroup * slots >= (size_t{1} << 32)) throw BackendError("[gpu] too many (tile, Gaussian) pairs for one call");
+  BufferRef checkpoints = ensure(kCheckpoints, 16 * kGroup * slots, true),
+            chunk_tiles = ensure(kChunkTiles, 4 * slots, true);
   launch(Kernel::RasterizeForward, num_tiles,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges),
           KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(records), KernelArg::buf(image),
-          KernelArg::buf(alpha), KernelArg::buf(final_T), KernelArg::buf(n_contrib)});
+          KernelArg::buf(alpha), KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(checkpoints),
+          KernelArg::buf(chunk_tiles)});
   end(TimingLabel::FwdRasterize);
   have_forward_ = true;
 }
@@ -255,10 +261,13 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
 
   begin(TimingLabel::BackwardRaster);
   BackwardParams bp{d_alpha ? 1u : 0u, static_cast<uint32_t>(num_pairs_), 0u, 0u};
-  launch(Kernel::RasterizeBackward, num_pairs_ ? rp_.num_tiles : 0,
+  // One threadgroup per chunk slot (rasterize_forward.h).
+  const uint32_t slots = num_pairs_ ? chunk_slots(rp_.num_tiles, static_cast<uint32_t>(num_pairs_)) : 0u;
+  launch(Kernel::RasterizeBackward, slots,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::value(bp), KernelArg::buf(ref(kRanges)),
-          KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(ref(kRecords)),
-          KernelArg::buf(ref(kFinalT)), KernelArg::buf(ref(kNContrib)), KernelArg::buf(d_image),
+          KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kImage)),
+          KernelArg::buf(ref(kFinalT)), KernelArg::buf(ref(kNContrib)), KernelArg::buf(ref(kCheckpoints)),
+          KernelArg::buf(ref(kChunkTiles)), KernelArg::buf(d_image),
           KernelArg::buf(d_alpha ? *d_alpha : d_image), KernelArg::buf(ref(kRects)), KernelArg::buf(ref(kOffsets)),
           KernelArg::buf(acc)});
   end(TimingLabel::BackwardRaster);

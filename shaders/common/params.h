@@ -143,3 +143,22 @@ struct DensifyParams {
   float pad1, pad2;
 };
 SPLAT_STATIC_ASSERT(sizeof(DensifyParams) == 64, "DensifyParams layout");
+
+// Chunks: the backward walks each batch of a tile's list (a chunk of
+// SPLAT_GROUP_SIZE positions) in its own threadgroup, so deep tiles spread
+// over the GPU. It starts from the pixel state the forward left at the end of
+// the chunk: transmittance and accumulated colour, 4 floats per pixel, at
+// checkpoints[4 (SPLAT_GROUP_SIZE chunk_slot + tid) ..]. Chunk b of a tile
+// whose list starts at `start` has slot tile + start / SPLAT_GROUP_SIZE + b:
+// distinct for every (tile, chunk) of the non-empty tiles, whose lists follow
+// one another in tile order, and below
+// num_tiles + num_pairs / SPLAT_GROUP_SIZE + 1 (chunk_slots()). The forward
+// records each chunk's tile at chunk_tiles[slot]; slots no chunk uses keep
+// whatever they held, and the backward checks the tile it reads back.
+SPLAT_FUNC uint32_t chunk_slot(uint32_t tile, uint32_t start, uint32_t chunk) {
+  return tile + start / (uint32_t)SPLAT_GROUP_SIZE + chunk;
+}
+
+SPLAT_FUNC uint32_t chunk_slots(uint32_t num_tiles, uint32_t num_pairs) {
+  return num_tiles + num_pairs / (uint32_t)SPLAT_GROUP_SIZE + 1u;
+}

@@ -1,15 +1,18 @@
-// Backward rasterization: one threadgroup of 256 threads per 16x16 tile, one
-// thread per pixel, walking the tile's splats back to front from the pixel's
-// last contributor with blend_backward_step (shaders/common/blend.h). The
-// variants are specialization constants (compile-time), one per
-// BackendConfig switch:
+// Backward rasterization: one threadgroup of 256 threads per chunk of 256
+// positions of a tile's list (rasterize_forward.h), one thread per pixel,
+// walking the chunk's splats back to front with blend_backward_step
+// (shaders/common/blend.h) from the pixel state the forward checkpointed at
+// the chunk's end. Chunks of one tile run in parallel, so the depth of the
+// deepest tile no longer bounds the pass. The variants are specialization
+// constants (compile-time), one per BackendConfig switch:
 //   SPLAT_SPEC_BWD_REDUCE   simd: sum the 9 per-splat gradients over the SIMD
-//                           group, one set of atomics per SIMD group; tg: threadgroup-memory
-//                           reduction, one set per threadgroup; original:
-//                           per-pixel atomics
+//                           group, one set of atomics per SIMD group; tg:
+//                           threadgroup-memory reduction, one set per
+//                           threadgroup; original: per-pixel atomics
 //   SPLAT_SPEC_BWD_RANGE    last_contributor: the walk starts at the SIMD
-//                           group's largest last contributor (batches at the
-//                           threadgroup's); full: at the tile end
+//                           group's largest last contributor (chunks behind
+//                           the threadgroup's do nothing); full: at the tile
+//                           end
 //   SPLAT_SPEC_BWD_SPARSE   warp_any: skip the reduction and the atomics when
 //                           no lane (tg: no thread) contributes; off
 //   SPLAT_SPEC_BWD_ATOMIC   lane_zero: nine simd_sum butterflies (45
@@ -57,8 +60,10 @@ SPLAT_FUNC void rasterize_backward_body(
     SimtThread t, SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
     SPLAT_CONST_MEM const BackwardParams& bp, SPLAT_DEVICE_MEM const uint32_t* ranges,
     SPLAT_DEVICE_MEM const uint32_t* sorted_ids, SPLAT_DEVICE_MEM const SplatRecord* records,
-    SPLAT_DEVICE_MEM const float* final_T, SPLAT_DEVICE_MEM const uint32_t* n_contrib,
-    SPLAT_DEVICE_MEM const float* d_image, SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
+    SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const float* final_T,
+    SPLAT_DEVICE_MEM const uint32_t* n_contrib, SPLAT_DEVICE_MEM const float* checkpoints,
+    SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM const float* d_image,
+    SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
     SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* grads,
     SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS
     SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
@@ -74,33 +79,51 @@ SPLAT_FUNC void rasterize_backward_body(
   // Variants with threadgroup barriers per splat visit every splat of a batch.
   const bool uniform_walk = det || use_tg;
 
-  TilePixel px = tile_pixel(cam, t.group, t.tid);
-  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
-  uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
-  uint32_t nc = px.inside ? n_contrib[px.index] : 0u;
-  vec3 d_pix = px.inside ? load_vec3(d_image, px.index) : make_vec3(0.f, 0.f, 0.f);
-  float d_a = (px.inside && bp.has_d_alpha != 0u) ? d_alpha[px.index] : 0.f;
-  vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
-  BlendBackwardState st = blend_backward_begin(px.inside ? final_T[px.index] : 1.f, bg, d_pix, d_a);
+  // This threadgroup's chunk (rasterize_forward.h): which tile recorded the
+  // slot, checked against the tile's own slots; unused slots end here.
+  uint32_t tile = chunk_tiles[t.group];
+  if (tile >= rp.num_tiles) return;
+  uint32_t start = ranges[2 * tile], end = ranges[2 * tile + 1];
+  uint32_t first_slot = chunk_slot(tile, start, 0u);
+  if (t.group < first_slot) return;
+  uint32_t chunk = t.group - first_slot;
+  uint32_t batch_lo = start + chunk * (uint32_t)SPLAT_GROUP_SIZE;
+  if (batch_lo >= end) return;
+  uint32_t batch_hi = end - batch_lo < (uint32_t)SPLAT_GROUP_SIZE ? end : batch_lo + (uint32_t)SPLAT_GROUP_SIZE;
+  uint32_t count = batch_hi - batch_lo;
 
-  // Positions (in the tile's list) this SIMD group and the threadgroup walk.
-  uint32_t warp_limit, hi;
+  TilePixel px = tile_pixel(cam, tile, t.tid);
+  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  uint32_t nc = px.inside ? n_contrib[px.index] : 0u;
+
+  // Positions (in the tile's list) this SIMD group walks; a chunk wholly
+  // behind every pixel's last contributor has nothing to do.
+  uint32_t warp_limit;
   if (SPLAT_SPEC_BWD_RANGE == SPLAT_BWD_RANGE_LAST_CONTRIBUTOR) {
     warp_limit = simd_max(nc);
     if (t.lane == 0) s_warp[t.warp] = warp_limit;
     sp_group_barrier();
     uint32_t block_limit = 0u;
     for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) block_limit = s_warp[w] > block_limit ? s_warp[w] : block_limit;
-    hi = start + block_limit;
+    if (batch_lo - start >= block_limit) return;
   } else {
     warp_limit = end - start;
-    hi = end;
   }
 
-  for (uint32_t batch_hi = hi; batch_hi > start;) {
-    uint32_t count = batch_hi - start < (uint32_t)SPLAT_GROUP_SIZE ? batch_hi - start : (uint32_t)SPLAT_GROUP_SIZE;
-    uint32_t batch_lo = batch_hi - count;
-    sp_group_barrier();  // the previous batch is consumed
+  // The pixel state behind this chunk: the forward's checkpoint at its end
+  // (transmittance T and the colour C in front), whence the colour behind
+  // is (image - C) / T; past the last contributor, T_final and background.
+  vec3 d_pix = px.inside ? load_vec3(d_image, px.index) : make_vec3(0.f, 0.f, 0.f);
+  float d_a = (px.inside && bp.has_d_alpha != 0u) ? d_alpha[px.index] : 0.f;
+  vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
+  BlendBackwardState st = blend_backward_begin(px.inside ? final_T[px.index] : 1.f, bg, d_pix, d_a);
+  if (batch_hi - start < nc) {
+    SPLAT_DEVICE_MEM const float* ck = checkpoints + 4u * (t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
+    st.T = ck[0];
+    st.behind = (1.f / st.T) * (load_vec3(image, px.index) - make_vec3(ck[1], ck[2], ck[3]));
+  }
+
+  {
     if (t.tid < count) {
       uint32_t g = sorted_ids[batch_hi - 1u - t.tid];
       store_blend_splat(s_splats + SPLAT_BLEND_FLOATS * t.tid, records, g);
@@ -208,6 +231,5 @@ SPLAT_FUNC void rasterize_backward_body(
         }
       }
     }
-    batch_hi = batch_lo;
   }
 }

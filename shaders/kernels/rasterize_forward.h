@@ -1,7 +1,8 @@
 // Forward rasterization: one threadgroup of 256 threads per 16x16 tile, one
 // thread per pixel. The tile's depth-sorted splats are loaded cooperatively
 // into threadgroup memory in batches of 256 and blended front to back with
-// the exact per-pixel blend of shaders/common/blend.h.
+// the exact per-pixel blend of shaders/common/blend.h; each batch boundary
+// leaves a checkpoint of the pixel state for the chunked backward.
 #pragma once
 #include "blend.h"
 #include "simt_util.h"
@@ -45,6 +46,8 @@ SPLAT_FUNC TilePixel tile_pixel(SPLAT_CONST_MEM const CameraParams& cam, uint32_
   return p;
 }
 
+// Chunk checkpoints: see chunk_slot() in shaders/common/params.h.
+
 // s_splats: SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS floats; s_flags:
 // SPLAT_GROUP_WARPS values.
 SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
@@ -52,11 +55,14 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
                                        SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
                                        SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM float* image,
                                        SPLAT_DEVICE_MEM float* alpha, SPLAT_DEVICE_MEM float* final_T,
-                                       SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_TG_MEM float* s_splats,
+                                       SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_DEVICE_MEM float* checkpoints,
+                                       SPLAT_DEVICE_MEM uint32_t* chunk_tiles, SPLAT_TG_MEM float* s_splats,
                                        SPLAT_TG_MEM uint32_t* s_flags) {
   TilePixel px = tile_pixel(cam, t.group, t.tid);
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
+  uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+  for (uint32_t c = t.tid; c < chunks; c += (uint32_t)SPLAT_GROUP_SIZE) chunk_tiles[chunk_slot(t.group, start, c)] = t.group;
   BlendForwardState st = blend_forward_begin();
   bool done = !px.inside;
   for (uint32_t b = start; b < end; b += SPLAT_GROUP_SIZE) {
@@ -76,6 +82,16 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
         if (st.done) break;
       }
       done = st.done;
+    }
+    // The state after this chunk, for the backward of the chunks before it
+    // (a saturated pixel's is never read: its walk ends before this chunk).
+    if (!done && b + SPLAT_GROUP_SIZE < end) {
+      uint32_t slot = chunk_slot(t.group, start, (b - start) / (uint32_t)SPLAT_GROUP_SIZE);
+      SPLAT_DEVICE_MEM float* ck = checkpoints + 4u * (slot * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
+      ck[0] = st.T;
+      ck[1] = st.color.x;
+      ck[2] = st.color.y;
+      ck[3] = st.color.z;
     }
     sp_group_barrier();
   }
