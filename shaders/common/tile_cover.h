@@ -109,3 +109,21 @@ SPLAT_FUNC uint32_t tile_cover_rank(SPLAT_THREAD const TileCover& tc, int tx, in
   tile_cover_row(tc, ty, tx0, tx1);
   return n + (uint32_t)(tx - tx0);
 }
+
+// The pixel-centre rows [y_lo, y_hi] where the splat can have a non-zero
+// alpha (the ellipse's vertical extent sqrt(r A / det)); empty (y_lo > y_hi)
+// when it has none anywhere. The rasterizers skip it for SIMD groups whose
+// pixel rows lie outside.
+SPLAT_FUNC void tile_cover_y_range(SPLAT_THREAD const TileCover& tc, SPLAT_THREAD float& y_lo,
+                                   SPLAT_THREAD float& y_hi) {
+  y_lo = -1e30f;
+  y_hi = 1e30f;
+  if (tc.r < 0.f) {
+    y_lo = 1e30f;
+    y_hi = -1e30f;
+  } else if (!tc.whole_rect) {
+    float v_max = sp_sqrt(tc.r * tc.a / tc.det);
+    y_lo = tc.mean2d.y - v_max;
+    y_hi = tc.mean2d.y + v_max;
+  }
+}

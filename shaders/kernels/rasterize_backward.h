@@ -65,7 +65,7 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM const float* d_image,
     SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
     SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* grads,
-    SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS
+    SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
     SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
     SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_GROUP_WARPS
     SPLAT_TG_MEM float* s_red,     // SPLAT_BWD_RED_FLOATS (tg, deterministic)
@@ -94,6 +94,8 @@ SPLAT_FUNC void rasterize_backward_body(
 
   TilePixel px = tile_pixel(cam, tile, t.tid);
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  float row_lo, row_hi;
+  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
   uint32_t nc = px.inside ? n_contrib[px.index] : 0u;
 
   // Positions (in the tile's list) this SIMD group walks; a chunk wholly
@@ -126,7 +128,7 @@ SPLAT_FUNC void rasterize_backward_body(
   {
     if (t.tid < count) {
       uint32_t g = sorted_ids[batch_hi - 1u - t.tid];
-      store_blend_splat(s_splats + SPLAT_BLEND_FLOATS * t.tid, records, g);
+      store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, g);
       if (det) {
         // The pair's emission slot: its tile's rank among the Gaussian's
         // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
@@ -145,13 +147,17 @@ SPLAT_FUNC void rasterize_backward_body(
     uint32_t above = batch_hi - start > warp_limit ? batch_hi - start - warp_limit : 0u;
     uint32_t first = uniform_walk ? 0u : (above < count ? above : count);
     for (uint32_t j = first; j < count; ++j) {
+      SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
+      // The SIMD group skips a splat that reaches none of its pixel rows
+      // (never in the variants that meet at a barrier per splat).
+      if (!uniform_walk && batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
       uint32_t position = batch_hi - 1u - j - start;
       float v[SPLAT_PAIR_GRAD];
       for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = 0.f;
       bool contrib = false;
       if (position < nc) {
         BlendGrad gr;
-        contrib = blend_backward_step(load_blend_splat(s_splats + SPLAT_BLEND_FLOATS * j), pix, st, gr);
+        contrib = blend_backward_step(load_blend_splat(sj), pix, st, gr);
         if (contrib) {
           v[0] = gr.mean2d.x;
           v[1] = gr.mean2d.y;

@@ -6,16 +6,31 @@
 #pragma once
 #include "blend.h"
 #include "simt_util.h"
+#include "tile_cover.h"
 
 SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_TILE_SIZE * SPLAT_TILE_SIZE, "one thread per pixel of a tile");
 
 // Floats of a splat as the blend sees it: the first 9 of a SplatRecord
-// (mean2d, conic, opacity, colour), which is BlendSplat's field order.
+// (mean2d, conic, opacity, colour), which is BlendSplat's field order. In
+// threadgroup memory each splat of a batch also keeps the pixel rows it can
+// reach (tile_cover_y_range): SPLAT_BATCH_FLOATS in all.
 #define SPLAT_BLEND_FLOATS 9
+#define SPLAT_BATCH_FLOATS 11
 
-SPLAT_FUNC void store_blend_splat(SPLAT_TG_MEM float* dst, SPLAT_DEVICE_MEM const SplatRecord* records, uint32_t g) {
+SPLAT_FUNC void store_batch_splat(SPLAT_TG_MEM float* dst, SPLAT_DEVICE_MEM const SplatRecord* records, uint32_t g) {
   SPLAT_DEVICE_MEM const float* src = (SPLAT_DEVICE_MEM const float*)(records + g);
   for (int k = 0; k < SPLAT_BLEND_FLOATS; ++k) dst[k] = src[k];
+  TileCover tc = tile_cover(make_vec2(src[0], src[1]), make_vec3(src[2], src[3], src[4]), src[5], 0, 0, 0, 0);
+  float y_lo, y_hi;
+  tile_cover_y_range(tc, y_lo, y_hi);
+  dst[SPLAT_BLEND_FLOATS] = y_lo;
+  dst[SPLAT_BLEND_FLOATS + 1] = y_hi;
+}
+
+// Whether the batch splat at `s` gives zero alpha on every pixel row of this
+// SIMD group, centres y in [row_lo, row_hi]: the whole group can skip it.
+SPLAT_FUNC bool batch_splat_misses_rows(SPLAT_TG_MEM const float* s, float row_lo, float row_hi) {
+  return s[SPLAT_BLEND_FLOATS + 1] < row_lo || s[SPLAT_BLEND_FLOATS] > row_hi;
 }
 
 SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* s) {
@@ -48,7 +63,15 @@ SPLAT_FUNC TilePixel tile_pixel(SPLAT_CONST_MEM const CameraParams& cam, uint32_
 
 // Chunk checkpoints: see chunk_slot() in shaders/common/params.h.
 
-// s_splats: SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS floats; s_flags:
+// The pixel-centre rows of SIMD group `warp` of a tile's threadgroup.
+SPLAT_FUNC void warp_rows(uint32_t tile_y, uint32_t warp, SPLAT_THREAD float& row_lo, SPLAT_THREAD float& row_hi) {
+  const uint32_t first = warp * SPLAT_SIMD_WIDTH / SPLAT_TILE_SIZE;
+  const uint32_t last = (warp * SPLAT_SIMD_WIDTH + SPLAT_SIMD_WIDTH - 1u) / SPLAT_TILE_SIZE;
+  row_lo = (float)(tile_y * SPLAT_TILE_SIZE + first) + 0.5f;
+  row_hi = (float)(tile_y * SPLAT_TILE_SIZE + last) + 0.5f;
+}
+
+// s_splats: SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats; s_flags:
 // SPLAT_GROUP_WARPS values.
 SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                        SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
@@ -63,6 +86,8 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
   uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
   for (uint32_t c = t.tid; c < chunks; c += (uint32_t)SPLAT_GROUP_SIZE) chunk_tiles[chunk_slot(t.group, start, c)] = t.group;
+  float row_lo, row_hi;
+  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
   BlendForwardState st = blend_forward_begin();
   bool done = !px.inside;
   for (uint32_t b = start; b < end; b += SPLAT_GROUP_SIZE) {
@@ -74,11 +99,13 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
     for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) all_done = all_done && s_flags[w] != 0u;
     if (all_done) break;
     uint32_t count = end - b < (uint32_t)SPLAT_GROUP_SIZE ? end - b : (uint32_t)SPLAT_GROUP_SIZE;
-    if (t.tid < count) store_blend_splat(s_splats + SPLAT_BLEND_FLOATS * t.tid, records, sorted_ids[b + t.tid]);
+    if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[b + t.tid]);
     sp_group_barrier();
     if (!done) {
       for (uint32_t j = 0; j < count; ++j) {
-        blend_forward_step(load_blend_splat(s_splats + SPLAT_BLEND_FLOATS * j), pix, b - start + j, st);
+        SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
+        if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
+        blend_forward_step(load_blend_splat(sj), pix, b - start + j, st);
         if (st.done) break;
       }
       done = st.done;

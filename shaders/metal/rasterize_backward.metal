@@ -2,7 +2,7 @@
 // Function constants (function_constants.h): bwd_reduce, bwd_range,
 // bwd_sparse, bwd_atomic, deterministic. Threadgroup arrays cannot be sized
 // by function constants, so the reduction scratch is reserved at its largest
-// (~21 KB in all, within the 32 KB Apple GPUs give a threadgroup).
+// (~23 KB in all, within the 32 KB Apple GPUs give a threadgroup).
 #include "function_constants.h"
 #include "rasterize_backward.h"
 
@@ -20,7 +20,7 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
                                      device const int32_t* rects [[buffer(13)]],
                                      device const uint32_t* offsets [[buffer(14)]], device float* grads [[buffer(15)]],
                                      SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS);
+  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);

@@ -9,7 +9,7 @@ kernel void splat_rasterize_forward(constant CameraParams& cam [[buffer(0)]], co
                                     device uint32_t* n_contrib [[buffer(8)]],
                                     device float* checkpoints [[buffer(9)]],
                                     device uint32_t* chunk_tiles [[buffer(10)]], SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BLEND_FLOATS);
+  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
   rasterize_forward_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, image, alpha, final_T, n_contrib,
                          checkpoints, chunk_tiles, s_splats, s_flags);
