@@ -235,16 +235,25 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   begin(TimingLabel::FwdRasterize);
   BufferRef image = ensure(kImage, 12 * pixels), alpha = ensure(kAlpha, 4 * pixels),
             final_T = ensure(kFinalT, 4 * pixels), n_contrib = ensure(kNContrib, 4 * pixels);
-  // Chunk checkpoints and the slot -> tile map of the chunked backward.
+  // Chunk passes (rasterize_forward.h): per chunk slot and pixel, 4 floats
+  // of state and the last contributor; the slot -> tile map.
   const size_t slots = chunk_slots(num_tiles, pairs);
   if (4 * kGroup * slots >= (size_t{1} << 32)) throw BackendError("[gpu] too many (tile, Gaussian) pairs for one call");
-  BufferRef checkpoints = ensure(kCheckpoints, 16 * kGroup * slots, true),
-            chunk_tiles = ensure(kChunkTiles, 4 * slots, true);
+  BufferRef chunk_state = ensure(kChunkState, 16 * kGroup * slots, true),
+            chunk_last = ensure(kChunkLast, 4 * kGroup * slots, true), chunk_tiles = ensure(kChunkTiles, 4 * slots, true);
+  const BufferRef sorted = ref(sorted_in_b_ ? kValsB : kValsA);
+  if (pairs) {
+    launch(Kernel::TileChunks, div_up(num_tiles, kGroup),
+           {KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(chunk_tiles)});
+    launch(Kernel::RasterizeChunks, static_cast<uint32_t>(slots),
+           {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(sorted),
+            KernelArg::buf(records), KernelArg::buf(chunk_tiles), KernelArg::buf(chunk_state),
+            KernelArg::buf(chunk_last)});
+  }
   launch(Kernel::RasterizeForward, num_tiles,
-         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges),
-          KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(records), KernelArg::buf(image),
-          KernelArg::buf(alpha), KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(checkpoints),
-          KernelArg::buf(chunk_tiles)});
+         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(sorted),
+          KernelArg::buf(records), KernelArg::buf(image), KernelArg::buf(alpha), KernelArg::buf(final_T),
+          KernelArg::buf(n_contrib), KernelArg::buf(chunk_state), KernelArg::buf(chunk_last)});
   end(TimingLabel::FwdRasterize);
   have_forward_ = true;
 }
@@ -266,7 +275,7 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
   launch(Kernel::RasterizeBackward, slots,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::value(bp), KernelArg::buf(ref(kRanges)),
           KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kImage)),
-          KernelArg::buf(ref(kFinalT)), KernelArg::buf(ref(kNContrib)), KernelArg::buf(ref(kCheckpoints)),
+          KernelArg::buf(ref(kFinalT)), KernelArg::buf(ref(kNContrib)), KernelArg::buf(ref(kChunkState)),
           KernelArg::buf(ref(kChunkTiles)), KernelArg::buf(d_image),
           KernelArg::buf(d_alpha ? *d_alpha : d_image), KernelArg::buf(ref(kRects)), KernelArg::buf(ref(kOffsets)),
           KernelArg::buf(acc)});

@@ -19,6 +19,8 @@ const std::vector<KernelInfo>& table() {
       {Kernel::RadixScatter, "splat_radix_scatter", "binning.cu", "binning.metal", {}},
       {Kernel::EmitPairs, "splat_emit_pairs", "binning.cu", "binning.metal", {}},
       {Kernel::TileRanges, "splat_tile_ranges", "binning.cu", "binning.metal", {}},
+      {Kernel::TileChunks, "splat_tile_chunks", "binning.cu", "binning.metal", {}},
+      {Kernel::RasterizeChunks, "splat_rasterize_chunks", "rasterize_forward.cu", "rasterize_forward.metal", {}},
       {Kernel::RasterizeForward, "splat_rasterize_forward", "rasterize_forward.cu", "rasterize_forward.metal", {}},
       {Kernel::RasterizeBackward, "splat_rasterize_backward", "rasterize_backward.cu", "rasterize_backward.metal",
        {SC::BwdReduce, SC::BwdRange, SC::BwdSparse, SC::BwdAtomic, SC::Deterministic}},

@@ -22,6 +22,8 @@ enum class Kernel : uint8_t {
   RadixScatter,
   EmitPairs,
   TileRanges,
+  TileChunks,
+  RasterizeChunks,
   RasterizeForward,
   RasterizeBackward,
   // The training step (shaders/kernels/train_*.h).

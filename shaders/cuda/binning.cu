@@ -1,5 +1,5 @@
 // CUDA entry points (NVRTC): prefix sums, the portable radix sort, pair
-// emission and tile ranges.
+// emission, tile ranges and chunk slots.
 #include "radix_sort.h"
 #include "scan.h"
 #include "tile_bin.h"
@@ -46,4 +46,9 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_tile_ranges(ScanParams p, const uint64_t* keys, uint32_t* ranges) {
   tile_ranges_body(SPLAT_THREAD_CTX(), p, keys, ranges);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_tile_chunks(RasterParams rp, const uint32_t* ranges, uint32_t* chunk_tiles) {
+  tile_chunks_body(SPLAT_THREAD_CTX(), rp, ranges, chunk_tiles);
 }

@@ -1,12 +1,20 @@
-// CUDA entry point (NVRTC): forward rasterization, one threadgroup per tile.
+// CUDA entry points (NVRTC): forward rasterization, chunk pass (one
+// threadgroup per chunk) and chain pass (one per tile).
 #include "rasterize_forward.h"
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_rasterize_chunks(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
+                           const SplatRecord* records, const uint32_t* chunk_tiles, float* chunk_state,
+                           uint32_t* chunk_last) {
+  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, chunk_state, chunk_last,
+                        s_splats);
+}
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_rasterize_forward(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
                             const SplatRecord* records, float* image, float* alpha, float* final_T,
-                            uint32_t* n_contrib, float* checkpoints, uint32_t* chunk_tiles) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
+                            uint32_t* n_contrib, float* chunk_state, const uint32_t* chunk_last) {
   rasterize_forward_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, image, alpha, final_T, n_contrib,
-                         checkpoints, chunk_tiles, s_splats, s_flags);
+                         chunk_state, chunk_last);
 }

@@ -79,18 +79,10 @@ SPLAT_FUNC void rasterize_backward_body(
   // Variants with threadgroup barriers per splat visit every splat of a batch.
   const bool uniform_walk = det || use_tg;
 
-  // This threadgroup's chunk (rasterize_forward.h): which tile recorded the
-  // slot, checked against the tile's own slots; unused slots end here.
-  uint32_t tile = chunk_tiles[t.group];
-  if (tile >= rp.num_tiles) return;
-  uint32_t start = ranges[2 * tile], end = ranges[2 * tile + 1];
-  uint32_t first_slot = chunk_slot(tile, start, 0u);
-  if (t.group < first_slot) return;
-  uint32_t chunk = t.group - first_slot;
-  uint32_t batch_lo = start + chunk * (uint32_t)SPLAT_GROUP_SIZE;
-  if (batch_lo >= end) return;
-  uint32_t batch_hi = end - batch_lo < (uint32_t)SPLAT_GROUP_SIZE ? end : batch_lo + (uint32_t)SPLAT_GROUP_SIZE;
-  uint32_t count = batch_hi - batch_lo;
+  TileChunk c;
+  if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
+  const uint32_t tile = c.tile, start = c.start, end = c.end, batch_lo = c.lo, batch_hi = c.hi;
+  const uint32_t count = batch_hi - batch_lo;
 
   TilePixel px = tile_pixel(cam, tile, t.tid);
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);

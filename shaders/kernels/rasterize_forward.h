@@ -1,8 +1,19 @@
-// Forward rasterization: one threadgroup of 256 threads per 16x16 tile, one
-// thread per pixel. The tile's depth-sorted splats are loaded cooperatively
-// into threadgroup memory in batches of 256 and blended front to back with
-// the exact per-pixel blend of shaders/common/blend.h; each batch boundary
-// leaves a checkpoint of the pixel state for the chunked backward.
+// Forward rasterization in two passes over chunks: a chunk is a batch of
+// SPLAT_GROUP_SIZE consecutive positions of a tile's depth-sorted list
+// (chunk_slot() in shaders/common/params.h), 16x16 tiles, one thread per
+// pixel.
+//   rasterize_chunks  one threadgroup per chunk: each pixel's transmittance
+//                     product P and colour L of the chunk's splats alone
+//                     (the blend of shaders/common/blend.h with T_in = 1),
+//                     and its last contributor in the chunk. Chunks of one
+//                     tile run in parallel, so deep tiles spread over the GPU.
+//   rasterize_forward one threadgroup per tile: chains the chunks front to
+//                     back, C += T L, T *= P. Where T P could fall below the
+//                     blend's stop (T < 1e-4) the pixel walks that chunk
+//                     splat by splat with the blend's own rule instead, so
+//                     the stop and the last contributor are the blend's.
+//                     It leaves the state after each chunk, (T, C), in the
+//                     chunk's slot for the chunked backward.
 #pragma once
 #include "blend.h"
 #include "simt_util.h"
@@ -42,6 +53,15 @@ SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* s) {
   return b;
 }
 
+SPLAT_FUNC BlendSplat record_blend_splat(SPLAT_DEVICE_MEM const SplatRecord& r) {
+  BlendSplat b;
+  b.mean2d = make_vec2(r.mean2d[0], r.mean2d[1]);
+  b.conic = make_vec3(r.conic[0], r.conic[1], r.conic[2]);
+  b.opacity = r.opacity;
+  b.color = make_vec3(r.color[0], r.color[1], r.color[2]);
+  return b;
+}
+
 // The pixel of thread `tid` in tile `tile`.
 struct TilePixel {
   uint32_t tile_x, tile_y;
@@ -61,8 +81,6 @@ SPLAT_FUNC TilePixel tile_pixel(SPLAT_CONST_MEM const CameraParams& cam, uint32_
   return p;
 }
 
-// Chunk checkpoints: see chunk_slot() in shaders/common/params.h.
-
 // The pixel-centre rows of SIMD group `warp` of a tile's threadgroup.
 SPLAT_FUNC void warp_rows(uint32_t tile_y, uint32_t warp, SPLAT_THREAD float& row_lo, SPLAT_THREAD float& row_hi) {
   const uint32_t first = warp * SPLAT_SIMD_WIDTH / SPLAT_TILE_SIZE;
@@ -71,61 +89,119 @@ SPLAT_FUNC void warp_rows(uint32_t tile_y, uint32_t warp, SPLAT_THREAD float& ro
   row_hi = (float)(tile_y * SPLAT_TILE_SIZE + last) + 0.5f;
 }
 
-// s_splats: SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats; s_flags:
-// SPLAT_GROUP_WARPS values.
+// The chunk a chunk-parallel threadgroup works on: the tile that recorded
+// its slot (tile_chunks_body), checked against the tile's own slots, since
+// slots no chunk uses hold stale values. Uniform over the threadgroup.
+struct TileChunk {
+  uint32_t tile;
+  uint32_t start, end;  // the tile's list
+  uint32_t lo, hi;      // this chunk's positions [lo, hi)
+};
+
+SPLAT_FUNC bool tile_chunk(uint32_t slot, SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
+                           SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_THREAD TileChunk& c) {
+  c.tile = chunk_tiles[slot];
+  if (c.tile >= rp.num_tiles) return false;
+  c.start = ranges[2 * c.tile];
+  c.end = ranges[2 * c.tile + 1];
+  uint32_t first = chunk_slot(c.tile, c.start, 0u);
+  if (slot < first) return false;
+  c.lo = c.start + (slot - first) * (uint32_t)SPLAT_GROUP_SIZE;
+  if (c.lo >= c.end) return false;
+  c.hi = c.end - c.lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : c.lo + (uint32_t)SPLAT_GROUP_SIZE;
+  return true;
+}
+
+// Pass 1. chunk_state[4 (SPLAT_GROUP_SIZE slot + tid) ..] = (P, L.rgb),
+// chunk_last[..] = the last contributor's position in the chunk + 1 (0:
+// none). A pixel whose P drops below the stop stops early: the chain walks
+// that chunk splat by splat anyway. s_splats: SPLAT_GROUP_SIZE *
+// SPLAT_BATCH_FLOATS floats.
+SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
+                                      SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
+                                      SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
+                                      SPLAT_DEVICE_MEM const SplatRecord* records,
+                                      SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM float* chunk_state,
+                                      SPLAT_DEVICE_MEM uint32_t* chunk_last, SPLAT_TG_MEM float* s_splats) {
+  TileChunk c;
+  if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
+  uint32_t count = c.hi - c.lo;
+  if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[c.lo + t.tid]);
+  sp_group_barrier();
+  TilePixel px = tile_pixel(cam, c.tile, t.tid);
+  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  float row_lo, row_hi;
+  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
+  float P = 1.f;
+  vec3 L = make_vec3(0.f, 0.f, 0.f);
+  uint32_t last = 0u;
+  if (px.inside) {
+    for (uint32_t j = 0; j < count; ++j) {
+      SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
+      if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
+      BlendSplat b = load_blend_splat(sj);
+      float gauss;
+      bool clamped;
+      float alpha = blend_alpha(b.conic, b.mean2d, b.opacity, pix, gauss, clamped);
+      if (alpha == 0.f) continue;
+      L = L + (alpha * P) * b.color;
+      P = P * (1.f - alpha);
+      last = j + 1u;
+      if (P < SPLAT_T_MIN) break;
+    }
+  }
+  uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
+  chunk_state[4u * at] = P;
+  chunk_state[4u * at + 1u] = L.x;
+  chunk_state[4u * at + 2u] = L.y;
+  chunk_state[4u * at + 3u] = L.z;
+  chunk_last[at] = last;
+}
+
+// Pass 2, one threadgroup per tile (no barriers: threads of pixels outside
+// the image leave at once). Overwrites each chunk's (P, L) with the state
+// after it, (T, C), the chunked backward's checkpoint.
 SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                        SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
                                        SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
                                        SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM float* image,
                                        SPLAT_DEVICE_MEM float* alpha, SPLAT_DEVICE_MEM float* final_T,
-                                       SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_DEVICE_MEM float* checkpoints,
-                                       SPLAT_DEVICE_MEM uint32_t* chunk_tiles, SPLAT_TG_MEM float* s_splats,
-                                       SPLAT_TG_MEM uint32_t* s_flags) {
+                                       SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_DEVICE_MEM float* chunk_state,
+                                       SPLAT_DEVICE_MEM const uint32_t* chunk_last) {
   TilePixel px = tile_pixel(cam, t.group, t.tid);
+  if (!px.inside) return;
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
   uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
-  for (uint32_t c = t.tid; c < chunks; c += (uint32_t)SPLAT_GROUP_SIZE) chunk_tiles[chunk_slot(t.group, start, c)] = t.group;
-  float row_lo, row_hi;
-  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
   BlendForwardState st = blend_forward_begin();
-  bool done = !px.inside;
-  for (uint32_t b = start; b < end; b += SPLAT_GROUP_SIZE) {
-    // Stop as soon as every pixel of the tile is saturated.
-    bool warp_done = !simd_any(!done);
-    if (t.lane == 0) s_flags[t.warp] = warp_done ? 1u : 0u;
-    sp_group_barrier();
-    bool all_done = true;
-    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) all_done = all_done && s_flags[w] != 0u;
-    if (all_done) break;
-    uint32_t count = end - b < (uint32_t)SPLAT_GROUP_SIZE ? end - b : (uint32_t)SPLAT_GROUP_SIZE;
-    if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[b + t.tid]);
-    sp_group_barrier();
-    if (!done) {
-      for (uint32_t j = 0; j < count; ++j) {
-        SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-        if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
-        blend_forward_step(load_blend_splat(sj), pix, b - start + j, st);
+  for (uint32_t k = 0; k < chunks && !st.done; ++k) {
+    uint32_t at = chunk_slot(t.group, start, k) * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
+    SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * at;
+    float P = ck[0];
+    // With a margin for rounding, T P above the stop means no splat of the
+    // chunk stops the pixel: T only falls to T P within it.
+    if (st.T * P >= SPLAT_T_MIN * 1.001f) {
+      st.color = st.color + st.T * make_vec3(ck[1], ck[2], ck[3]);
+      st.T = st.T * P;
+      uint32_t last = chunk_last[at];
+      if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
+    } else {
+      uint32_t lo = start + k * (uint32_t)SPLAT_GROUP_SIZE;
+      uint32_t hi = end - lo < (uint32_t)SPLAT_GROUP_SIZE ? end : lo + (uint32_t)SPLAT_GROUP_SIZE;
+      for (uint32_t i = lo; i < hi; ++i) {
+        blend_forward_step(record_blend_splat(records[sorted_ids[i]]), pix, i - start, st);
         if (st.done) break;
       }
-      done = st.done;
     }
-    // The state after this chunk, for the backward of the chunks before it
-    // (a saturated pixel's is never read: its walk ends before this chunk).
-    if (!done && b + SPLAT_GROUP_SIZE < end) {
-      uint32_t slot = chunk_slot(t.group, start, (b - start) / (uint32_t)SPLAT_GROUP_SIZE);
-      SPLAT_DEVICE_MEM float* ck = checkpoints + 4u * (slot * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
+    if (!st.done && k + 1u < chunks) {
       ck[0] = st.T;
       ck[1] = st.color.x;
       ck[2] = st.color.y;
       ck[3] = st.color.z;
     }
-    sp_group_barrier();
   }
-  if (!px.inside) return;
   vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
-  vec3 c = st.color + st.T * bg;
-  store_vec3(image, px.index, c);
+  store_vec3(image, px.index, st.color + st.T * bg);
   alpha[px.index] = 1.f - st.T;
   final_T[px.index] = st.T;
   n_contrib[px.index] = st.n_contrib;

@@ -58,3 +58,14 @@ SPLAT_FUNC void tile_ranges_body(SimtThread t, SPLAT_CONST_MEM const ScanParams&
   }
   if (i == p.count - 1) ranges[2 * tile + 1] = p.count;
 }
+
+// chunk_tiles[slot] = tile for every chunk slot of every tile (chunk_slot()
+// in params.h), one thread per tile.
+SPLAT_FUNC void tile_chunks_body(SimtThread t, SPLAT_CONST_MEM const RasterParams& rp,
+                                 SPLAT_DEVICE_MEM const uint32_t* ranges, SPLAT_DEVICE_MEM uint32_t* chunk_tiles) {
+  uint32_t tile = global_index(t);
+  if (tile >= rp.num_tiles) return;
+  uint32_t start = ranges[2 * tile], end = ranges[2 * tile + 1];
+  uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+  for (uint32_t c = 0; c < chunks; ++c) chunk_tiles[chunk_slot(tile, start, c)] = tile;
+}

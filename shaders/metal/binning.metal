@@ -51,3 +51,8 @@ kernel void splat_tile_ranges(constant ScanParams& p [[buffer(0)]], device const
                               device uint32_t* ranges [[buffer(2)]], SPLAT_THREAD_ATTRS) {
   tile_ranges_body(SPLAT_THREAD_CTX(), p, keys, ranges);
 }
+
+kernel void splat_tile_chunks(constant RasterParams& rp [[buffer(0)]], device const uint32_t* ranges [[buffer(1)]],
+                              device uint32_t* chunk_tiles [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  tile_chunks_body(SPLAT_THREAD_CTX(), rp, ranges, chunk_tiles);
+}
