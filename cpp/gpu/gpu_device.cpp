@@ -274,7 +274,7 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
   const uint32_t slots = num_pairs_ ? chunk_slots(rp_.num_tiles, static_cast<uint32_t>(num_pairs_)) : 0u;
   launch(Kernel::RasterizeBackward, slots,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::value(bp), KernelArg::buf(ref(kRanges)),
-          KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kImage)),
+          KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(ref(kRecords)),
           KernelArg::buf(ref(kFinalT)), KernelArg::buf(ref(kNContrib)), KernelArg::buf(ref(kChunkState)),
           KernelArg::buf(ref(kChunkTiles)), KernelArg::buf(d_image),
           KernelArg::buf(d_alpha ? *d_alpha : d_image), KernelArg::buf(ref(kRects)), KernelArg::buf(ref(kOffsets)),

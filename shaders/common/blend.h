@@ -105,20 +105,22 @@ SPLAT_FUNC BlendForwardState blend_forward_begin() {
   return st;
 }
 
-// Blends the splat at list position `position` (0-based) into the pixel.
-// Sets st.done when the pixel saturates (the splat is then not blended).
-SPLAT_FUNC void blend_forward_step(BlendSplat s, vec2 pix, uint32_t position,
-                                   SPLAT_THREAD BlendForwardState& st) {
+// Blends the splat at list position `position` (0-based) into the pixel and
+// returns its alpha (0 when skipped). Sets st.done when the pixel saturates
+// (the splat is then not blended).
+SPLAT_FUNC float blend_forward_step(BlendSplat s, vec2 pix, uint32_t position,
+                                    SPLAT_THREAD BlendForwardState& st) {
   float gauss;
   bool clamped;
   float alpha = blend_alpha(s.conic, s.mean2d, s.opacity, pix, gauss, clamped);
-  if (alpha == 0.f) return;
+  if (alpha == 0.f) return 0.f;
   float next_T = st.T * (1.f - alpha);
   if (next_T < SPLAT_T_MIN) {
     st.done = true;
-    return;
+    return 0.f;
   }
   st.color = st.color + (alpha * st.T) * s.color;
   st.T = next_T;
   st.n_contrib = position + 1;
+  return alpha;
 }

@@ -14,8 +14,8 @@
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_rasterize_backward(CameraParams cam, RasterParams rp, BackwardParams bp, const uint32_t* ranges,
-                             const uint32_t* sorted_ids, const SplatRecord* records, const float* image,
-                             const float* final_T, const uint32_t* n_contrib, const float* checkpoints,
+                             const uint32_t* sorted_ids, const SplatRecord* records, const float* final_T,
+                             const uint32_t* n_contrib, const float* checkpoints,
                              const uint32_t* chunk_tiles, const float* d_image, const float* d_alpha,
                              const int32_t* rects, const uint32_t* offsets, float* grads) {
   SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
@@ -23,7 +23,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_SIZE);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_SIZE);
-  rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, image, final_T, n_contrib,
+  rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,
                           checkpoints, chunk_tiles, d_image, d_alpha, rects, offsets, grads, s_splats, s_ids, s_warp,
                           s_red, s_part);
 }

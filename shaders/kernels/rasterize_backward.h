@@ -60,8 +60,7 @@ SPLAT_FUNC void rasterize_backward_body(
     SimtThread t, SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
     SPLAT_CONST_MEM const BackwardParams& bp, SPLAT_DEVICE_MEM const uint32_t* ranges,
     SPLAT_DEVICE_MEM const uint32_t* sorted_ids, SPLAT_DEVICE_MEM const SplatRecord* records,
-    SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const float* final_T,
-    SPLAT_DEVICE_MEM const uint32_t* n_contrib, SPLAT_DEVICE_MEM const float* checkpoints,
+    SPLAT_DEVICE_MEM const float* final_T, SPLAT_DEVICE_MEM const uint32_t* n_contrib, SPLAT_DEVICE_MEM const float* checkpoints,
     SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM const float* d_image,
     SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
     SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* grads,
@@ -105,8 +104,8 @@ SPLAT_FUNC void rasterize_backward_body(
   }
 
   // The pixel state behind this chunk: the forward's checkpoint at its end
-  // (transmittance T and the colour C in front), whence the colour behind
-  // is (image - C) / T; past the last contributor, T_final and background.
+  // (transmittance T, colour behind normalised by T); past the last
+  // contributor, T_final and the background.
   vec3 d_pix = px.inside ? load_vec3(d_image, px.index) : make_vec3(0.f, 0.f, 0.f);
   float d_a = (px.inside && bp.has_d_alpha != 0u) ? d_alpha[px.index] : 0.f;
   vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
@@ -114,7 +113,7 @@ SPLAT_FUNC void rasterize_backward_body(
   if (batch_hi - start < nc) {
     SPLAT_DEVICE_MEM const float* ck = checkpoints + 4u * (t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
     st.T = ck[0];
-    st.behind = (1.f / st.T) * (load_vec3(image, px.index) - make_vec3(ck[1], ck[2], ck[3]));
+    st.behind = make_vec3(ck[1], ck[2], ck[3]);
   }
 
   {

@@ -12,8 +12,8 @@
 //                     blend's stop (T < 1e-4) the pixel walks that chunk
 //                     splat by splat with the blend's own rule instead, so
 //                     the stop and the last contributor are the blend's.
-//                     It leaves the state after each chunk, (T, C), in the
-//                     chunk's slot for the chunked backward.
+//                     It leaves the state after each chunk, (T, colour
+//                     behind), in the chunk's slot for the chunked backward.
 #pragma once
 #include "blend.h"
 #include "simt_util.h"
@@ -159,8 +159,12 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
 }
 
 // Pass 2, one threadgroup per tile (no barriers: threads of pixels outside
-// the image leave at once). Overwrites each chunk's (P, L) with the state
-// after it, (T, C), the chunked backward's checkpoint.
+// the image leave at once). A front-to-back sweep over the chunks gives the
+// image; a back-to-front sweep then leaves in each chunk's slot, in place of
+// its (P, L), the state after it for the chunked backward: (T, B) with B the
+// colour behind, normalised by T, composited from the later chunks' (P, L)
+// (B = L + P B_next, background last), exactly as the backward's own walk
+// composites it, with no cancellation.
 SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                        SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
                                        SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
@@ -174,7 +178,9 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
   uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
   BlendForwardState st = blend_forward_begin();
+  uint32_t k_end = 0u;  // the last chunk the pixel blends from
   for (uint32_t k = 0; k < chunks && !st.done; ++k) {
+    k_end = k;
     uint32_t at = chunk_slot(t.group, start, k) * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
     SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * at;
     float P = ck[0];
@@ -185,24 +191,47 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
       st.T = st.T * P;
       uint32_t last = chunk_last[at];
       if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
-    } else {
-      uint32_t lo = start + k * (uint32_t)SPLAT_GROUP_SIZE;
-      uint32_t hi = end - lo < (uint32_t)SPLAT_GROUP_SIZE ? end : lo + (uint32_t)SPLAT_GROUP_SIZE;
-      for (uint32_t i = lo; i < hi; ++i) {
-        blend_forward_step(record_blend_splat(records[sorted_ids[i]]), pix, i - start, st);
-        if (st.done) break;
+      continue;
+    }
+    // The blend, splat by splat; the chunk's (P, L) become those of the
+    // splats it blended.
+    uint32_t lo = start + k * (uint32_t)SPLAT_GROUP_SIZE;
+    uint32_t hi = end - lo < (uint32_t)SPLAT_GROUP_SIZE ? end : lo + (uint32_t)SPLAT_GROUP_SIZE;
+    float Pc = 1.f;
+    vec3 Lc = make_vec3(0.f, 0.f, 0.f);
+    for (uint32_t i = lo; i < hi; ++i) {
+      BlendSplat s = record_blend_splat(records[sorted_ids[i]]);
+      float a = blend_forward_step(s, pix, i - start, st);
+      if (st.done) break;
+      if (a > 0.f) {
+        Lc = Lc + (a * Pc) * s.color;
+        Pc = Pc * (1.f - a);
       }
     }
-    if (!st.done && k + 1u < chunks) {
-      ck[0] = st.T;
-      ck[1] = st.color.x;
-      ck[2] = st.color.y;
-      ck[3] = st.color.z;
-    }
+    ck[0] = Pc;
+    ck[1] = Lc.x;
+    ck[2] = Lc.y;
+    ck[3] = Lc.z;
   }
   vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
   store_vec3(image, px.index, st.color + st.T * bg);
   alpha[px.index] = 1.f - st.T;
   final_T[px.index] = st.T;
   n_contrib[px.index] = st.n_contrib;
+
+  float T = st.T;
+  vec3 B = bg;
+  for (uint32_t k = chunks > 0u ? k_end + 1u : 0u; k-- > 0u;) {
+    SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * (chunk_slot(t.group, start, k) * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
+    float P = ck[0];
+    vec3 L = make_vec3(ck[1], ck[2], ck[3]);
+    if (k < k_end) {
+      ck[0] = T;
+      ck[1] = B.x;
+      ck[2] = B.y;
+      ck[3] = B.z;
+    }
+    B = L + P * B;
+    T = T / P;
+  }
 }

@@ -11,21 +11,20 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
                                      device const uint32_t* ranges [[buffer(3)]],
                                      device const uint32_t* sorted_ids [[buffer(4)]],
                                      device const SplatRecord* records [[buffer(5)]],
-                                     device const float* image [[buffer(6)]],
-                                     device const float* final_T [[buffer(7)]],
-                                     device const uint32_t* n_contrib [[buffer(8)]],
-                                     device const float* checkpoints [[buffer(9)]],
-                                     device const uint32_t* chunk_tiles [[buffer(10)]],
-                                     device const float* d_image [[buffer(11)]], device const float* d_alpha [[buffer(12)]],
-                                     device const int32_t* rects [[buffer(13)]],
-                                     device const uint32_t* offsets [[buffer(14)]], device float* grads [[buffer(15)]],
+                                     device const float* final_T [[buffer(6)]],
+                                     device const uint32_t* n_contrib [[buffer(7)]],
+                                     device const float* checkpoints [[buffer(8)]],
+                                     device const uint32_t* chunk_tiles [[buffer(9)]],
+                                     device const float* d_image [[buffer(10)]], device const float* d_alpha [[buffer(11)]],
+                                     device const int32_t* rects [[buffer(12)]],
+                                     device const uint32_t* offsets [[buffer(13)]], device float* grads [[buffer(14)]],
                                      SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
-  rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, image, final_T, n_contrib,
+  rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,
                           checkpoints, chunk_tiles, d_image, d_alpha, rects, offsets, grads, s_splats, s_ids, s_warp,
                           s_red, s_part);
 }
