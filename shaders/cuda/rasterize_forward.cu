@@ -15,6 +15,8 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_rasterize_forward(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
                             const SplatRecord* records, float* image, float* alpha, float* final_T,
                             uint32_t* n_contrib, float* chunk_state, const uint32_t* chunk_last) {
+  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
   rasterize_forward_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, image, alpha, final_T, n_contrib,
-                         chunk_state, chunk_last);
+                         chunk_state, chunk_last, s_splats, s_flags);
 }

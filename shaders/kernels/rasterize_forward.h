@@ -10,8 +10,9 @@
 //   rasterize_forward one threadgroup per tile: chains the chunks front to
 //                     back, C += T L, T *= P. Where T P could fall below the
 //                     blend's stop (T < 1e-4) the pixel walks that chunk
-//                     splat by splat with the blend's own rule instead, so
-//                     the stop and the last contributor are the blend's.
+//                     splat by splat with the blend's own rule instead (from
+//                     threadgroup memory), so the stop and the last
+//                     contributor are the blend's.
 //                     It leaves the state after each chunk, (T, colour
 //                     behind), in the chunk's slot for the chunked backward.
 #pragma once
@@ -50,15 +51,6 @@ SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* s) {
   b.conic = make_vec3(s[2], s[3], s[4]);
   b.opacity = s[5];
   b.color = make_vec3(s[6], s[7], s[8]);
-  return b;
-}
-
-SPLAT_FUNC BlendSplat record_blend_splat(SPLAT_DEVICE_MEM const SplatRecord& r) {
-  BlendSplat b;
-  b.mean2d = make_vec2(r.mean2d[0], r.mean2d[1]);
-  b.conic = make_vec3(r.conic[0], r.conic[1], r.conic[2]);
-  b.opacity = r.opacity;
-  b.color = make_vec3(r.color[0], r.color[1], r.color[2]);
   return b;
 }
 
@@ -158,61 +150,87 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   chunk_last[at] = last;
 }
 
-// Pass 2, one threadgroup per tile (no barriers: threads of pixels outside
-// the image leave at once). A front-to-back sweep over the chunks gives the
-// image; a back-to-front sweep then leaves in each chunk's slot, in place of
-// its (P, L), the state after it for the chunked backward: (T, B) with B the
+// Pass 2, one threadgroup per tile. A front-to-back sweep over the chunks
+// gives the image; where pixels must walk a chunk splat by splat, the
+// threadgroup loads it into threadgroup memory once for all of them. A
+// back-to-front sweep then leaves in each chunk's slot, in place of its
+// (P, L), the state after it for the chunked backward: (T, B) with B the
 // colour behind, normalised by T, composited from the later chunks' (P, L)
-// (B = L + P B_next, background last), exactly as the backward's own walk
-// composites it, with no cancellation.
+// (B = L + P B_next, background last) as the backward's own walk composites
+// it, with no cancellation. s_splats: SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
+// floats; s_flags: SPLAT_GROUP_WARPS values.
 SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                        SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
                                        SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
                                        SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM float* image,
                                        SPLAT_DEVICE_MEM float* alpha, SPLAT_DEVICE_MEM float* final_T,
                                        SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_DEVICE_MEM float* chunk_state,
-                                       SPLAT_DEVICE_MEM const uint32_t* chunk_last) {
+                                       SPLAT_DEVICE_MEM const uint32_t* chunk_last, SPLAT_TG_MEM float* s_splats,
+                                       SPLAT_TG_MEM uint32_t* s_flags) {
   TilePixel px = tile_pixel(cam, t.group, t.tid);
-  if (!px.inside) return;
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  float row_lo, row_hi;
+  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
   uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
   BlendForwardState st = blend_forward_begin();
+  st.done = !px.inside;
   uint32_t k_end = 0u;  // the last chunk the pixel blends from
-  for (uint32_t k = 0; k < chunks && !st.done; ++k) {
-    k_end = k;
+  for (uint32_t k = 0; k < chunks; ++k) {
     uint32_t at = chunk_slot(t.group, start, k) * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
     SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * at;
-    float P = ck[0];
-    // With a margin for rounding, T P above the stop means no splat of the
-    // chunk stops the pixel: T only falls to T P within it.
-    if (st.T * P >= SPLAT_T_MIN * 1.001f) {
-      st.color = st.color + st.T * make_vec3(ck[1], ck[2], ck[3]);
-      st.T = st.T * P;
-      uint32_t last = chunk_last[at];
-      if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
-      continue;
-    }
-    // The blend, splat by splat; the chunk's (P, L) become those of the
-    // splats it blended.
-    uint32_t lo = start + k * (uint32_t)SPLAT_GROUP_SIZE;
-    uint32_t hi = end - lo < (uint32_t)SPLAT_GROUP_SIZE ? end : lo + (uint32_t)SPLAT_GROUP_SIZE;
-    float Pc = 1.f;
-    vec3 Lc = make_vec3(0.f, 0.f, 0.f);
-    for (uint32_t i = lo; i < hi; ++i) {
-      BlendSplat s = record_blend_splat(records[sorted_ids[i]]);
-      float a = blend_forward_step(s, pix, i - start, st);
-      if (st.done) break;
-      if (a > 0.f) {
-        Lc = Lc + (a * Pc) * s.color;
-        Pc = Pc * (1.f - a);
+    bool walk = false;
+    if (!st.done) {
+      k_end = k;
+      float P = ck[0];
+      // With a margin for rounding, T P above the stop means no splat of the
+      // chunk stops the pixel: T only falls to T P within it.
+      if (st.T * P >= SPLAT_T_MIN * 1.001f) {
+        st.color = st.color + st.T * make_vec3(ck[1], ck[2], ck[3]);
+        st.T = st.T * P;
+        uint32_t last = chunk_last[at];
+        if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
+      } else {
+        walk = true;
       }
     }
-    ck[0] = Pc;
-    ck[1] = Lc.x;
-    ck[2] = Lc.y;
-    ck[3] = Lc.z;
+    // Flags: 1 some pixel walks this chunk, 2 some pixel goes on.
+    uint32_t flag = (simd_any(walk) ? 1u : 0u) | (simd_any(!st.done) ? 2u : 0u);
+    if (t.lane == 0) s_flags[t.warp] = flag;
+    sp_group_barrier();
+    uint32_t flags = 0u;
+    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) flags |= s_flags[w];
+    if (flags == 0u) break;
+    if ((flags & 1u) != 0u) {
+      // The blend, splat by splat; the chunk's (P, L) become those of the
+      // splats it blended.
+      uint32_t lo = start + k * (uint32_t)SPLAT_GROUP_SIZE;
+      uint32_t count = end - lo < (uint32_t)SPLAT_GROUP_SIZE ? end - lo : (uint32_t)SPLAT_GROUP_SIZE;
+      if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[lo + t.tid]);
+      sp_group_barrier();
+      if (walk) {
+        float Pc = 1.f;
+        vec3 Lc = make_vec3(0.f, 0.f, 0.f);
+        for (uint32_t j = 0; j < count; ++j) {
+          SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
+          if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
+          BlendSplat b = load_blend_splat(sj);
+          float a = blend_forward_step(b, pix, lo - start + j, st);
+          if (st.done) break;
+          if (a > 0.f) {
+            Lc = Lc + (a * Pc) * b.color;
+            Pc = Pc * (1.f - a);
+          }
+        }
+        ck[0] = Pc;
+        ck[1] = Lc.x;
+        ck[2] = Lc.y;
+        ck[3] = Lc.z;
+      }
+    }
+    sp_group_barrier();  // s_flags and s_splats are free again
   }
+  if (!px.inside) return;
   vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
   store_vec3(image, px.index, st.color + st.T * bg);
   alpha[px.index] = 1.f - st.T;

@@ -21,6 +21,8 @@ kernel void splat_rasterize_forward(constant CameraParams& cam [[buffer(0)]], co
                                     device float* alpha [[buffer(6)]], device float* final_T [[buffer(7)]],
                                     device uint32_t* n_contrib [[buffer(8)]], device float* chunk_state [[buffer(9)]],
                                     device const uint32_t* chunk_last [[buffer(10)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
   rasterize_forward_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, image, alpha, final_T, n_contrib,
-                         chunk_state, chunk_last);
+                         chunk_state, chunk_last, s_splats, s_flags);
 }
