@@ -250,10 +250,21 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
             KernelArg::buf(records), KernelArg::buf(chunk_tiles), KernelArg::buf(chunk_state),
             KernelArg::buf(chunk_last)});
   }
+  BufferRef stop_chunk = ensure(kStopChunk, 4 * pixels);
   launch(Kernel::RasterizeForward, num_tiles,
-         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(sorted),
-          KernelArg::buf(records), KernelArg::buf(image), KernelArg::buf(alpha), KernelArg::buf(final_T),
-          KernelArg::buf(n_contrib), KernelArg::buf(chunk_state), KernelArg::buf(chunk_last)});
+         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(image),
+          KernelArg::buf(alpha), KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(chunk_state),
+          KernelArg::buf(chunk_last), KernelArg::buf(stop_chunk)});
+  if (pairs) {
+    launch(Kernel::RasterizeWalk, static_cast<uint32_t>(slots),
+           {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(sorted),
+            KernelArg::buf(records), KernelArg::buf(chunk_tiles), KernelArg::buf(image), KernelArg::buf(alpha),
+            KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(chunk_state),
+            KernelArg::buf(chunk_last), KernelArg::buf(stop_chunk)});
+    launch(Kernel::RasterizeCheckpoints, num_tiles,
+           {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(final_T),
+            KernelArg::buf(n_contrib), KernelArg::buf(chunk_state)});
+  }
   end(TimingLabel::FwdRasterize);
   have_forward_ = true;
 }

@@ -56,7 +56,7 @@ class GpuDevice final : public Device {
     kMeans, kLogScales, kQuats, kOpacityLogits, kSh,
     kRecords, kRadius, kRects, kPairCount, kOffsets, kScanBlockSums,
     kKeysA, kKeysB, kValsA, kValsB, kHist, kDigitTotals, kRanges,
-    kImage, kAlpha, kFinalT, kNContrib, kChunkState, kChunkLast, kChunkTiles,
+    kImage, kAlpha, kFinalT, kNContrib, kChunkState, kChunkLast, kChunkTiles, kStopChunk,
     kDImage, kDAlpha, kGrads,
     kOutMeans, kOutLogScales, kOutQuats, kOutOpacityLogits, kOutSh, kOutMeans2d,
     // Training: the resident parameters and Adam moments (5 arrays each), the

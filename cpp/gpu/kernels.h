@@ -25,6 +25,8 @@ enum class Kernel : uint8_t {
   TileChunks,
   RasterizeChunks,
   RasterizeForward,
+  RasterizeWalk,
+  RasterizeCheckpoints,
   RasterizeBackward,
   // The training step (shaders/kernels/train_*.h).
   SsimForward,

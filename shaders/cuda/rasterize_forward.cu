@@ -1,5 +1,5 @@
-// CUDA entry points (NVRTC): forward rasterization, chunk pass (one
-// threadgroup per chunk) and chain pass (one per tile).
+// CUDA entry points (NVRTC): the four forward rasterization passes
+// (shaders/kernels/rasterize_forward.h).
 #include "rasterize_forward.h"
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
@@ -12,11 +12,26 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_rasterize_forward(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
-                            const SplatRecord* records, float* image, float* alpha, float* final_T,
-                            uint32_t* n_contrib, float* chunk_state, const uint32_t* chunk_last) {
+    splat_rasterize_forward(CameraParams cam, RasterParams rp, const uint32_t* ranges, float* image, float* alpha,
+                            float* final_T, uint32_t* n_contrib, float* chunk_state, const uint32_t* chunk_last,
+                            uint32_t* stop_chunk) {
+  rasterize_forward_body(SPLAT_THREAD_CTX(), cam, rp, ranges, image, alpha, final_T, n_contrib, chunk_state,
+                         chunk_last, stop_chunk);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_rasterize_walk(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
+                         const SplatRecord* records, const uint32_t* chunk_tiles, float* image, float* alpha,
+                         float* final_T, uint32_t* n_contrib, float* chunk_state, const uint32_t* chunk_last,
+                         const uint32_t* stop_chunk) {
   SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
-  rasterize_forward_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, image, alpha, final_T, n_contrib,
-                         chunk_state, chunk_last, s_splats, s_flags);
+  rasterize_walk_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, image, alpha, final_T,
+                      n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_rasterize_checkpoints(CameraParams cam, RasterParams rp, const uint32_t* ranges, const float* final_T,
+                                const uint32_t* n_contrib, float* chunk_state) {
+  rasterize_checkpoints_body(SPLAT_THREAD_CTX(), cam, rp, ranges, final_T, n_contrib, chunk_state);
 }

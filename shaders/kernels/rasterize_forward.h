@@ -1,20 +1,20 @@
-// Forward rasterization in two passes over chunks: a chunk is a batch of
+// Forward rasterization in four passes over chunks: a chunk is a batch of
 // SPLAT_GROUP_SIZE consecutive positions of a tile's depth-sorted list
-// (chunk_slot() in shaders/common/params.h), 16x16 tiles, one thread per
-// pixel.
-//   rasterize_chunks  one threadgroup per chunk: each pixel's transmittance
-//                     product P and colour L of the chunk's splats alone
-//                     (the blend of shaders/common/blend.h with T_in = 1),
-//                     and its last contributor in the chunk. Chunks of one
-//                     tile run in parallel, so deep tiles spread over the GPU.
-//   rasterize_forward one threadgroup per tile: chains the chunks front to
-//                     back, C += T L, T *= P. Where T P could fall below the
-//                     blend's stop (T < 1e-4) the pixel walks that chunk
-//                     splat by splat with the blend's own rule instead (from
-//                     threadgroup memory), so the stop and the last
-//                     contributor are the blend's.
-//                     It leaves the state after each chunk, (T, colour
-//                     behind), in the chunk's slot for the chunked backward.
+// (chunk_slot() in shaders/common/params.h); 16x16 tiles, one thread per
+// pixel. No pass is sequential over a tile's whole list, so deep tiles
+// spread over the GPU.
+//   rasterize_chunks       per chunk: each pixel's transmittance product P
+//                          and colour L of the chunk's splats alone (the
+//                          blend of shaders/common/blend.h from T = 1), and
+//                          its last contributor in the chunk
+//   rasterize_forward      per tile: chains the chunks front to back,
+//                          C += T L, T *= P, up to the chunk where the blend's
+//                          stop (T < 1e-4) may fall
+//   rasterize_walk         per chunk: the pixels that stop in it walk it
+//                          splat by splat with the blend's own rule, so the
+//                          stop and the last contributor are the blend's
+//   rasterize_checkpoints  per tile: leaves the state after each chunk,
+//                          (T, colour behind), for the chunked backward
 #pragma once
 #include "blend.h"
 #include "simt_util.h"
@@ -150,105 +150,191 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   chunk_last[at] = last;
 }
 
-// Pass 2, one threadgroup per tile. A front-to-back sweep over the chunks
-// gives the image; where pixels must walk a chunk splat by splat, the
-// threadgroup loads it into threadgroup memory once for all of them. A
-// back-to-front sweep then leaves in each chunk's slot, in place of its
-// (P, L), the state after it for the chunked backward: (T, B) with B the
-// colour behind, normalised by T, composited from the later chunks' (P, L)
-// (B = L + P B_next, background last) as the backward's own walk composites
-// it, with no cancellation. s_splats: SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
-// floats; s_flags: SPLAT_GROUP_WARPS values.
+// Chains chunks k, k + 1, .. onto the pixel state `st` with the chunk pass's
+// (P, L): C += T L, T *= P, while that is the blend's own result, i.e. while
+// T P stays above the stop (with a margin for rounding: then no splat of the
+// chunk stops the pixel, as T only falls to T P within it). Returns the first
+// chunk the pixel must walk splat by splat (`chunks` when none).
+SPLAT_FUNC uint32_t chain_chunks(uint32_t tile, uint32_t start, uint32_t chunks, uint32_t k, uint32_t tid,
+                                 SPLAT_DEVICE_MEM const float* chunk_state, SPLAT_DEVICE_MEM const uint32_t* chunk_last,
+                                 SPLAT_THREAD BlendForwardState& st) {
+  for (; k < chunks; ++k) {
+    uint32_t at = chunk_slot(tile, start, k) * (uint32_t)SPLAT_GROUP_SIZE + tid;
+    SPLAT_DEVICE_MEM const float* ck = chunk_state + 4u * at;
+    float P = ck[0];
+    if (!(st.T * P >= SPLAT_T_MIN * 1.001f)) return k;
+    st.color = st.color + st.T * make_vec3(ck[1], ck[2], ck[3]);
+    st.T = st.T * P;
+    uint32_t last = chunk_last[at];
+    if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
+  }
+  return chunks;
+}
+
+// (P, L) of what a walk blends, accumulated splat by splat.
+struct ChunkBlend {
+  float P;
+  vec3 L;
+};
+
+SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
+  if (alpha > 0.f) {
+    cb.L = cb.L + (alpha * cb.P) * color;
+    cb.P = cb.P * (1.f - alpha);
+  }
+}
+
+SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* ck, float a, vec3 b) {
+  ck[0] = a;
+  ck[1] = b.x;
+  ck[2] = b.y;
+  ck[3] = b.z;
+}
+
+SPLAT_FUNC void store_pixel(SPLAT_CONST_MEM const RasterParams& rp, uint32_t index, SPLAT_THREAD const BlendForwardState& st,
+                            SPLAT_DEVICE_MEM float* image, SPLAT_DEVICE_MEM float* alpha,
+                            SPLAT_DEVICE_MEM float* final_T, SPLAT_DEVICE_MEM uint32_t* n_contrib) {
+  vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
+  store_vec3(image, index, st.color + st.T * bg);
+  alpha[index] = 1.f - st.T;
+  final_T[index] = st.T;
+  n_contrib[index] = st.n_contrib;
+}
+
+#define SPLAT_NO_STOP_CHUNK 0xffffffffu
+
+// Pass 2, one threadgroup per tile, no barriers. Chains each pixel's chunks;
+// a pixel that never needs a walk is finished here. Otherwise its state at
+// the start of that chunk, (T, C), goes to the chunk's slot and the chunk to
+// stop_chunk[pixel], for the walk pass.
 SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                        SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
-                                       SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
-                                       SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM float* image,
-                                       SPLAT_DEVICE_MEM float* alpha, SPLAT_DEVICE_MEM float* final_T,
-                                       SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_DEVICE_MEM float* chunk_state,
-                                       SPLAT_DEVICE_MEM const uint32_t* chunk_last, SPLAT_TG_MEM float* s_splats,
-                                       SPLAT_TG_MEM uint32_t* s_flags) {
+                                       SPLAT_DEVICE_MEM float* image, SPLAT_DEVICE_MEM float* alpha,
+                                       SPLAT_DEVICE_MEM float* final_T, SPLAT_DEVICE_MEM uint32_t* n_contrib,
+                                       SPLAT_DEVICE_MEM float* chunk_state, SPLAT_DEVICE_MEM const uint32_t* chunk_last,
+                                       SPLAT_DEVICE_MEM uint32_t* stop_chunk) {
   TilePixel px = tile_pixel(cam, t.group, t.tid);
-  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
-  float row_lo, row_hi;
-  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
+  if (!px.inside) return;
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
   uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
   BlendForwardState st = blend_forward_begin();
-  st.done = !px.inside;
-  uint32_t k_end = 0u;  // the last chunk the pixel blends from
-  for (uint32_t k = 0; k < chunks; ++k) {
+  uint32_t k = chain_chunks(t.group, start, chunks, 0u, t.tid, chunk_state, chunk_last, st);
+  if (k < chunks) {
     uint32_t at = chunk_slot(t.group, start, k) * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
-    SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * at;
-    bool walk = false;
-    if (!st.done) {
-      k_end = k;
-      float P = ck[0];
-      // With a margin for rounding, T P above the stop means no splat of the
-      // chunk stops the pixel: T only falls to T P within it.
-      if (st.T * P >= SPLAT_T_MIN * 1.001f) {
-        st.color = st.color + st.T * make_vec3(ck[1], ck[2], ck[3]);
-        st.T = st.T * P;
-        uint32_t last = chunk_last[at];
-        if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
-      } else {
-        walk = true;
-      }
-    }
-    // Flags: 1 some pixel walks this chunk, 2 some pixel goes on.
-    uint32_t flag = (simd_any(walk) ? 1u : 0u) | (simd_any(!st.done) ? 2u : 0u);
-    if (t.lane == 0) s_flags[t.warp] = flag;
-    sp_group_barrier();
-    uint32_t flags = 0u;
-    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) flags |= s_flags[w];
-    if (flags == 0u) break;
-    if ((flags & 1u) != 0u) {
-      // The blend, splat by splat; the chunk's (P, L) become those of the
-      // splats it blended.
-      uint32_t lo = start + k * (uint32_t)SPLAT_GROUP_SIZE;
-      uint32_t count = end - lo < (uint32_t)SPLAT_GROUP_SIZE ? end - lo : (uint32_t)SPLAT_GROUP_SIZE;
-      if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[lo + t.tid]);
-      sp_group_barrier();
-      if (walk) {
-        float Pc = 1.f;
-        vec3 Lc = make_vec3(0.f, 0.f, 0.f);
-        for (uint32_t j = 0; j < count; ++j) {
-          SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-          if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
-          BlendSplat b = load_blend_splat(sj);
-          float a = blend_forward_step(b, pix, lo - start + j, st);
-          if (st.done) break;
-          if (a > 0.f) {
-            Lc = Lc + (a * Pc) * b.color;
-            Pc = Pc * (1.f - a);
-          }
-        }
-        ck[0] = Pc;
-        ck[1] = Lc.x;
-        ck[2] = Lc.y;
-        ck[3] = Lc.z;
-      }
-    }
-    sp_group_barrier();  // s_flags and s_splats are free again
+    store_chunk_state(chunk_state + 4u * at, st.T, st.color);
+    n_contrib[px.index] = st.n_contrib;
+    stop_chunk[px.index] = k;
+    return;
   }
-  if (!px.inside) return;
-  vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
-  store_vec3(image, px.index, st.color + st.T * bg);
-  alpha[px.index] = 1.f - st.T;
-  final_T[px.index] = st.T;
-  n_contrib[px.index] = st.n_contrib;
+  stop_chunk[px.index] = SPLAT_NO_STOP_CHUNK;
+  store_pixel(rp, px.index, st, image, alpha, final_T, n_contrib);
+}
 
-  float T = st.T;
-  vec3 B = bg;
-  for (uint32_t k = chunks > 0u ? k_end + 1u : 0u; k-- > 0u;) {
+// Pass 3, one threadgroup per chunk (tile_chunk()). The pixels whose walk
+// chunk this is walk it from threadgroup memory with the blend's own rule,
+// from the state pass 2 left, and leave (P, L) of what they blended in the
+// slot. Should a walk not stop after all (T P was within the margin), the
+// pixel chains on, walking any later chunk from device memory.
+// s_splats: SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats; s_flags:
+// SPLAT_GROUP_WARPS values.
+SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
+                                    SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
+                                    SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
+                                    SPLAT_DEVICE_MEM const SplatRecord* records,
+                                    SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM float* image,
+                                    SPLAT_DEVICE_MEM float* alpha, SPLAT_DEVICE_MEM float* final_T,
+                                    SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_DEVICE_MEM float* chunk_state,
+                                    SPLAT_DEVICE_MEM const uint32_t* chunk_last,
+                                    SPLAT_DEVICE_MEM const uint32_t* stop_chunk, SPLAT_TG_MEM float* s_splats,
+                                    SPLAT_TG_MEM uint32_t* s_flags) {
+  TileChunk c;
+  if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
+  const uint32_t k = (c.lo - c.start) / (uint32_t)SPLAT_GROUP_SIZE;
+  TilePixel px = tile_pixel(cam, c.tile, t.tid);
+  bool walk = px.inside && stop_chunk[px.index] == k;
+  bool warp_walks = simd_any(walk);
+  if (t.lane == 0) s_flags[t.warp] = warp_walks ? 1u : 0u;
+  sp_group_barrier();
+  uint32_t any = 0u;
+  for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) any |= s_flags[w];
+  if (any == 0u) return;
+  uint32_t count = c.hi - c.lo;
+  if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[c.lo + t.tid]);
+  sp_group_barrier();
+  if (!walk) return;
+
+  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  float row_lo, row_hi;
+  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
+  SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * (t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
+  BlendForwardState st = blend_forward_begin();
+  st.T = ck[0];
+  st.color = make_vec3(ck[1], ck[2], ck[3]);
+  st.n_contrib = n_contrib[px.index];
+  ChunkBlend cb;
+  cb.P = 1.f;
+  cb.L = make_vec3(0.f, 0.f, 0.f);
+  for (uint32_t j = 0; j < count; ++j) {
+    SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
+    if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
+    BlendSplat b = load_blend_splat(sj);
+    float a = blend_forward_step(b, pix, c.lo - c.start + j, st);
+    if (st.done) break;
+    chunk_blend_add(cb, a, b.color);
+  }
+  store_chunk_state(ck, cb.P, cb.L);
+
+  uint32_t chunks = (c.end - c.start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+  for (uint32_t next = k + 1u; !st.done && next < chunks; ++next) {
+    next = chain_chunks(c.tile, c.start, chunks, next, t.tid, chunk_state, chunk_last, st);
+    if (next >= chunks) break;
+    uint32_t lo = c.start + next * (uint32_t)SPLAT_GROUP_SIZE;
+    uint32_t hi = c.end - lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : lo + (uint32_t)SPLAT_GROUP_SIZE;
+    ChunkBlend nb;
+    nb.P = 1.f;
+    nb.L = make_vec3(0.f, 0.f, 0.f);
+    for (uint32_t i = lo; i < hi; ++i) {
+      SPLAT_DEVICE_MEM const SplatRecord& r = records[sorted_ids[i]];
+      BlendSplat b;
+      b.mean2d = make_vec2(r.mean2d[0], r.mean2d[1]);
+      b.conic = make_vec3(r.conic[0], r.conic[1], r.conic[2]);
+      b.opacity = r.opacity;
+      b.color = make_vec3(r.color[0], r.color[1], r.color[2]);
+      float a = blend_forward_step(b, pix, i - c.start, st);
+      if (st.done) break;
+      chunk_blend_add(nb, a, b.color);
+    }
+    store_chunk_state(chunk_state + 4u * (chunk_slot(c.tile, c.start, next) * (uint32_t)SPLAT_GROUP_SIZE + t.tid),
+                      nb.P, nb.L);
+  }
+  store_pixel(rp, px.index, st, image, alpha, final_T, n_contrib);
+}
+
+// Pass 4, one threadgroup per tile, no barriers. A back-to-front sweep over
+// the chunks up to the pixel's last contributor leaves in each chunk's slot,
+// in place of its (P, L), the state after it for the chunked backward:
+// (T, B) with B the colour behind normalised by T, composited from the later
+// chunks' (P, L) (B = L + P B_next, the background last) as the backward's
+// own walk composites it, with no cancellation.
+SPLAT_FUNC void rasterize_checkpoints_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
+                                           SPLAT_CONST_MEM const RasterParams& rp,
+                                           SPLAT_DEVICE_MEM const uint32_t* ranges,
+                                           SPLAT_DEVICE_MEM const float* final_T,
+                                           SPLAT_DEVICE_MEM const uint32_t* n_contrib,
+                                           SPLAT_DEVICE_MEM float* chunk_state) {
+  TilePixel px = tile_pixel(cam, t.group, t.tid);
+  if (!px.inside) return;
+  uint32_t nc = n_contrib[px.index];
+  if (nc == 0u) return;
+  uint32_t start = ranges[2 * t.group];
+  uint32_t k_last = (nc - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+  float T = final_T[px.index];
+  vec3 B = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
+  for (uint32_t k = k_last + 1u; k-- > 0u;) {
     SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * (chunk_slot(t.group, start, k) * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
     float P = ck[0];
     vec3 L = make_vec3(ck[1], ck[2], ck[3]);
-    if (k < k_end) {
-      ck[0] = T;
-      ck[1] = B.x;
-      ck[2] = B.y;
-      ck[3] = B.z;
-    }
+    if (k < k_last) store_chunk_state(ck, T, B);
     B = L + P * B;
     T = T / P;
   }

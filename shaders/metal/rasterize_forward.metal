@@ -1,5 +1,5 @@
-// Metal entry points: forward rasterization, chunk pass (one threadgroup per
-// chunk) and chain pass (one per tile).
+// Metal entry points: the four forward rasterization passes
+// (shaders/kernels/rasterize_forward.h).
 #include "rasterize_forward.h"
 
 kernel void splat_rasterize_chunks(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
@@ -15,14 +15,35 @@ kernel void splat_rasterize_chunks(constant CameraParams& cam [[buffer(0)]], con
 }
 
 kernel void splat_rasterize_forward(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
-                                    device const uint32_t* ranges [[buffer(2)]],
-                                    device const uint32_t* sorted_ids [[buffer(3)]],
-                                    device const SplatRecord* records [[buffer(4)]], device float* image [[buffer(5)]],
-                                    device float* alpha [[buffer(6)]], device float* final_T [[buffer(7)]],
-                                    device uint32_t* n_contrib [[buffer(8)]], device float* chunk_state [[buffer(9)]],
-                                    device const uint32_t* chunk_last [[buffer(10)]], SPLAT_THREAD_ATTRS) {
+                                    device const uint32_t* ranges [[buffer(2)]], device float* image [[buffer(3)]],
+                                    device float* alpha [[buffer(4)]], device float* final_T [[buffer(5)]],
+                                    device uint32_t* n_contrib [[buffer(6)]], device float* chunk_state [[buffer(7)]],
+                                    device const uint32_t* chunk_last [[buffer(8)]],
+                                    device uint32_t* stop_chunk [[buffer(9)]], SPLAT_THREAD_ATTRS) {
+  rasterize_forward_body(SPLAT_THREAD_CTX(), cam, rp, ranges, image, alpha, final_T, n_contrib, chunk_state,
+                         chunk_last, stop_chunk);
+}
+
+kernel void splat_rasterize_walk(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
+                                 device const uint32_t* ranges [[buffer(2)]],
+                                 device const uint32_t* sorted_ids [[buffer(3)]],
+                                 device const SplatRecord* records [[buffer(4)]],
+                                 device const uint32_t* chunk_tiles [[buffer(5)]], device float* image [[buffer(6)]],
+                                 device float* alpha [[buffer(7)]], device float* final_T [[buffer(8)]],
+                                 device uint32_t* n_contrib [[buffer(9)]], device float* chunk_state [[buffer(10)]],
+                                 device const uint32_t* chunk_last [[buffer(11)]],
+                                 device const uint32_t* stop_chunk [[buffer(12)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
-  rasterize_forward_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, image, alpha, final_T, n_contrib,
-                         chunk_state, chunk_last, s_splats, s_flags);
+  rasterize_walk_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, image, alpha, final_T,
+                      n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags);
+}
+
+kernel void splat_rasterize_checkpoints(constant CameraParams& cam [[buffer(0)]],
+                                        constant RasterParams& rp [[buffer(1)]],
+                                        device const uint32_t* ranges [[buffer(2)]],
+                                        device const float* final_T [[buffer(3)]],
+                                        device const uint32_t* n_contrib [[buffer(4)]],
+                                        device float* chunk_state [[buffer(5)]], SPLAT_THREAD_ATTRS) {
+  rasterize_checkpoints_body(SPLAT_THREAD_CTX(), cam, rp, ranges, final_T, n_contrib, chunk_state);
 }
