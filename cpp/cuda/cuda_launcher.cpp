@@ -22,7 +22,7 @@ class CudaLauncher::Scope {
 void CudaLauncher::check(CUresult r, const std::string& what) const {
   if (r == CUDA_SUCCESS) return;
   std::string msg = "[cuda] " + what + " failed: " + driver_error_text(cu_, r);
-  if (!last_kernel_.empty()) msg += " (last kernel launched: " + last_kernel_ + ")";
+  if (last_kernel_) msg += " (last kernel launched: " + *last_kernel_ + ")";
   throw BackendError(msg);
 }
 
@@ -217,9 +217,10 @@ void CudaLauncher::dispatch(gpu::Pipeline pipeline, uint32_t groups, uint32_t gr
     }
   }
   Scope scope(*this);
-  last_kernel_ = state->name;
-  check(cu_->cuLaunchKernel(state->function, groups, 1, 1, group_size, 1, 1, 0, stream_, params, nullptr),
-        "cuLaunchKernel(" + state->name + ", " + std::to_string(groups) + " groups)");
+  last_kernel_ = &state->name;
+  // The message is built only on failure: a launch is on every step's path.
+  const CUresult r = cu_->cuLaunchKernel(state->function, groups, 1, 1, group_size, 1, 1, 0, stream_, params, nullptr);
+  if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel(" + state->name + ", " + std::to_string(groups) + " groups)");
 }
 
 void CudaLauncher::synchronize() {

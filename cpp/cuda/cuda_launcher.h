@@ -61,7 +61,7 @@ class CudaLauncher final : public gpu::Launcher {
   std::mutex pipeline_mutex_;
   std::map<std::string, CUmodule> modules_;  // by source + defines
   std::map<std::pair<int, gpu::Specialization>, std::unique_ptr<PipelineState>> pipelines_;
-  std::string last_kernel_;
+  const std::string* last_kernel_ = nullptr;  // name held by its PipelineState
 
   bool timing_ = false;
   std::array<CUevent, 2 * gpu::kTimingLabelCount> events_{};
