@@ -62,6 +62,7 @@ CASES = [  # (n, width, height, sh_degree): sizes mostly not tile multiples
     (3000, 131, 97, 3),
     (700, 61, 47, 1),
     (20000, 300, 200, 3),
+    (2500, 40, 36, 1),  # deep tiles: lists of several 256-splat chunks, every pixel saturates
 ]
 
 TIMING_LABELS = ("ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_radix_sort", "ts_fwd_rasterize",

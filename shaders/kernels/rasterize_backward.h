@@ -60,8 +60,8 @@ SPLAT_FUNC void rasterize_backward_body(
     SimtThread t, SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
     SPLAT_CONST_MEM const BackwardParams& bp, SPLAT_DEVICE_MEM const uint32_t* ranges,
     SPLAT_DEVICE_MEM const uint32_t* sorted_ids, SPLAT_DEVICE_MEM const SplatRecord* records,
-    SPLAT_DEVICE_MEM const float* final_T, SPLAT_DEVICE_MEM const uint32_t* n_contrib, SPLAT_DEVICE_MEM const float* checkpoints,
-    SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM const float* d_image,
+    SPLAT_DEVICE_MEM const float* final_T, SPLAT_DEVICE_MEM const uint32_t* n_contrib,
+    SPLAT_DEVICE_MEM const float* checkpoints, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM const float* d_image,
     SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
     SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* grads,
     SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
@@ -116,116 +116,114 @@ SPLAT_FUNC void rasterize_backward_body(
     st.behind = make_vec3(ck[1], ck[2], ck[3]);
   }
 
-  {
-    if (t.tid < count) {
-      uint32_t g = sorted_ids[batch_hi - 1u - t.tid];
-      store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, g);
-      if (det) {
-        // The pair's emission slot: its tile's rank among the Gaussian's
-        // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
-        SPLAT_DEVICE_MEM const SplatRecord& r = records[g];
-        TileCover tc = tile_cover(make_vec2(r.mean2d[0], r.mean2d[1]), make_vec3(r.conic[0], r.conic[1], r.conic[2]),
-                                  r.opacity, rects[4 * g], rects[4 * g + 1], rects[4 * g + 2], rects[4 * g + 3]);
-        uint32_t rank = tile_cover_rank(tc, (int)px.tile_x, (int)px.tile_y);
-        uint32_t slots = offsets[g + 1] - offsets[g];
-        s_ids[t.tid] = offsets[g] + (rank < slots ? rank : slots - 1u);
-      } else {
-        s_ids[t.tid] = g;
+  if (t.tid < count) {
+    uint32_t g = sorted_ids[batch_hi - 1u - t.tid];
+    store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, g);
+    if (det) {
+      // The pair's emission slot: its tile's rank among the Gaussian's
+      // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
+      SPLAT_DEVICE_MEM const SplatRecord& r = records[g];
+      TileCover tc = tile_cover(make_vec2(r.mean2d[0], r.mean2d[1]), make_vec3(r.conic[0], r.conic[1], r.conic[2]),
+                                r.opacity, rects[4 * g], rects[4 * g + 1], rects[4 * g + 2], rects[4 * g + 3]);
+      uint32_t rank = tile_cover_rank(tc, (int)px.tile_x, (int)px.tile_y);
+      uint32_t slots = offsets[g + 1] - offsets[g];
+      s_ids[t.tid] = offsets[g] + (rank < slots ? rank : slots - 1u);
+    } else {
+      s_ids[t.tid] = g;
+    }
+  }
+  sp_group_barrier();
+  // Splats of this batch above the SIMD group's limit cannot contribute.
+  uint32_t above = batch_hi - start > warp_limit ? batch_hi - start - warp_limit : 0u;
+  uint32_t first = uniform_walk ? 0u : (above < count ? above : count);
+  for (uint32_t j = first; j < count; ++j) {
+    SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
+    // The SIMD group skips a splat that reaches none of its pixel rows
+    // (never in the variants that meet at a barrier per splat).
+    if (!uniform_walk && batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
+    uint32_t position = batch_hi - 1u - j - start;
+    float v[SPLAT_PAIR_GRAD];
+    for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = 0.f;
+    bool contrib = false;
+    if (position < nc) {
+      BlendGrad gr;
+      contrib = blend_backward_step(load_blend_splat(sj), pix, st, gr);
+      if (contrib) {
+        v[0] = gr.mean2d.x;
+        v[1] = gr.mean2d.y;
+        v[2] = gr.conic.x;
+        v[3] = gr.conic.y;
+        v[4] = gr.conic.z;
+        v[5] = gr.opacity;
+        v[6] = gr.color.x;
+        v[7] = gr.color.y;
+        v[8] = gr.color.z;
       }
     }
-    sp_group_barrier();
-    // Splats of this batch above the SIMD group's limit cannot contribute.
-    uint32_t above = batch_hi - start > warp_limit ? batch_hi - start - warp_limit : 0u;
-    uint32_t first = uniform_walk ? 0u : (above < count ? above : count);
-    for (uint32_t j = first; j < count; ++j) {
-      SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-      // The SIMD group skips a splat that reaches none of its pixel rows
-      // (never in the variants that meet at a barrier per splat).
-      if (!uniform_walk && batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
-      uint32_t position = batch_hi - 1u - j - start;
-      float v[SPLAT_PAIR_GRAD];
-      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = 0.f;
-      bool contrib = false;
-      if (position < nc) {
-        BlendGrad gr;
-        contrib = blend_backward_step(load_blend_splat(sj), pix, st, gr);
-        if (contrib) {
-          v[0] = gr.mean2d.x;
-          v[1] = gr.mean2d.y;
-          v[2] = gr.conic.x;
-          v[3] = gr.conic.y;
-          v[4] = gr.conic.z;
-          v[5] = gr.opacity;
-          v[6] = gr.color.x;
-          v[7] = gr.color.y;
-          v[8] = gr.color.z;
+
+    if (use_original) {
+      if (sparse && !simd_any(contrib)) continue;
+      if (contrib) {
+        SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
+        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
+      }
+    } else if (use_simd) {
+      if (sparse && !simd_any(contrib)) continue;
+      SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
+      if (lane_zero) {
+        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = simd_sum(v[c]);
+        if (t.lane == 0)
+          for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
+      } else {
+        float total = simd_sum9(v, t.lane);
+        int c = simd_sum9_component(t.lane);
+        if ((t.lane & 1u) == 0u && c >= 0) sp_atomic_add(dst + c, total);
+      }
+    } else if (use_tg) {
+      // Rows 0..8: gradients; row 9: contribution flags.
+      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s_red[c * SPLAT_GROUP_SIZE + t.tid] = v[c];
+      s_red[SPLAT_PAIR_GRAD * SPLAT_GROUP_SIZE + t.tid] = contrib ? 1.f : 0.f;
+      sp_group_barrier();
+      if (t.tid < SPLAT_BWD_PART_FLOATS) {
+        uint32_t row = t.tid / SPLAT_GROUP_WARPS, part = t.tid % SPLAT_GROUP_WARPS;
+        SPLAT_TG_MEM const float* src = s_red + row * SPLAT_GROUP_SIZE + part * SPLAT_SIMD_WIDTH;
+        float sum = 0.f;
+        for (uint32_t k = 0; k < SPLAT_SIMD_WIDTH; ++k) sum += src[k];
+        s_part[t.tid] = sum;
+      }
+      sp_group_barrier();
+      bool issuer = lane_zero ? t.tid == 0 : t.tid < SPLAT_PAIR_GRAD;
+      if (issuer) {
+        float flags = 0.f;
+        for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) flags += s_part[SPLAT_PAIR_GRAD * SPLAT_GROUP_WARPS + w];
+        if (!sparse || flags > 0.f) {
+          SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
+          uint32_t c0 = lane_zero ? 0u : t.tid;
+          uint32_t c1 = lane_zero ? (uint32_t)SPLAT_PAIR_GRAD : t.tid + 1u;
+          for (uint32_t c = c0; c < c1; ++c) {
+            float sum = 0.f;
+            for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) sum += s_part[c * SPLAT_GROUP_WARPS + w];
+            sp_atomic_add(dst + c, sum);
+          }
         }
       }
-
-      if (use_original) {
-        if (sparse && !simd_any(contrib)) continue;
-        if (contrib) {
-          SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
-          for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
-        }
-      } else if (use_simd) {
-        if (sparse && !simd_any(contrib)) continue;
-        SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
-        if (lane_zero) {
-          for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = simd_sum(v[c]);
-          if (t.lane == 0)
-            for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
-        } else {
-          float total = simd_sum9(v, t.lane);
-          int c = simd_sum9_component(t.lane);
-          if ((t.lane & 1u) == 0u && c >= 0) sp_atomic_add(dst + c, total);
-        }
-      } else if (use_tg) {
-        // Rows 0..8: gradients; row 9: contribution flags.
-        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s_red[c * SPLAT_GROUP_SIZE + t.tid] = v[c];
-        s_red[SPLAT_PAIR_GRAD * SPLAT_GROUP_SIZE + t.tid] = contrib ? 1.f : 0.f;
+    } else {  // deterministic
+      uint32_t slot = j % SPLAT_DET_SLOTS;
+      bool any = simd_any(contrib);
+      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = any ? simd_sum(v[c]) : 0.f;
+      if (t.lane == 0)
+        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c)
+          s_red[(slot * SPLAT_GROUP_WARPS + t.warp) * SPLAT_PAIR_GRAD + c] = v[c];
+      if (slot == SPLAT_DET_SLOTS - 1 || j == count - 1) {
         sp_group_barrier();
-        if (t.tid < SPLAT_BWD_PART_FLOATS) {
-          uint32_t row = t.tid / SPLAT_GROUP_WARPS, part = t.tid % SPLAT_GROUP_WARPS;
-          SPLAT_TG_MEM const float* src = s_red + row * SPLAT_GROUP_SIZE + part * SPLAT_SIMD_WIDTH;
+        uint32_t slots = slot + 1u, first_j = j - slot;
+        for (uint32_t it = t.tid; it < slots * SPLAT_PAIR_GRAD; it += SPLAT_GROUP_SIZE) {
+          uint32_t sl = it / SPLAT_PAIR_GRAD, c = it % SPLAT_PAIR_GRAD;
           float sum = 0.f;
-          for (uint32_t k = 0; k < SPLAT_SIMD_WIDTH; ++k) sum += src[k];
-          s_part[t.tid] = sum;
+          for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) sum += s_red[(sl * SPLAT_GROUP_WARPS + w) * SPLAT_PAIR_GRAD + c];
+          grads[SPLAT_PAIR_GRAD * s_ids[first_j + sl] + c] = sum;
         }
         sp_group_barrier();
-        bool issuer = lane_zero ? t.tid == 0 : t.tid < SPLAT_PAIR_GRAD;
-        if (issuer) {
-          float flags = 0.f;
-          for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) flags += s_part[SPLAT_PAIR_GRAD * SPLAT_GROUP_WARPS + w];
-          if (!sparse || flags > 0.f) {
-            SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
-            uint32_t c0 = lane_zero ? 0u : t.tid;
-            uint32_t c1 = lane_zero ? (uint32_t)SPLAT_PAIR_GRAD : t.tid + 1u;
-            for (uint32_t c = c0; c < c1; ++c) {
-              float sum = 0.f;
-              for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) sum += s_part[c * SPLAT_GROUP_WARPS + w];
-              sp_atomic_add(dst + c, sum);
-            }
-          }
-        }
-      } else {  // deterministic
-        uint32_t slot = j % SPLAT_DET_SLOTS;
-        bool any = simd_any(contrib);
-        for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = any ? simd_sum(v[c]) : 0.f;
-        if (t.lane == 0)
-          for (int c = 0; c < SPLAT_PAIR_GRAD; ++c)
-            s_red[(slot * SPLAT_GROUP_WARPS + t.warp) * SPLAT_PAIR_GRAD + c] = v[c];
-        if (slot == SPLAT_DET_SLOTS - 1 || j == count - 1) {
-          sp_group_barrier();
-          uint32_t slots = slot + 1u, first_j = j - slot;
-          for (uint32_t it = t.tid; it < slots * SPLAT_PAIR_GRAD; it += SPLAT_GROUP_SIZE) {
-            uint32_t sl = it / SPLAT_PAIR_GRAD, c = it % SPLAT_PAIR_GRAD;
-            float sum = 0.f;
-            for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) sum += s_red[(sl * SPLAT_GROUP_WARPS + w) * SPLAT_PAIR_GRAD + c];
-            grads[SPLAT_PAIR_GRAD * s_ids[first_j + sl] + c] = sum;
-          }
-          sp_group_barrier();
-        }
       }
     }
   }
