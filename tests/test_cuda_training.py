@@ -220,7 +220,9 @@ def test_training_reaches_the_cpu_psnr():
     cpu.run(200, progress=False)
     gpu.run(200, progress=False)
     pc, pg = splat.evaluate(cpu, test).psnr, splat.evaluate(gpu, test).psnr
-    assert pg > before + 4.0, (before, pg, seed)
+    # The CPU gains 3.8-6.2 dB over 12 seeds here: 2.5 dB says the GPU learns at all,
+    # the comparison below that it learns as the CPU does.
+    assert pg > before + 2.5, (before, pg, seed)
     assert abs(pg - pc) <= 1.0, (pc, pg, seed)
 
 
