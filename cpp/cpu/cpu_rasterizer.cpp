@@ -111,6 +111,7 @@ void CpuRasterizer::project(uint32_t sh_degree) {
   int32_t* radius = radius_.ensure(n + 1, a);
   int32_t* rect = rect_.ensure(4 * n + 4, a);
   float* extent = extent_.ensure(3 * n + 3, a);
+  uint32_t* pairs = pair_offset_.ensure(n + 1, a);  // pair counts, scanned into offsets by bin_and_sort
   const vec3 center = camera_center(cam_);
   pool_.parallel_for(n, 1024, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) {
@@ -123,6 +124,7 @@ void CpuRasterizer::project(uint32_t sh_degree) {
       rect[4 * i + 1] = p.tile_min_y;
       rect[4 * i + 2] = p.tile_max_x;
       rect[4 * i + 3] = p.tile_max_y;
+      pairs[i] = 0;
       if (!visible) continue;
       mean2d[2 * i] = p.mean2d.x;
       mean2d[2 * i + 1] = p.mean2d.y;
@@ -131,6 +133,9 @@ void CpuRasterizer::project(uint32_t sh_degree) {
       conic[3 * i + 2] = p.conic.z;
       opacity[i] = sp_sigmoid(g_.opacity_logits[i]);
       pixel_extent(p.conic, opacity[i], extent + 3 * i);
+      const TileCover tc = tile_cover(p.mean2d, p.conic, opacity[i], p.tile_min_x, p.tile_min_y, p.tile_max_x,
+                                      p.tile_max_y);
+      pairs[i] = tile_cover_count(tc);
       vec3 c = sh_color(static_cast<int>(sh_degree), load3(g_.means, i), center, g_.sh + 3 * g_.sh_stride * i);
       color[3 * i] = c.x;
       color[3 * i + 1] = c.y;
@@ -153,45 +158,48 @@ void CpuRasterizer::bin_and_sort() {
   size_t& a = allocations_;
   const int32_t* radius = radius_.data();
 
-  // Pairs per Gaussian -> emission offsets; pairs per tile -> tile starts.
-  uint32_t* offset = pair_offset_.ensure(n + 1, a);
-  uint32_t* tile_start = tile_start_.ensure(num_tiles + 1, a);
-  std::fill(tile_start, tile_start + num_tiles + 1, 0u);
+  // Pair counts (from projection) -> emission offsets.
+  uint32_t* offset = pair_offset_.data();
   uint32_t total = 0;
   for (size_t i = 0; i < n; ++i) {
+    const uint32_t count = offset[i];
     offset[i] = total;
-    if (radius[i] == 0) continue;
-    const TileCover tc = cover(i);
-    for (int32_t ty = tc.y0; ty < tc.y1; ++ty) {
-      int tx0, tx1;
-      tile_cover_row(tc, ty, tx0, tx1);
-      for (int32_t tx = tx0; tx < tx1; ++tx) ++tile_start[ty * tiles_x + tx + 1];
-      total += static_cast<uint32_t>(tx1 - tx0);
-    }
+    total += count;
   }
   offset[n] = total;
   num_pairs_ = total;
+
+  // Each Gaussian's covered tiles at its emission offsets (row-major), in
+  // parallel; then pairs per tile -> tile starts.
+  uint32_t* pair_tile = pair_tile_.ensure(total + 1, a);
+  pool_.parallel_for(n, 1024, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      if (radius[i] == 0) continue;
+      const TileCover tc = cover(i);
+      uint32_t e = offset[i];
+      for (int32_t ty = tc.y0; ty < tc.y1; ++ty) {
+        int tx0, tx1;
+        tile_cover_row(tc, ty, tx0, tx1);
+        for (int32_t tx = tx0; tx < tx1; ++tx) pair_tile[e++] = static_cast<uint32_t>(ty) * tiles_x + tx;
+      }
+    }
+  });
+  uint32_t* tile_start = tile_start_.ensure(num_tiles + 1, a);
+  std::fill(tile_start, tile_start + num_tiles + 1, 0u);
+  for (uint32_t e = 0; e < total; ++e) ++tile_start[pair_tile[e] + 1];
   for (size_t t = 0; t < num_tiles; ++t) tile_start[t + 1] += tile_start[t];
 
-  // Stable scatter by tile in Gaussian-index order (= emission order).
+  // Stable scatter by tile in emission order (= Gaussian-index order).
   uint32_t* gauss = sorted_gauss_.ensure(total + 1, a);
   uint32_t* emit = sorted_emit_.ensure(total + 1, a);
   uint32_t* cursor = tile_cursor_.ensure(num_tiles + 1, a);
   std::memcpy(cursor, tile_start, num_tiles * sizeof(uint32_t));
-  for (size_t i = 0; i < n; ++i) {
-    if (radius[i] == 0) continue;
-    const TileCover tc = cover(i);
-    uint32_t e = offset[i];
-    for (int32_t ty = tc.y0; ty < tc.y1; ++ty) {
-      int tx0, tx1;
-      tile_cover_row(tc, ty, tx0, tx1);
-      for (int32_t tx = tx0; tx < tx1; ++tx) {
-        uint32_t slot = cursor[ty * tiles_x + tx]++;
-        gauss[slot] = static_cast<uint32_t>(i);
-        emit[slot] = e++;
-      }
+  for (size_t i = 0; i < n; ++i)
+    for (uint32_t e = offset[i]; e < offset[i + 1]; ++e) {
+      const uint32_t slot = cursor[pair_tile[e]]++;
+      gauss[slot] = static_cast<uint32_t>(i);
+      emit[slot] = e;
     }
-  }
 
   // Within each tile, a stable sort by depth keeps Gaussian-index order on
   // ties: together a stable sort by (tile, depth bits).

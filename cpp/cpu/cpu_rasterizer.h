@@ -53,10 +53,12 @@ class CpuRasterizer {
   GrowBuffer<float> mean2d_, conic_, depth_, opacity_, color_;
   GrowBuffer<float> extent_;                    // pixel half-extents of the blend region
   GrowBuffer<int32_t> radius_, rect_;           // rect: min_x, min_y, max_x, max_y
-  GrowBuffer<uint32_t> pair_offset_;            // N + 1, emission offsets
+  GrowBuffer<uint32_t> pair_offset_;            // N + 1: pair counts, then emission offsets
   // Per tile.
   GrowBuffer<uint32_t> tile_start_, tile_cursor_;  // num_tiles + 1
-  // Per pair, in sorted (tile, depth) order.
+  // Per pair: its tile, in emission order; Gaussian and emission index in
+  // sorted (tile, depth) order.
+  GrowBuffer<uint32_t> pair_tile_;
   GrowBuffer<uint32_t> sorted_gauss_, sorted_emit_;
   GrowBuffer<float> pair_grad_;                 // 9 per pair, at emission index
   // Per pixel.
