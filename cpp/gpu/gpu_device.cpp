@@ -240,7 +240,8 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   const size_t slots = chunk_slots(num_tiles, pairs);
   if (4 * kGroup * slots >= (size_t{1} << 32)) throw BackendError("[gpu] too many (tile, Gaussian) pairs for one call");
   BufferRef chunk_state = ensure(kChunkState, 16 * kGroup * slots, true),
-            chunk_last = ensure(kChunkLast, 4 * kGroup * slots, true), chunk_tiles = ensure(kChunkTiles, 4 * slots, true);
+            chunk_last = ensure(kChunkLast, 4 * kGroup * slots, true),
+            chunk_tiles = ensure(kChunkTiles, 4 * slots, true);
   const BufferRef sorted = ref(sorted_in_b_ ? kValsB : kValsA);
   if (pairs) {
     launch(Kernel::TileChunks, div_up(num_tiles, kGroup),

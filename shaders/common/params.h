@@ -159,6 +159,16 @@ SPLAT_FUNC uint32_t chunk_slot(uint32_t tile, uint32_t start, uint32_t chunk) {
   return tile + start / (uint32_t)SPLAT_GROUP_SIZE + chunk;
 }
 
+// Chunks of the list [start, end).
+SPLAT_FUNC uint32_t chunk_count(uint32_t start, uint32_t end) {
+  return (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+}
+
+// Index of pixel `tid`'s entry in chunk k's slot (chunk_state, chunk_last).
+SPLAT_FUNC uint32_t chunk_pixel(uint32_t tile, uint32_t start, uint32_t k, uint32_t tid) {
+  return chunk_slot(tile, start, k) * (uint32_t)SPLAT_GROUP_SIZE + tid;
+}
+
 SPLAT_FUNC uint32_t chunk_slots(uint32_t num_tiles, uint32_t num_pairs) {
   return num_tiles + num_pairs / (uint32_t)SPLAT_GROUP_SIZE + 1u;
 }

@@ -37,10 +37,21 @@ SPLAT_FUNC TileCover tile_cover(vec2 mean2d, vec3 conic, float opacity, int x0, 
   tc.y0 = y0;
   tc.x1 = x1;
   tc.y1 = y1;
-  tc.r = opacity * 255.f < 0.999f ? -1.f : 2.f * (sp_min(SPLAT_SIGMA_SKIP, sp_log(opacity * 255.f)) + SPLAT_COVER_MARGIN);
+  tc.r = opacity * 255.f < 0.999f ? -1.f
+                                  : 2.f * (sp_min(SPLAT_SIGMA_SKIP, sp_log(opacity * 255.f)) + SPLAT_COVER_MARGIN);
   tc.whole_rect = !(tc.a > 0.f) || !(tc.c > 0.f) || !(tc.det > SPLAT_COVER_MIN_CONDITION * tc.a * tc.c);
   return tc;
 }
+
+// The cover of a projected splat's record, with its rect [x0, x1) x [y0, y1).
+SPLAT_FUNC TileCover record_tile_cover(SPLAT_DEVICE_MEM const SplatRecord& r, int x0, int y0, int x1, int y1) {
+  return tile_cover(make_vec2(r.mean2d[0], r.mean2d[1]), make_vec3(r.conic[0], r.conic[1], r.conic[2]), r.opacity,
+                    x0, y0, x1, y1);
+}
+
+// The ellipse's vertical extent from the mean, sqrt(r A / det) (a
+// well-conditioned cover with r >= 0).
+SPLAT_FUNC float tile_cover_v_max(SPLAT_THREAD const TileCover& tc) { return sp_sqrt(tc.r * tc.a / tc.det); }
 
 // Both roots u of q(u, v) = r at row offset v (|v| within the ellipse), the
 // smaller in `lo`; written without cancellation.
@@ -67,8 +78,8 @@ SPLAT_FUNC void tile_cover_row(SPLAT_THREAD const TileCover& tc, int ty, SPLAT_T
   tx1 = tx0;
   const float ts = (float)SPLAT_TILE_SIZE;
   // The pixel-centre rows of this tile row, relative to the mean, within the
-  // ellipse's vertical extent sqrt(r A / det).
-  float v_max = sp_sqrt(tc.r * tc.a / tc.det);
+  // ellipse's vertical extent.
+  float v_max = tile_cover_v_max(tc);
   float v0 = sp_max((float)ty * ts + 0.5f - tc.mean2d.y, -v_max);
   float v1 = sp_min((float)ty * ts + (ts - 0.5f) - tc.mean2d.y, v_max);
   if (!(v0 <= v1)) return;
@@ -86,28 +97,25 @@ SPLAT_FUNC void tile_cover_row(SPLAT_THREAD const TileCover& tc, int ty, SPLAT_T
   tx1 = (int)sp_clamp(e, (float)tx0, (float)tc.x1);
 }
 
-// Number of tiles the splat covers: its pair count.
-SPLAT_FUNC uint32_t tile_cover_count(SPLAT_THREAD const TileCover& tc) {
-  uint32_t n = 0u;
-  for (int ty = tc.y0; ty < tc.y1; ++ty) {
-    int tx0, tx1;
-    tile_cover_row(tc, ty, tx0, tx1);
-    n += (uint32_t)(tx1 - tx0);
-  }
-  return n;
-}
-
-// Emission rank of covered tile (tx, ty) among the splat's pairs (row-major).
-SPLAT_FUNC uint32_t tile_cover_rank(SPLAT_THREAD const TileCover& tc, int tx, int ty) {
+// Number of tiles the splat covers in its rows before `ty`.
+SPLAT_FUNC uint32_t tile_cover_count_before(SPLAT_THREAD const TileCover& tc, int ty) {
   uint32_t n = 0u;
   for (int row = tc.y0; row < ty; ++row) {
     int tx0, tx1;
     tile_cover_row(tc, row, tx0, tx1);
     n += (uint32_t)(tx1 - tx0);
   }
+  return n;
+}
+
+// Number of tiles the splat covers: its pair count.
+SPLAT_FUNC uint32_t tile_cover_count(SPLAT_THREAD const TileCover& tc) { return tile_cover_count_before(tc, tc.y1); }
+
+// Emission rank of covered tile (tx, ty) among the splat's pairs (row-major).
+SPLAT_FUNC uint32_t tile_cover_rank(SPLAT_THREAD const TileCover& tc, int tx, int ty) {
   int tx0, tx1;
   tile_cover_row(tc, ty, tx0, tx1);
-  return n + (uint32_t)(tx - tx0);
+  return tile_cover_count_before(tc, ty) + (uint32_t)(tx - tx0);
 }
 
 // The pixel-centre rows [y_lo, y_hi] where the splat can have a non-zero
@@ -122,7 +130,7 @@ SPLAT_FUNC void tile_cover_y_range(SPLAT_THREAD const TileCover& tc, SPLAT_THREA
     y_lo = 1e30f;
     y_hi = -1e30f;
   } else if (!tc.whole_rect) {
-    float v_max = sp_sqrt(tc.r * tc.a / tc.det);
+    float v_max = tile_cover_v_max(tc);
     y_lo = tc.mean2d.y - v_max;
     y_hi = tc.mean2d.y + v_max;
   }

@@ -61,8 +61,8 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_CONST_MEM const BackwardParams& bp, SPLAT_DEVICE_MEM const uint32_t* ranges,
     SPLAT_DEVICE_MEM const uint32_t* sorted_ids, SPLAT_DEVICE_MEM const SplatRecord* records,
     SPLAT_DEVICE_MEM const float* final_T, SPLAT_DEVICE_MEM const uint32_t* n_contrib,
-    SPLAT_DEVICE_MEM const float* checkpoints, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM const float* d_image,
-    SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
+    SPLAT_DEVICE_MEM const float* checkpoints, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles,
+    SPLAT_DEVICE_MEM const float* d_image, SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
     SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* grads,
     SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
     SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
@@ -122,9 +122,7 @@ SPLAT_FUNC void rasterize_backward_body(
     if (det) {
       // The pair's emission slot: its tile's rank among the Gaussian's
       // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
-      SPLAT_DEVICE_MEM const SplatRecord& r = records[g];
-      TileCover tc = tile_cover(make_vec2(r.mean2d[0], r.mean2d[1]), make_vec3(r.conic[0], r.conic[1], r.conic[2]),
-                                r.opacity, rects[4 * g], rects[4 * g + 1], rects[4 * g + 2], rects[4 * g + 3]);
+      TileCover tc = record_tile_cover(records[g], rects[4 * g], rects[4 * g + 1], rects[4 * g + 2], rects[4 * g + 3]);
       uint32_t rank = tile_cover_rank(tc, (int)px.tile_x, (int)px.tile_y);
       uint32_t slots = offsets[g + 1] - offsets[g];
       s_ids[t.tid] = offsets[g] + (rank < slots ? rank : slots - 1u);

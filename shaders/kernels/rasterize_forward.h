@@ -32,7 +32,7 @@ SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_TILE_SIZE * SPLAT_TILE_SIZE, "one 
 SPLAT_FUNC void store_batch_splat(SPLAT_TG_MEM float* dst, SPLAT_DEVICE_MEM const SplatRecord* records, uint32_t g) {
   SPLAT_DEVICE_MEM const float* src = (SPLAT_DEVICE_MEM const float*)(records + g);
   for (int k = 0; k < SPLAT_BLEND_FLOATS; ++k) dst[k] = src[k];
-  TileCover tc = tile_cover(make_vec2(src[0], src[1]), make_vec3(src[2], src[3], src[4]), src[5], 0, 0, 0, 0);
+  TileCover tc = record_tile_cover(records[g], 0, 0, 0, 0);
   float y_lo, y_hi;
   tile_cover_y_range(tc, y_lo, y_hi);
   dst[SPLAT_BLEND_FLOATS] = y_lo;
@@ -90,8 +90,9 @@ struct TileChunk {
   uint32_t lo, hi;      // this chunk's positions [lo, hi)
 };
 
-SPLAT_FUNC bool tile_chunk(uint32_t slot, SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
-                           SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_THREAD TileChunk& c) {
+SPLAT_FUNC bool tile_chunk(uint32_t slot, SPLAT_CONST_MEM const RasterParams& rp,
+                           SPLAT_DEVICE_MEM const uint32_t* ranges, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles,
+                           SPLAT_THREAD TileChunk& c) {
   c.tile = chunk_tiles[slot];
   if (c.tile >= rp.num_tiles) return false;
   c.start = ranges[2 * c.tile];
@@ -102,6 +103,33 @@ SPLAT_FUNC bool tile_chunk(uint32_t slot, SPLAT_CONST_MEM const RasterParams& rp
   if (c.lo >= c.end) return false;
   c.hi = c.end - c.lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : c.lo + (uint32_t)SPLAT_GROUP_SIZE;
   return true;
+}
+
+// (P, L) of a run of splats blended from T = 1, accumulated splat by splat.
+struct ChunkBlend {
+  float P;
+  vec3 L;
+};
+
+SPLAT_FUNC ChunkBlend chunk_blend_begin() {
+  ChunkBlend cb;
+  cb.P = 1.f;
+  cb.L = make_vec3(0.f, 0.f, 0.f);
+  return cb;
+}
+
+SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
+  if (alpha > 0.f) {
+    cb.L = cb.L + (alpha * cb.P) * color;
+    cb.P = cb.P * (1.f - alpha);
+  }
+}
+
+SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* ck, float a, vec3 b) {
+  ck[0] = a;
+  ck[1] = b.x;
+  ck[2] = b.y;
+  ck[3] = b.z;
 }
 
 // Pass 1. chunk_state[4 (SPLAT_GROUP_SIZE slot + tid) ..] = (P, L.rgb),
@@ -124,8 +152,7 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
   float row_lo, row_hi;
   warp_rows(px.tile_y, t.warp, row_lo, row_hi);
-  float P = 1.f;
-  vec3 L = make_vec3(0.f, 0.f, 0.f);
+  ChunkBlend cb = chunk_blend_begin();
   uint32_t last = 0u;
   if (px.inside) {
     for (uint32_t j = 0; j < count; ++j) {
@@ -136,17 +163,13 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
       bool clamped;
       float alpha = blend_alpha(b.conic, b.mean2d, b.opacity, pix, gauss, clamped);
       if (alpha == 0.f) continue;
-      L = L + (alpha * P) * b.color;
-      P = P * (1.f - alpha);
+      chunk_blend_add(cb, alpha, b.color);
       last = j + 1u;
-      if (P < SPLAT_T_MIN) break;
+      if (cb.P < SPLAT_T_MIN) break;
     }
   }
   uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
-  chunk_state[4u * at] = P;
-  chunk_state[4u * at + 1u] = L.x;
-  chunk_state[4u * at + 2u] = L.y;
-  chunk_state[4u * at + 3u] = L.z;
+  store_chunk_state(chunk_state + 4u * at, cb.P, cb.L);
   chunk_last[at] = last;
 }
 
@@ -159,7 +182,7 @@ SPLAT_FUNC uint32_t chain_chunks(uint32_t tile, uint32_t start, uint32_t chunks,
                                  SPLAT_DEVICE_MEM const float* chunk_state, SPLAT_DEVICE_MEM const uint32_t* chunk_last,
                                  SPLAT_THREAD BlendForwardState& st) {
   for (; k < chunks; ++k) {
-    uint32_t at = chunk_slot(tile, start, k) * (uint32_t)SPLAT_GROUP_SIZE + tid;
+    uint32_t at = chunk_pixel(tile, start, k, tid);
     SPLAT_DEVICE_MEM const float* ck = chunk_state + 4u * at;
     float P = ck[0];
     if (!(st.T * P >= SPLAT_T_MIN * 1.001f)) return k;
@@ -171,29 +194,10 @@ SPLAT_FUNC uint32_t chain_chunks(uint32_t tile, uint32_t start, uint32_t chunks,
   return chunks;
 }
 
-// (P, L) of what a walk blends, accumulated splat by splat.
-struct ChunkBlend {
-  float P;
-  vec3 L;
-};
-
-SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
-  if (alpha > 0.f) {
-    cb.L = cb.L + (alpha * cb.P) * color;
-    cb.P = cb.P * (1.f - alpha);
-  }
-}
-
-SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* ck, float a, vec3 b) {
-  ck[0] = a;
-  ck[1] = b.x;
-  ck[2] = b.y;
-  ck[3] = b.z;
-}
-
-SPLAT_FUNC void store_pixel(SPLAT_CONST_MEM const RasterParams& rp, uint32_t index, SPLAT_THREAD const BlendForwardState& st,
-                            SPLAT_DEVICE_MEM float* image, SPLAT_DEVICE_MEM float* alpha,
-                            SPLAT_DEVICE_MEM float* final_T, SPLAT_DEVICE_MEM uint32_t* n_contrib) {
+SPLAT_FUNC void store_pixel(SPLAT_CONST_MEM const RasterParams& rp, uint32_t index,
+                            SPLAT_THREAD const BlendForwardState& st, SPLAT_DEVICE_MEM float* image,
+                            SPLAT_DEVICE_MEM float* alpha, SPLAT_DEVICE_MEM float* final_T,
+                            SPLAT_DEVICE_MEM uint32_t* n_contrib) {
   vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
   store_vec3(image, index, st.color + st.T * bg);
   alpha[index] = 1.f - st.T;
@@ -216,11 +220,11 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
   TilePixel px = tile_pixel(cam, t.group, t.tid);
   if (!px.inside) return;
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
-  uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+  uint32_t chunks = chunk_count(start, end);
   BlendForwardState st = blend_forward_begin();
   uint32_t k = chain_chunks(t.group, start, chunks, 0u, t.tid, chunk_state, chunk_last, st);
   if (k < chunks) {
-    uint32_t at = chunk_slot(t.group, start, k) * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
+    uint32_t at = chunk_pixel(t.group, start, k, t.tid);
     store_chunk_state(chunk_state + 4u * at, st.T, st.color);
     n_contrib[px.index] = st.n_contrib;
     stop_chunk[px.index] = k;
@@ -271,9 +275,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   st.T = ck[0];
   st.color = make_vec3(ck[1], ck[2], ck[3]);
   st.n_contrib = n_contrib[px.index];
-  ChunkBlend cb;
-  cb.P = 1.f;
-  cb.L = make_vec3(0.f, 0.f, 0.f);
+  ChunkBlend cb = chunk_blend_begin();
   for (uint32_t j = 0; j < count; ++j) {
     SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
     if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
@@ -284,15 +286,13 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   }
   store_chunk_state(ck, cb.P, cb.L);
 
-  uint32_t chunks = (c.end - c.start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+  uint32_t chunks = chunk_count(c.start, c.end);
   for (uint32_t next = k + 1u; !st.done && next < chunks; ++next) {
     next = chain_chunks(c.tile, c.start, chunks, next, t.tid, chunk_state, chunk_last, st);
     if (next >= chunks) break;
     uint32_t lo = c.start + next * (uint32_t)SPLAT_GROUP_SIZE;
     uint32_t hi = c.end - lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : lo + (uint32_t)SPLAT_GROUP_SIZE;
-    ChunkBlend nb;
-    nb.P = 1.f;
-    nb.L = make_vec3(0.f, 0.f, 0.f);
+    ChunkBlend nb = chunk_blend_begin();
     for (uint32_t i = lo; i < hi; ++i) {
       SPLAT_DEVICE_MEM const SplatRecord& r = records[sorted_ids[i]];
       BlendSplat b;
@@ -304,8 +304,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
       if (st.done) break;
       chunk_blend_add(nb, a, b.color);
     }
-    store_chunk_state(chunk_state + 4u * (chunk_slot(c.tile, c.start, next) * (uint32_t)SPLAT_GROUP_SIZE + t.tid),
-                      nb.P, nb.L);
+    store_chunk_state(chunk_state + 4u * chunk_pixel(c.tile, c.start, next, t.tid), nb.P, nb.L);
   }
   store_pixel(rp, px.index, st, image, alpha, final_T, n_contrib);
 }
@@ -331,7 +330,7 @@ SPLAT_FUNC void rasterize_checkpoints_body(SimtThread t, SPLAT_CONST_MEM const C
   float T = final_T[px.index];
   vec3 B = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
   for (uint32_t k = k_last + 1u; k-- > 0u;) {
-    SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * (chunk_slot(t.group, start, k) * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
+    SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * chunk_pixel(t.group, start, k, t.tid);
     float P = ck[0];
     vec3 L = make_vec3(ck[1], ck[2], ck[3]);
     if (k < k_last) store_chunk_state(ck, T, B);

@@ -21,8 +21,7 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
   SPLAT_DEVICE_MEM const SplatRecord& r = records[i];
   uint64_t depth_bits = (uint64_t)sp_float_bits(r.depth);
   uint32_t out = offsets[i], stop = offsets[i + 1];
-  TileCover tc = tile_cover(make_vec2(r.mean2d[0], r.mean2d[1]), make_vec3(r.conic[0], r.conic[1], r.conic[2]),
-                            r.opacity, rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
+  TileCover tc = record_tile_cover(r, rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
   for (int32_t ty = tc.y0; ty < tc.y1 && out < stop; ++ty) {
     int tx0, tx1;
     tile_cover_row(tc, ty, tx0, tx1);
@@ -42,8 +41,8 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
 // ranges[2 tile] .. ranges[2 tile + 1]: the tile's pairs in sorted order
 // (the buffer is zeroed first, so empty tiles read [0, 0)). It holds
 // num_tiles + 1 ranges: the last one catches sentinel keys.
-SPLAT_FUNC void tile_ranges_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p, SPLAT_DEVICE_MEM const uint64_t* keys,
-                                 SPLAT_DEVICE_MEM uint32_t* ranges) {
+SPLAT_FUNC void tile_ranges_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
+                                 SPLAT_DEVICE_MEM const uint64_t* keys, SPLAT_DEVICE_MEM uint32_t* ranges) {
   uint32_t i = global_index(t);
   if (i >= p.count) return;
   uint32_t tile = (uint32_t)(keys[i] >> 32);
@@ -66,6 +65,6 @@ SPLAT_FUNC void tile_chunks_body(SimtThread t, SPLAT_CONST_MEM const RasterParam
   uint32_t tile = global_index(t);
   if (tile >= rp.num_tiles) return;
   uint32_t start = ranges[2 * tile], end = ranges[2 * tile + 1];
-  uint32_t chunks = (end - start + (uint32_t)SPLAT_GROUP_SIZE - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+  uint32_t chunks = chunk_count(start, end);
   for (uint32_t c = 0; c < chunks; ++c) chunk_tiles[chunk_slot(tile, start, c)] = tile;
 }

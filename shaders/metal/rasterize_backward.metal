@@ -15,7 +15,8 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
                                      device const uint32_t* n_contrib [[buffer(7)]],
                                      device const float* checkpoints [[buffer(8)]],
                                      device const uint32_t* chunk_tiles [[buffer(9)]],
-                                     device const float* d_image [[buffer(10)]], device const float* d_alpha [[buffer(11)]],
+                                     device const float* d_image [[buffer(10)]],
+                                     device const float* d_alpha [[buffer(11)]],
                                      device const int32_t* rects [[buffer(12)]],
                                      device const uint32_t* offsets [[buffer(13)]], device float* grads [[buffer(14)]],
                                      SPLAT_THREAD_ATTRS) {
