@@ -11,7 +11,7 @@ EXPECTED = {
     "raster_backward": ["simd", "tg", "original"],
     "raster_backward_range": ["last_contributor", "full_range"],
     "raster_backward_sparse": ["warp_any", "off"],
-    "raster_backward_atomic": ["lane_zero", "spread_lanes"],
+    "raster_backward_atomic": ["spread_lanes", "lane_zero"],
     "radix_sort": ["portable", "native"],
     "submission": ["chained", "per_kernel"],
     "forward_submission": ["chained", "per_stage"],

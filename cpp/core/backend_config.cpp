@@ -66,7 +66,7 @@ const std::vector<BackendConfig::Field>& BackendConfig::fields() {
       {"raster_backward", {"simd", "tg", "original"}, false},
       {"raster_backward_range", {"last_contributor", "full_range"}, false},
       {"raster_backward_sparse", {"warp_any", "off"}, false},
-      {"raster_backward_atomic", {"lane_zero", "spread_lanes"}, false},
+      {"raster_backward_atomic", {"spread_lanes", "lane_zero"}, false},
       {"radix_sort", {"portable", "native"}, false},
       {"submission", {"chained", "per_kernel"}, false},
       {"forward_submission", {"chained", "per_stage"}, false},

@@ -368,8 +368,12 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
         continue;
       }
       vec3 mean = load3(g_.means, i);
+      ShGradFactors f;
       vec3 d_mean_color = sh_color_backward(static_cast<int>(sh_degree_), mean, center, g_.sh + 3 * stride * i,
-                                            make_vec3(s[6], s[7], s[8]), d_sh);
+                                            make_vec3(s[6], s[7], s[8]), f);
+      const int k_count = sh_num_coeffs(static_cast<int>(sh_degree_));
+      for (int k = 0; k < k_count; ++k)
+        for (int c = 0; c < 3; ++c) d_sh[3 * k + c] = sh_grad_element(k, c, k_count, f.dir, f.dc);
       const float* q = g_.quats + 4 * i;
       ProjectionGrads pg = project_gaussian_backward(cam_, mean, load3(g_.log_scales, i), q[0], q[1], q[2], q[3],
                                                      make_vec2(s[0], s[1]), make_vec3(s[2], s[3], s[4]));

@@ -73,6 +73,13 @@ std::vector<std::string> compile_options(const std::string& arch, const std::vec
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "--std=c++17", "--fmad=false",
                                    "--device-as-default-execution-space", "-DSPLAT_NVRTC=1"};
   for (const auto& d : defines) opts.push_back("-D" + d);
+  // Developer hook, e.g. SPLAT_NVRTC_OPTIONS=--ptxas-options=-v puts register
+  // and spill counts in the compile log (_core.nvrtc_compile_all). Options
+  // are part of the cache key.
+  if (const char* extra = std::getenv("SPLAT_NVRTC_OPTIONS"); extra && *extra) {
+    std::stringstream ss(extra);
+    for (std::string o; ss >> o;) opts.push_back(o);
+  }
   return opts;
 }
 

@@ -295,12 +295,24 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
 
   begin(TimingLabel::ProjectBack);
   const ParamRefs& p = forward_params_;
+  BufferRef factors = ensure(kShFactors, 24 * n, true);
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
           KernelArg::buf(p.p[2]), KernelArg::buf(p.p[4]), KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kRadius)),
           KernelArg::buf(acc), KernelArg::buf(ref(kOffsets)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),
-          KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(out[4]), KernelArg::buf(out[5])});
+          KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(factors), KernelArg::buf(out[5])});
+  if (out[4].handle) expand_sh_grad(out[4]);
   end(TimingLabel::ProjectBack);
+}
+
+void GpuDevice::expand_sh_grad(BufferRef out) {
+  const size_t n = num_gaussians_;
+  const int degree = static_cast<int>(rp_.sh_degree);
+  ShGradParams sp{static_cast<uint32_t>(n), rp_.sh_stride, static_cast<uint32_t>((degree + 1) * (degree + 1)), 0u};
+  const size_t total = n * 3 * size_t{rp_.sh_stride};
+  if (total >= (size_t{1} << 32)) throw BackendError("[gpu] too many SH coefficients for one dispatch");
+  launch(Kernel::ExpandShGrad, div_up(total, kGroup),
+         {KernelArg::value(sp), KernelArg::buf(ref(kShFactors)), KernelArg::buf(out)});
 }
 
 void GpuDevice::rasterize_forward(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
@@ -401,8 +413,9 @@ void GpuDevice::reserve_state(size_t n) {
     ensure(kParam0 + a, bytes, true);
     ensure(kM0 + a, bytes, true);
     ensure(kV0 + a, bytes, true);
-    ensure(kGrad0 + a, bytes, true);
+    if (a != 4) ensure(kGrad0 + a, bytes, true);  // d_sh stays factored (kShFactors)
   }
+  ensure(kShFactors, 24 * n, true);
   ensure(kGradMeans2d, 8 * n, true);
   ensure(kGradAccum, 4 * n, true);
   ensure(kGradCount, 4 * n, true);
@@ -526,8 +539,9 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   end(TimingLabel::Ssim);
 
   const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2),
-                             ref(kGrad0 + 3), ref(kGrad0 + 4), ref(kGradMeans2d)};
+                             ref(kGrad0 + 3), BufferRef{}, ref(kGradMeans2d)};
   backward_pass(d_image, nullptr, outs);
+  train_sh_degree_ = sh_degree;
 
   if (track_stats) {
     begin(TimingLabel::DensifyStats);
@@ -572,8 +586,11 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   // As the CPU backend rounds them.
   p.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
   p.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
-  const size_t total = n * (11 + size_t{p.sh_width});
-  if (total >= (size_t{1} << 32)) throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
+  p.sh_k_count = (train_sh_degree_ + 1) * (train_sh_degree_ + 1);
+  // One thread per float of the first four groups, one per SH coefficient (train_optim.h).
+  const size_t total = n * (11 + size_t{sh_stride_});
+  if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
+    throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
   begin(TimingLabel::Adam);
   launch(Kernel::Adam, div_up(total, kGroup),
          {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
@@ -582,7 +599,7 @@ void GpuDevice::adam_step(const AdamSettings& s) {
           KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
           KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
           KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
-          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)), KernelArg::buf(ref(kGrad0 + 4))});
+          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)), KernelArg::buf(ref(kShFactors))});
   end(TimingLabel::Adam);
   finish_op(false);
 }
@@ -688,6 +705,7 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
   out.sorted_gauss.resize(num_pairs_);
   if (tiles) launcher_->download(out.tile_ranges.data(), ref(kRanges), 8 * tiles);
   if (num_pairs_) launcher_->download(out.sorted_gauss.data(), ref(sorted_in_b_ ? kValsB : kValsA), 4 * num_pairs_);
+  if (n) expand_sh_grad(ensure(kGrad0 + 4, 4 * n * param_width(4, sh_stride_)));
   for (int a = 0; a < 5; ++a) {
     out.grads[a].resize(n * param_width(a, sh_stride_));
     if (n) launcher_->download(out.grads[a].data(), ref(kGrad0 + a), 4 * out.grads[a].size());

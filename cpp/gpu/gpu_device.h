@@ -57,7 +57,7 @@ class GpuDevice final : public Device {
     kRecords, kRadius, kRects, kPairCount, kOffsets, kScanBlockSums,
     kKeysA, kKeysB, kValsA, kValsB, kHist, kDigitTotals, kRanges,
     kImage, kAlpha, kFinalT, kNContrib, kChunkState, kChunkLast, kChunkTiles, kStopChunk,
-    kDImage, kDAlpha, kGrads,
+    kDImage, kDAlpha, kGrads, kShFactors,
     kOutMeans, kOutLogScales, kOutQuats, kOutOpacityLogits, kOutSh, kOutMeans2d,
     // Training: the resident parameters and Adam moments (5 arrays each), the
     // densification targets they are swapped with, the gradients, the
@@ -92,12 +92,16 @@ class GpuDevice final : public Device {
                     uint32_t sh_degree, const float background[3]);
   // Backward of the last forward_pass from d_image (and d_alpha when given)
   // into out: d_means, d_log_scales, d_quats, d_opacity_logits, d_sh, d_means2d.
+  // The SH gradient stays factored in kShFactors (shaders/common/sh.h); it is
+  // expanded into out[4] only when that has a buffer.
   void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6]);
   // Submits; waits only when `sync` or when timing (then records ts_*).
   void finish_op(bool sync);
   ParamRefs state_params() const;
   // Sizes every per-Gaussian training buffer for n Gaussians (headroom).
   void reserve_state(size_t n);
+  // d_sh of the last backward, expanded from its factors into `out`.
+  void expand_sh_grad(BufferRef out);
   Pipeline pipeline(Kernel k);
   void launch(Kernel k, uint32_t groups, std::initializer_list<KernelArg> args);
   void begin(TimingLabel l);
@@ -137,6 +141,7 @@ class GpuDevice final : public Device {
   size_t count_ = 0;
   uint32_t sh_stride_ = 16;
   uint32_t views_ = 0, image_width_ = 0, image_height_ = 0;
+  uint32_t train_sh_degree_ = 0;  // of the last train_forward_backward (its SH gradient factors)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
 };

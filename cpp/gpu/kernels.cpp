@@ -12,6 +12,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::ProjectForward, "splat_project_forward", "project.cu", "project.metal", {}},
       {Kernel::ProjectBackward, "splat_project_backward", "project_backward.cu", "project_backward.metal",
        {SC::Deterministic}},
+      {Kernel::ExpandShGrad, "splat_expand_sh_grad", "project_backward.cu", "project_backward.metal", {}},
       {Kernel::ScanBlockSums, "splat_scan_block_sums", "binning.cu", "binning.metal", {}},
       {Kernel::ScanRows, "splat_scan_rows", "binning.cu", "binning.metal", {}},
       {Kernel::ScanApply, "splat_scan_apply", "binning.cu", "binning.metal", {}},

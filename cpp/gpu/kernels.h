@@ -15,6 +15,7 @@ namespace splat::gpu {
 enum class Kernel : uint8_t {
   ProjectForward,
   ProjectBackward,
+  ExpandShGrad,
   ScanBlockSums,
   ScanRows,
   ScanApply,

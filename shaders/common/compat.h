@@ -20,6 +20,8 @@
 // ---------------------------------------------------------------------------
 // Qualifiers.
 //   SPLAT_FUNC      a function callable from kernels (and the host on HOST)
+//   SPLAT_UNROLL    before a loop of constant trip count: unroll it fully, so
+//                   arrays it indexes stay in registers (GPU targets only)
 //   SPLAT_DEVICE_MEM / SPLAT_CONST_MEM / SPLAT_TG_MEM / SPLAT_THREAD
 //                   address spaces of pointers and references
 // ---------------------------------------------------------------------------
@@ -32,6 +34,7 @@ using namespace metal;
 #define SPLAT_TG_MEM threadgroup
 #define SPLAT_THREAD thread
 #define SPLAT_STATIC_ASSERT(c, m) static_assert(c, m)
+#define SPLAT_UNROLL _Pragma("unroll")
 typedef uint uint32_t;
 typedef int int32_t;
 typedef ulong uint64_t;
@@ -42,6 +45,7 @@ typedef ulong uint64_t;
 #define SPLAT_TG_MEM
 #define SPLAT_THREAD
 #define SPLAT_STATIC_ASSERT(c, m) static_assert(c, m)
+#define SPLAT_UNROLL _Pragma("unroll")
 #if defined(__CUDACC_RTC__)
 typedef unsigned int uint32_t;
 typedef int int32_t;
@@ -59,6 +63,7 @@ typedef unsigned long long uint64_t;
 #define SPLAT_TG_MEM
 #define SPLAT_THREAD
 #define SPLAT_STATIC_ASSERT(c, m) static_assert(c, m)
+#define SPLAT_UNROLL
 #endif
 
 // ---------------------------------------------------------------------------

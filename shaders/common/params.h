@@ -115,9 +115,19 @@ struct AdamParams {
   float lr_means, lr_log_scales, lr_quats, lr_opacity, lr_sh_dc, lr_sh_rest;
   float beta1, beta2, eps;
   float bias1, bias2;  // 1 - beta^t, as the host computes them
-  uint32_t pad0, pad1, pad2;
+  uint32_t sh_k_count;  // active SH coefficients of the gradient (its factors, sh.h)
+  uint32_t pad1, pad2;
 };
 SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 64, "AdamParams layout");
+
+// Expansion of the factored SH gradient (project.h, expand_sh_grad_body).
+struct ShGradParams {
+  uint32_t count;      // Gaussians
+  uint32_t sh_stride;  // coefficients per Gaussian in the layout
+  uint32_t k_count;    // active coefficients ((degree + 1)^2)
+  uint32_t pad;
+};
+SPLAT_STATIC_ASSERT(sizeof(ShGradParams) == 16, "ShGradParams layout");
 
 // Per-Gaussian element-wise training kernels (statistics, opacity reset).
 struct ElementParams {

@@ -52,7 +52,8 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
 
 // Gradients of every parameter of Gaussian i from its accumulated blend
 // gradients: accum[9 i ..] (atomics), or, deterministic, the sum of its pairs'
-// partial gradients pair_grad[9 e ..] over its emission range, in order.
+// partial gradients pair_grad[9 e ..] over its emission range, in order. The
+// SH gradient leaves as its factors, sh_factors[6 i ..] = (dir, dc) (sh.h).
 SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
                                       SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
@@ -60,14 +61,13 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
                                       SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const float* accum,
                                       SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* d_means,
                                       SPLAT_DEVICE_MEM float* d_log_scales, SPLAT_DEVICE_MEM float* d_quats,
-                                      SPLAT_DEVICE_MEM float* d_opacity_logits, SPLAT_DEVICE_MEM float* d_sh,
+                                      SPLAT_DEVICE_MEM float* d_opacity_logits, SPLAT_DEVICE_MEM float* sh_factors,
                                       SPLAT_DEVICE_MEM float* d_means2d) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
-  uint32_t stride = rp.sh_stride;
-  SPLAT_DEVICE_MEM float* dsh = d_sh + 3u * stride * i;
+  SPLAT_DEVICE_MEM float* sf = sh_factors + 6u * i;
   if (radius[i] == 0) {
-    for (uint32_t k = 0; k < 3u * stride; ++k) dsh[k] = 0.f;
+    for (uint32_t k = 0; k < 6u; ++k) sf[k] = 0.f;
     store_vec3(d_means, i, make_vec3(0.f, 0.f, 0.f));
     store_vec3(d_log_scales, i, make_vec3(0.f, 0.f, 0.f));
     for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = 0.f;
@@ -84,15 +84,12 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   } else {
     for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = accum[SPLAT_PAIR_GRAD * i + c];
   }
-  int degree = (int)rp.sh_degree;
   vec3 mean = load_vec3(means, i);
-  vec3 d_mean_color = sh_color_backward(degree, mean, camera_center(cam), sh + 3u * stride * i,
-                                        make_vec3(s[6], s[7], s[8]), dsh);
-  for (uint32_t k = (uint32_t)sh_num_coeffs(degree); k < stride; ++k) {
-    dsh[3 * k] = 0.f;
-    dsh[3 * k + 1] = 0.f;
-    dsh[3 * k + 2] = 0.f;
-  }
+  ShGradFactors f;
+  vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, mean, camera_center(cam), sh + 3u * rp.sh_stride * i,
+                                        make_vec3(s[6], s[7], s[8]), f);
+  store_vec3(sf, 0u, f.dir);
+  store_vec3(sf, 1u, f.dc);
   ProjectionGrads pg = project_gaussian_backward(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
                                                  quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
                                                  make_vec3(s[2], s[3], s[4]));
@@ -103,4 +100,16 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   d_opacity_logits[i] = s[5] * o * (1.f - o);
   d_means2d[2 * i] = s[0];
   d_means2d[2 * i + 1] = s[1];
+}
+
+// The SH gradient d_sh[n, stride, 3] expanded from its factors, one thread
+// per float: for callers that read the gradient itself.
+SPLAT_FUNC void expand_sh_grad_body(SimtThread t, SPLAT_CONST_MEM const ShGradParams& p,
+                                    SPLAT_DEVICE_MEM const float* sh_factors, SPLAT_DEVICE_MEM float* d_sh) {
+  uint32_t e = global_index(t);
+  uint32_t width = 3u * p.sh_stride;
+  if (e >= p.count * width) return;
+  uint32_t i = e / width, j = e % width;
+  SPLAT_DEVICE_MEM const float* sf = sh_factors + 6u * i;
+  d_sh[e] = sh_grad_element((int)(j / 3u), (int)(j % 3u), (int)p.k_count, load_vec3(sf, 0u), load_vec3(sf, 1u));
 }

@@ -1,4 +1,5 @@
-// Metal entry point: projection + SH backward per Gaussian.
+// Metal entry points: projection + SH backward per Gaussian, and the SH
+// gradient's expansion from its factors.
 // Function constant: splat_fc_deterministic (index 4).
 #include "function_constants.h"
 #include "project.h"
@@ -11,8 +12,13 @@ kernel void splat_project_backward(constant CameraParams& cam [[buffer(0)]], con
                                    device const int32_t* radius [[buffer(7)]], device const float* accum [[buffer(8)]],
                                    device const uint32_t* offsets [[buffer(9)]], device float* d_means [[buffer(10)]],
                                    device float* d_log_scales [[buffer(11)]], device float* d_quats [[buffer(12)]],
-                                   device float* d_opacity_logits [[buffer(13)]], device float* d_sh [[buffer(14)]],
+                                   device float* d_opacity_logits [[buffer(13)]], device float* sh_factors [[buffer(14)]],
                                    device float* d_means2d [[buffer(15)]], SPLAT_THREAD_ATTRS) {
   project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, offsets,
-                        d_means, d_log_scales, d_quats, d_opacity_logits, d_sh, d_means2d);
+                        d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
+}
+
+kernel void splat_expand_sh_grad(constant ShGradParams& p [[buffer(0)]], device const float* sh_factors [[buffer(1)]],
+                                 device float* d_sh [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  expand_sh_grad_body(SPLAT_THREAD_CTX(), p, sh_factors, d_sh);
 }

@@ -12,7 +12,7 @@ enum class Backend : uint8_t { Auto, Metal, Cuda, Cpu };
 enum class RasterBackward : uint8_t { Simd, Tg, Original };
 enum class RasterBackwardRange : uint8_t { LastContributor, FullRange };
 enum class RasterBackwardSparse : uint8_t { WarpAny, Off };
-enum class RasterBackwardAtomic : uint8_t { LaneZero, SpreadLanes };
+enum class RasterBackwardAtomic : uint8_t { SpreadLanes, LaneZero };
 enum class RadixSort : uint8_t { Portable, Native };
 enum class Submission : uint8_t { Chained, PerKernel };
 enum class ForwardSubmission : uint8_t { Chained, PerStage };
@@ -25,7 +25,7 @@ struct BackendConfig {
   RasterBackward raster_backward = RasterBackward::Simd;
   RasterBackwardRange raster_backward_range = RasterBackwardRange::LastContributor;
   RasterBackwardSparse raster_backward_sparse = RasterBackwardSparse::WarpAny;
-  RasterBackwardAtomic raster_backward_atomic = RasterBackwardAtomic::LaneZero;
+  RasterBackwardAtomic raster_backward_atomic = RasterBackwardAtomic::SpreadLanes;
   RadixSort radix_sort = RadixSort::Portable;
   Submission submission = Submission::Chained;
   ForwardSubmission forward_submission = ForwardSubmission::Chained;
