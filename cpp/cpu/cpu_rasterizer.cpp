@@ -372,8 +372,9 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       vec3 d_mean_color = sh_color_backward(static_cast<int>(sh_degree_), mean, center, g_.sh + 3 * stride * i,
                                             make_vec3(s[6], s[7], s[8]), f);
       const int k_count = sh_num_coeffs(static_cast<int>(sh_degree_));
+      const float dc[3] = {f.dc.x, f.dc.y, f.dc.z};
       for (int k = 0; k < k_count; ++k)
-        for (int c = 0; c < 3; ++c) d_sh[3 * k + c] = sh_grad_element(k, c, k_count, f.dir, f.dc);
+        for (int c = 0; c < 3; ++c) d_sh[3 * k + c] = f.b[k] * dc[c];
       const float* q = g_.quats + 4 * i;
       ProjectionGrads pg = project_gaussian_backward(cam_, mean, load3(g_.log_scales, i), q[0], q[1], q[2], q[3],
                                                      make_vec2(s[0], s[1]), make_vec3(s[2], s[3], s[4]));

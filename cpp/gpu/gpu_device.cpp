@@ -151,12 +151,13 @@ void GpuDevice::exclusive_scan(BufferRef in, BufferRef out, uint32_t count) {
          {KernelArg::value(p), KernelArg::buf(in), KernelArg::buf(sums), KernelArg::buf(out)});
 }
 
-bool GpuDevice::sort_pairs(uint32_t count, uint32_t key_bits) {
-  const uint32_t blocks = div_up(count, SPLAT_SCAN_BLOCK);
+bool GpuDevice::radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count,
+                                 uint32_t key_bits) {
+  const uint32_t blocks = div_up(count, SPLAT_SORT_BLOCK);
   BufferRef hist = ensure(kHist, sizeof(uint32_t) * SPLAT_RADIX * static_cast<size_t>(blocks));
   BufferRef totals = ensure(kDigitTotals, sizeof(uint32_t) * SPLAT_RADIX);
-  BufferRef keys[2] = {ref(kKeysA), ref(kKeysB)};
-  BufferRef vals[2] = {ref(kValsA), ref(kValsB)};
+  BufferRef keys[2] = {ref(keys_a), ref(keys_b)};
+  BufferRef vals[2] = {ref(vals_a), ref(vals_b)};
   const uint32_t passes = (key_bits + SPLAT_RADIX_BITS - 1) / SPLAT_RADIX_BITS;
   int cur = 0;
   for (uint32_t pass = 0; pass < passes; ++pass) {
@@ -195,16 +196,30 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   begin(TimingLabel::FwdProject);
   BufferRef records = ensure(kRecords, sizeof(SplatRecord) * n, true), radius = ensure(kRadius, 4 * n, true),
             rects = ensure(kRects, 16 * n, true), counts = ensure(kPairCount, 4 * n, true),
-            offsets = ensure(kOffsets, 4 * (n + 1), true);
+            pair_ranges = ensure(kPairRanges, 8 * n, true);
+  ensure(kDepthKeysA, 8 * n, true);
+  ensure(kDepthKeysB, 8 * n, true);
+  ensure(kDepthIdsA, 4 * n, true);
+  ensure(kDepthIdsB, 4 * n, true);
   launch(Kernel::ProjectForward, div_up(n, kGroup),
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(params.p[0]), KernelArg::buf(params.p[1]),
           KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]), KernelArg::buf(params.p[4]),
-          KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(rects), KernelArg::buf(counts)});
+          KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(rects), KernelArg::buf(counts),
+          KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA))});
   end(TimingLabel::FwdProject);
 
+  // Binning (tile_bin.h): the Gaussians in depth order, their pairs emitted
+  // in that order, keyed by tile.
   begin(TimingLabel::FwdEmitPairs);
+  BufferRef counts_by_rank = ensure(kCountsByRank, 4 * n, true), offsets = ensure(kRankOffsets, 4 * (n + 1), true);
+  BufferRef order{};
   if (n) {
-    exclusive_scan(counts, offsets, static_cast<uint32_t>(n));
+    const bool in_b = radix_sort_slots(kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, static_cast<uint32_t>(n), 32);
+    order = ref(in_b ? kDepthIdsB : kDepthIdsA);
+    ScanParams gp{static_cast<uint32_t>(n), 0, 0, 0};
+    launch(Kernel::GatherPairCounts, div_up(n, kGroup),
+           {KernelArg::value(gp), KernelArg::buf(order), KernelArg::buf(counts), KernelArg::buf(counts_by_rank)});
+    exclusive_scan(counts_by_rank, offsets, static_cast<uint32_t>(n));
     // The one read-back of a forward: the number of (tile, Gaussian) pairs
     // sizes the sort and its grid.
     uint32_t total = 0;
@@ -216,15 +231,16 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   ensure(kKeysB, 8 * num_pairs_);
   ensure(kValsA, 4 * num_pairs_);
   ensure(kValsB, 4 * num_pairs_);
-  launch(Kernel::EmitPairs, num_pairs_ ? div_up(n, kGroup) : 0,
+  launch(Kernel::EmitPairs, n ? div_up(n, kGroup) : 0,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(records), KernelArg::buf(radius),
-          KernelArg::buf(rects), KernelArg::buf(offsets), KernelArg::buf(ref(kKeysA)), KernelArg::buf(ref(kValsA))});
+          KernelArg::buf(rects), KernelArg::buf(order), KernelArg::buf(offsets), KernelArg::buf(ref(kKeysA)),
+          KernelArg::buf(ref(kValsA)), KernelArg::buf(pair_ranges)});
   end(TimingLabel::FwdEmitPairs);
 
   begin(TimingLabel::FwdRadixSort);
   const uint32_t pairs = static_cast<uint32_t>(num_pairs_);
   // Tile ids run to num_tiles: emission's sentinel (tile_bin.h) has a range too.
-  sorted_in_b_ = pairs ? sort_pairs(pairs, 32 + tile_bits(num_tiles + 1)) : false;
+  sorted_in_b_ = pairs ? radix_sort_slots(kKeysA, kKeysB, kValsA, kValsB, pairs, tile_bits(num_tiles + 1)) : false;
   BufferRef ranges = ensure(kRanges, 8 * (static_cast<size_t>(num_tiles) + 1));
   launcher_->fill_zero(ranges, 8 * (static_cast<size_t>(num_tiles) + 1));
   ScanParams rp{pairs, 0, 0, 0};
@@ -289,17 +305,17 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
           KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(ref(kRecords)),
           KernelArg::buf(ref(kFinalT)), KernelArg::buf(ref(kNContrib)), KernelArg::buf(ref(kChunkState)),
           KernelArg::buf(ref(kChunkTiles)), KernelArg::buf(d_image),
-          KernelArg::buf(d_alpha ? *d_alpha : d_image), KernelArg::buf(ref(kRects)), KernelArg::buf(ref(kOffsets)),
+          KernelArg::buf(d_alpha ? *d_alpha : d_image), KernelArg::buf(ref(kRects)), KernelArg::buf(ref(kPairRanges)),
           KernelArg::buf(acc)});
   end(TimingLabel::BackwardRaster);
 
   begin(TimingLabel::ProjectBack);
   const ParamRefs& p = forward_params_;
-  BufferRef factors = ensure(kShFactors, 24 * n, true);
+  BufferRef factors = ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
           KernelArg::buf(p.p[2]), KernelArg::buf(p.p[4]), KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kRadius)),
-          KernelArg::buf(acc), KernelArg::buf(ref(kOffsets)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),
+          KernelArg::buf(acc), KernelArg::buf(ref(kPairRanges)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),
           KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(factors), KernelArg::buf(out[5])});
   if (out[4].handle) expand_sh_grad(out[4]);
   end(TimingLabel::ProjectBack);
@@ -393,7 +409,7 @@ void GpuDevice::radix_sort(uint64_t* keys, uint32_t* values, size_t count, uint3
   launcher_->upload(ensure(kValsA, 4 * count), values, 4 * count);
   ensure(kKeysB, 8 * count);
   ensure(kValsB, 4 * count);
-  bool in_b = sort_pairs(static_cast<uint32_t>(count), key_bits);
+  bool in_b = radix_sort_slots(kKeysA, kKeysB, kValsA, kValsB, static_cast<uint32_t>(count), key_bits);
   launcher_->download(keys, ref(in_b ? kKeysB : kKeysA), 8 * count);
   launcher_->download(values, ref(in_b ? kValsB : kValsA), 4 * count);
   finish_call();
@@ -415,7 +431,7 @@ void GpuDevice::reserve_state(size_t n) {
     ensure(kV0 + a, bytes, true);
     if (a != 4) ensure(kGrad0 + a, bytes, true);  // d_sh stays factored (kShFactors)
   }
-  ensure(kShFactors, 24 * n, true);
+  ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
   ensure(kGradMeans2d, 8 * n, true);
   ensure(kGradAccum, 4 * n, true);
   ensure(kGradCount, 4 * n, true);
@@ -587,10 +603,8 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   p.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
   p.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
   p.sh_k_count = (train_sh_degree_ + 1) * (train_sh_degree_ + 1);
-  // One thread per float of the first four groups, one per SH coefficient (train_optim.h).
-  const size_t total = n * (11 + size_t{sh_stride_});
-  if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
-    throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
+  const size_t total = n * (11 + size_t{p.sh_width});
+  if (total >= (size_t{1} << 32)) throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
   begin(TimingLabel::Adam);
   launch(Kernel::Adam, div_up(total, kGroup),
          {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),

@@ -54,8 +54,9 @@ class GpuDevice final : public Device {
   // Resident arena slots: grow-only device buffers reused by every call.
   enum Slot : uint8_t {
     kMeans, kLogScales, kQuats, kOpacityLogits, kSh,
-    kRecords, kRadius, kRects, kPairCount, kOffsets, kScanBlockSums,
-    kKeysA, kKeysB, kValsA, kValsB, kHist, kDigitTotals, kRanges,
+    kRecords, kRadius, kRects, kPairCount, kPairRanges, kScanBlockSums,
+    kKeysA, kKeysB, kValsA, kValsB, kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, kCountsByRank, kRankOffsets,
+    kHist, kDigitTotals, kRanges,
     kImage, kAlpha, kFinalT, kNContrib, kChunkState, kChunkLast, kChunkTiles, kStopChunk,
     kDImage, kDAlpha, kGrads, kShFactors,
     kOutMeans, kOutLogScales, kOutQuats, kOutOpacityLogits, kOutSh, kOutMeans2d,
@@ -110,9 +111,10 @@ class GpuDevice final : public Device {
   // Exclusive scan of `count` uint32 at `in` into `out` (count + 1 values:
   // out[count] is the total).
   void exclusive_scan(BufferRef in, BufferRef out, uint32_t count);
-  // Sorts pairs in (A, B) ping-pong buffers; returns true when the result is
-  // in the B buffers.
-  bool sort_pairs(uint32_t count, uint32_t key_bits);
+  // Stable radix sort of `count` (key, value) pairs by the low `key_bits` key
+  // bits in the ping-pong slots (keys_a, keys_b), (vals_a, vals_b); returns
+  // true when the result is in the B slots.
+  bool radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count, uint32_t key_bits);
 
   const Backend backend_;
   const BackendConfig config_;

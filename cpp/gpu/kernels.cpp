@@ -18,6 +18,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::ScanApply, "splat_scan_apply", "binning.cu", "binning.metal", {}},
       {Kernel::RadixHistogram, "splat_radix_histogram", "binning.cu", "binning.metal", {}},
       {Kernel::RadixScatter, "splat_radix_scatter", "binning.cu", "binning.metal", {}},
+      {Kernel::GatherPairCounts, "splat_gather_pair_counts", "binning.cu", "binning.metal", {}},
       {Kernel::EmitPairs, "splat_emit_pairs", "binning.cu", "binning.metal", {}},
       {Kernel::TileRanges, "splat_tile_ranges", "binning.cu", "binning.metal", {}},
       {Kernel::TileChunks, "splat_tile_chunks", "binning.cu", "binning.metal", {}},

@@ -21,6 +21,7 @@ enum class Kernel : uint8_t {
   ScanApply,
   RadixHistogram,
   RadixScatter,
+  GatherPairCounts,
   EmitPairs,
   TileRanges,
   TileChunks,

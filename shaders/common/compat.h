@@ -203,6 +203,15 @@ SPLAT_FUNC uint32_t sp_simd_ballot(bool p) {
 }
 SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return popcount(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return ctz(x); }
+// Quad q of p (16-byte aligned) as one vector store.
+SPLAT_FUNC void store_float4(device float* p, uint32_t q, float a, float b, float c, float d) {
+  float4 v;
+  v.x = a;
+  v.y = b;
+  v.z = c;
+  v.w = d;
+  ((device float4*)p)[q] = v;
+}
 // Relaxed float atomic add on device memory; the result is unused.
 SPLAT_FUNC void sp_atomic_add(device float* p, float v) {
   atomic_fetch_add_explicit((device atomic_float*)p, v, memory_order_relaxed);
@@ -222,6 +231,10 @@ SPLAT_FUNC uint32_t sp_simd_ballot(bool p) { return __ballot_sync(SPLAT_FULL_MAS
 SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return (uint32_t)__popc(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return (uint32_t)(__ffs((int)x) - 1); }
 SPLAT_FUNC void sp_atomic_add(float* p, float v) { atomicAdd(p, v); }
+// Quad q of p (16-byte aligned) as one vector store.
+SPLAT_FUNC void store_float4(float* p, uint32_t q, float a, float b, float c, float d) {
+  reinterpret_cast<float4*>(p)[q] = make_float4(a, b, c, d);
+}
 
 // The Metal SIMD-group builtins, with Metal's names and semantics. The
 // butterfly leaves the same (bitwise) result in every lane: each step adds two

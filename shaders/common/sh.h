@@ -100,20 +100,20 @@ SPLAT_FUNC vec3 sh_color(int degree, vec3 mean, vec3 cam_center, SPLAT_DEVICE_ME
 }
 
 // The SH gradient of one Gaussian is rank one: dL/d sh[k][c] = b_k(dir) dc[c]
-// for k below the active count, with dir the unit view direction and dc the
-// colour gradient with clamped channels zeroed. The GPU keeps only these six
-// floats per Gaussian and expands them where the gradient is consumed (Adam,
-// read-backs): 48 strided stores per Gaussian were the projection backward's
-// whole cost.
+// for k below the active count, with b the basis at the view direction and dc
+// the colour gradient with clamped channels zeroed. The GPU keeps only these
+// factors per Gaussian (SPLAT_SH_FACTOR_FLOATS, params.h: b[16], zeros past the
+// active count, then dc and a pad) and expands them where the gradient is
+// consumed (Adam, read-backs): 48 strided stores per Gaussian were the
+// projection backward's whole cost.
 struct ShGradFactors {
-  vec3 dir;
+  float b[SPLAT_MAX_SH_COEFFS];
   vec3 dc;
 };
 
-// dL/d sh[k][c] from the factors; 0 for inactive coefficients (k >= k_count).
-SPLAT_FUNC float sh_grad_element(int k, int c, int k_count, vec3 dir, vec3 dc) {
-  if (k >= k_count) return 0.f;
-  return sh_basis_value(k, dir) * (c == 0 ? dc.x : c == 1 ? dc.y : dc.z);
+// dL/d sh[k][c] from factors stored as above; 0 for inactive coefficients.
+SPLAT_FUNC float sh_factor_grad(SPLAT_DEVICE_MEM const float* f, uint32_t k, uint32_t c, uint32_t k_count) {
+  return k < k_count ? f[k] * f[SPLAT_MAX_SH_COEFFS + c] : 0.f;
 }
 
 // Backward of sh_color: the SH gradient's factors, and dL/d mean through the
@@ -141,7 +141,7 @@ SPLAT_FUNC vec3 sh_color_backward(int degree, vec3 mean, vec3 cam_center, SPLAT_
     float s = sh[3 * k + 0] * dc[0] + sh[3 * k + 1] * dc[1] + sh[3 * k + 2] * dc[2];
     d_dir = d_dir + s * db[k];
   }
-  factors.dir = dir;
+  SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) factors.b[k] = k < k_count ? b[k] : 0.f;
   factors.dc = make_vec3(dc[0], dc[1], dc[2]);
   // dir = v / |v|: d v = (d_dir - dir (dir . d_dir)) / |v|
   return inv * (d_dir - dot(dir, d_dir) * dir);

@@ -38,9 +38,16 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_gather_pair_counts(ScanParams p, const uint32_t* order, const uint32_t* pair_count,
+                             uint32_t* counts_by_rank) {
+  gather_pair_counts_body(SPLAT_THREAD_CTX(), p, order, pair_count, counts_by_rank);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_emit_pairs(CameraParams cam, RasterParams rp, const SplatRecord* records, const int32_t* radius,
-                     const int32_t* rects, const uint32_t* offsets, uint64_t* keys, uint32_t* values) {
-  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, offsets, keys, values);
+                     const int32_t* rects, const uint32_t* order, const uint32_t* offsets, uint64_t* keys,
+                     uint32_t* values, uint32_t* pair_ranges) {
+  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, order, offsets, keys, values, pair_ranges);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -6,9 +6,9 @@
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_project_backward(CameraParams cam, RasterParams rp, const float* means, const float* log_scales,
                            const float* quats, const float* sh, const SplatRecord* records, const int32_t* radius,
-                           const float* accum, const uint32_t* offsets, float* d_means, float* d_log_scales,
+                           const float* accum, const uint32_t* pair_ranges, float* d_means, float* d_log_scales,
                            float* d_quats, float* d_opacity_logits, float* sh_factors, float* d_means2d) {
-  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, offsets,
+  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, pair_ranges,
                         d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
 }
 

@@ -17,13 +17,13 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                              const uint32_t* sorted_ids, const SplatRecord* records, const float* final_T,
                              const uint32_t* n_contrib, const float* checkpoints,
                              const uint32_t* chunk_tiles, const float* d_image, const float* d_alpha,
-                             const int32_t* rects, const uint32_t* offsets, float* grads) {
+                             const int32_t* rects, const uint32_t* pair_ranges, float* grads) {
   SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_SIZE);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_SIZE);
   rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,
-                          checkpoints, chunk_tiles, d_image, d_alpha, rects, offsets, grads, s_splats, s_ids, s_warp,
+                          checkpoints, chunk_tiles, d_image, d_alpha, rects, pair_ranges, grads, s_splats, s_ids, s_warp,
                           s_red, s_part);
 }

@@ -15,9 +15,14 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
                                      SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
                                      SPLAT_DEVICE_MEM const float* opacity_logits, SPLAT_DEVICE_MEM const float* sh,
                                      SPLAT_DEVICE_MEM SplatRecord* records, SPLAT_DEVICE_MEM int32_t* radius,
-                                     SPLAT_DEVICE_MEM int32_t* rects, SPLAT_DEVICE_MEM uint32_t* pair_count) {
+                                     SPLAT_DEVICE_MEM int32_t* rects, SPLAT_DEVICE_MEM uint32_t* pair_count,
+                                     SPLAT_DEVICE_MEM uint64_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
+  // The depth order of the Gaussians (tile_bin.h): depth > 0, so its bits
+  // sort as the float; Gaussians without pairs go last.
+  depth_ids[i] = i;
+  depth_keys[i] = 0xffffffffu;
   vec3 mean = load_vec3(means, i);
   ProjectedGaussian pg;
   bool visible = project_gaussian(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
@@ -34,6 +39,7 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   float opacity = sp_sigmoid(opacity_logits[i]);
   TileCover tc = tile_cover(pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x, pg.tile_max_y);
   pair_count[i] = tile_cover_count(tc);
+  depth_keys[i] = (uint64_t)sp_float_bits(pg.depth);
   vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), sh + 3u * rp.sh_stride * i);
   SPLAT_DEVICE_MEM SplatRecord& r = records[i];
   r.mean2d[0] = pg.mean2d.x;
@@ -52,22 +58,22 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
 
 // Gradients of every parameter of Gaussian i from its accumulated blend
 // gradients: accum[9 i ..] (atomics), or, deterministic, the sum of its pairs'
-// partial gradients pair_grad[9 e ..] over its emission range, in order. The
-// SH gradient leaves as its factors, sh_factors[6 i ..] = (dir, dc) (sh.h).
+// partial gradients pair_grad[9 e ..] over its emission range (pair_ranges,
+// tile_bin.h), in order. The
+// SH gradient leaves as its factors, sh_factors[20 i ..] (sh.h).
 SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
                                       SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
                                       SPLAT_DEVICE_MEM const float* sh, SPLAT_DEVICE_MEM const SplatRecord* records,
                                       SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const float* accum,
-                                      SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* d_means,
+                                      SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* d_means,
                                       SPLAT_DEVICE_MEM float* d_log_scales, SPLAT_DEVICE_MEM float* d_quats,
                                       SPLAT_DEVICE_MEM float* d_opacity_logits, SPLAT_DEVICE_MEM float* sh_factors,
                                       SPLAT_DEVICE_MEM float* d_means2d) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
-  SPLAT_DEVICE_MEM float* sf = sh_factors + 6u * i;
   if (radius[i] == 0) {
-    for (uint32_t k = 0; k < 6u; ++k) sf[k] = 0.f;
+    for (uint32_t q = 0; q < SPLAT_SH_FACTOR_FLOATS / 4; ++q) store_float4(sh_factors, 5u * i + q, 0.f, 0.f, 0.f, 0.f);
     store_vec3(d_means, i, make_vec3(0.f, 0.f, 0.f));
     store_vec3(d_log_scales, i, make_vec3(0.f, 0.f, 0.f));
     for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = 0.f;
@@ -79,7 +85,7 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   float s[SPLAT_PAIR_GRAD];
   for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = 0.f;
   if (SPLAT_SPEC_DETERMINISTIC) {
-    for (uint32_t e = offsets[i]; e < offsets[i + 1]; ++e)
+    for (uint32_t e = pair_ranges[2 * i]; e < pair_ranges[2 * i] + pair_ranges[2 * i + 1]; ++e)
       for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] += accum[SPLAT_PAIR_GRAD * e + c];
   } else {
     for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = accum[SPLAT_PAIR_GRAD * i + c];
@@ -88,8 +94,10 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   ShGradFactors f;
   vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, mean, camera_center(cam), sh + 3u * rp.sh_stride * i,
                                         make_vec3(s[6], s[7], s[8]), f);
-  store_vec3(sf, 0u, f.dir);
-  store_vec3(sf, 1u, f.dc);
+  // Vector stores: a thread's 80 bytes are contiguous (float4 quads 5 i ..).
+  SPLAT_UNROLL for (uint32_t q = 0; q < 4u; ++q)
+    store_float4(sh_factors, 5u * i + q, f.b[4 * q], f.b[4 * q + 1], f.b[4 * q + 2], f.b[4 * q + 3]);
+  store_float4(sh_factors, 5u * i + 4u, f.dc.x, f.dc.y, f.dc.z, 0.f);
   ProjectionGrads pg = project_gaussian_backward(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
                                                  quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
                                                  make_vec3(s[2], s[3], s[4]));
@@ -110,6 +118,5 @@ SPLAT_FUNC void expand_sh_grad_body(SimtThread t, SPLAT_CONST_MEM const ShGradPa
   uint32_t width = 3u * p.sh_stride;
   if (e >= p.count * width) return;
   uint32_t i = e / width, j = e % width;
-  SPLAT_DEVICE_MEM const float* sf = sh_factors + 6u * i;
-  d_sh[e] = sh_grad_element((int)(j / 3u), (int)(j % 3u), (int)p.k_count, load_vec3(sf, 0u), load_vec3(sf, 1u));
+  d_sh[e] = sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.k_count);
 }

@@ -63,7 +63,7 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_DEVICE_MEM const float* final_T, SPLAT_DEVICE_MEM const uint32_t* n_contrib,
     SPLAT_DEVICE_MEM const float* checkpoints, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles,
     SPLAT_DEVICE_MEM const float* d_image, SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
-    SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM float* grads,
+    SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* grads,
     SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
     SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
     SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_GROUP_WARPS
@@ -124,8 +124,8 @@ SPLAT_FUNC void rasterize_backward_body(
       // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
       TileCover tc = record_tile_cover(records[g], rects[4 * g], rects[4 * g + 1], rects[4 * g + 2], rects[4 * g + 3]);
       uint32_t rank = tile_cover_rank(tc, (int)px.tile_x, (int)px.tile_y);
-      uint32_t slots = offsets[g + 1] - offsets[g];
-      s_ids[t.tid] = offsets[g] + (rank < slots ? rank : slots - 1u);
+      uint32_t slots = pair_ranges[2 * g + 1];
+      s_ids[t.tid] = pair_ranges[2 * g] + (rank < slots ? rank : slots - 1u);
     } else {
       s_ids[t.tid] = g;
     }

@@ -1,39 +1,58 @@
-// Binning of visible Gaussians into 16x16 tiles: (tile, depth) pairs emitted
-// at per-Gaussian prefix-sum offsets (deterministic order), and each tile's
-// range in the sorted pair list.
+// Binning of visible Gaussians into 16x16 tiles. The Gaussians are sorted by
+// depth first (radix_sort.h over n 32-bit keys, stable: ties keep index
+// order); pairs are then emitted in that order at prefix-sum offsets over the
+// depth ranks, keyed by tile alone, and a stable sort by tile (a few bits)
+// leaves each tile's list in depth order: the order a stable sort of
+// (tile << 32 | depth bits) over pairs in Gaussian order gives, with 4 + 2
+// radix passes over n Gaussians and the pairs instead of 6 over the pairs.
+// Then each tile's range in the sorted pair list.
 #pragma once
 #include "simt_util.h"
 #include "tile_cover.h"
 
-// Key (tile << 32) | depth bits: depth >= near > 0, so its bits sort as the
-// float. Pairs of Gaussian i go to offsets[i] .. offsets[i + 1], the tiles it
-// covers (tile_cover.h) in row-major order. Should rounding ever make this
-// walk disagree with the count taken in projection, the slots stay in range:
-// surplus tiles are dropped and missing ones filled with sentinel keys of
-// tile num_tiles, which sort last and fall outside every tile's range.
+// counts_by_rank[r] = pair_count[order[r]]: the pair counts in depth order.
+SPLAT_FUNC void gather_pair_counts_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
+                                        SPLAT_DEVICE_MEM const uint32_t* order,
+                                        SPLAT_DEVICE_MEM const uint32_t* pair_count,
+                                        SPLAT_DEVICE_MEM uint32_t* counts_by_rank) {
+  uint32_t r = global_index(t);
+  if (r >= p.count) return;
+  counts_by_rank[r] = pair_count[order[r]];
+}
+
+// Thread r emits the pairs of the Gaussian of depth rank r, i = order[r], at
+// offsets[r] .. offsets[r + 1] (the scan of counts_by_rank): key = tile, the
+// covered tiles (tile_cover.h) in row-major order, and records them per
+// Gaussian in pair_ranges[2 i ..] = (first slot, count) for the deterministic
+// backward. Should rounding ever make this walk disagree with the count taken
+// in projection, the slots stay in range: surplus tiles are dropped and
+// missing ones filled with sentinel keys of tile num_tiles, which sort last
+// and fall outside every tile's range.
 SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                 SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const SplatRecord* records,
                                 SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const int32_t* rects,
-                                SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM uint64_t* keys,
-                                SPLAT_DEVICE_MEM uint32_t* values) {
-  uint32_t i = global_index(t);
-  if (i >= rp.num_gaussians || radius[i] == 0) return;
-  SPLAT_DEVICE_MEM const SplatRecord& r = records[i];
-  uint64_t depth_bits = (uint64_t)sp_float_bits(r.depth);
-  uint32_t out = offsets[i], stop = offsets[i + 1];
-  TileCover tc = record_tile_cover(r, rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
+                                SPLAT_DEVICE_MEM const uint32_t* order, SPLAT_DEVICE_MEM const uint32_t* offsets,
+                                SPLAT_DEVICE_MEM uint64_t* keys, SPLAT_DEVICE_MEM uint32_t* values,
+                                SPLAT_DEVICE_MEM uint32_t* pair_ranges) {
+  uint32_t r = global_index(t);
+  if (r >= rp.num_gaussians) return;
+  uint32_t i = order[r];
+  uint32_t out = offsets[r], stop = offsets[r + 1];
+  pair_ranges[2 * i] = out;
+  pair_ranges[2 * i + 1] = stop - out;
+  if (radius[i] == 0) return;
+  TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
   for (int32_t ty = tc.y0; ty < tc.y1 && out < stop; ++ty) {
     int tx0, tx1;
     tile_cover_row(tc, ty, tx0, tx1);
     for (int32_t tx = tx0; tx < tx1 && out < stop; ++tx) {
-      uint64_t tile = (uint64_t)((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
-      keys[out] = (tile << 32) | depth_bits;
+      keys[out] = (uint64_t)((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
       values[out] = i;
       ++out;
     }
   }
   for (; out < stop; ++out) {
-    keys[out] = ((uint64_t)rp.num_tiles << 32) | depth_bits;
+    keys[out] = (uint64_t)rp.num_tiles;
     values[out] = i;
   }
 }
@@ -45,11 +64,11 @@ SPLAT_FUNC void tile_ranges_body(SimtThread t, SPLAT_CONST_MEM const ScanParams&
                                  SPLAT_DEVICE_MEM const uint64_t* keys, SPLAT_DEVICE_MEM uint32_t* ranges) {
   uint32_t i = global_index(t);
   if (i >= p.count) return;
-  uint32_t tile = (uint32_t)(keys[i] >> 32);
+  uint32_t tile = (uint32_t)keys[i];
   if (i == 0) {
     ranges[2 * tile] = 0u;
   } else {
-    uint32_t prev = (uint32_t)(keys[i - 1] >> 32);
+    uint32_t prev = (uint32_t)keys[i - 1];
     if (prev != tile) {
       ranges[2 * prev + 1] = i;
       ranges[2 * tile] = i;

@@ -8,12 +8,10 @@
 #include "simt_util.h"
 
 // One thread per float of the virtual concatenation
-//   means [3n] | log_scales [3n] | quats [4n] | opacity_logits [n]
-// (every group read and written coalesced in one dispatch), then one thread
-// per SH coefficient of every Gaussian (n sh_stride threads, 3 channels each):
-// its gradient is expanded from the factors (sh.h), the basis value once for
-// the three channels, and never stored. SH DC and the rest have their own
-// rates.
+//   means [3n] | log_scales [3n] | quats [4n] | opacity_logits [n] | sh [n sh_width]
+// so every group is read and written coalesced in one dispatch. SH DC (the
+// first 3 floats of a Gaussian's sh) and the rest have their own rates. The
+// SH gradient is expanded from its factors (sh.h), never stored.
 SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_DEVICE_MEM float* means,
                           SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* quats,
                           SPLAT_DEVICE_MEM float* opacity, SPLAT_DEVICE_MEM float* sh,
@@ -27,54 +25,46 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
                           SPLAT_DEVICE_MEM const float* sh_factors) {
   const uint32_t n = p.count;
   uint32_t e = global_index(t);
+  SPLAT_DEVICE_MEM float* param;
+  SPLAT_DEVICE_MEM float* m;
+  SPLAT_DEVICE_MEM float* v;
+  SPLAT_DEVICE_MEM const float* g = g_means;
+  bool sh_group = false;
   AdamStep step;
   step.beta1 = p.beta1;
   step.beta2 = p.beta2;
   step.eps = p.eps;
   step.bias1 = p.bias1;
   step.bias2 = p.bias2;
-  if (e < 11u * n) {
-    SPLAT_DEVICE_MEM float* param;
-    SPLAT_DEVICE_MEM float* m;
-    SPLAT_DEVICE_MEM float* v;
-    SPLAT_DEVICE_MEM const float* g;
-    if (e < 3u * n) {
-      param = means, m = m_means, v = v_means, g = g_means, step.lr = p.lr_means;
-    } else if (e < 6u * n) {
-      e -= 3u * n;
-      param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, step.lr = p.lr_log_scales;
-    } else if (e < 10u * n) {
-      e -= 6u * n;
-      param = quats, m = m_quats, v = v_quats, g = g_quats, step.lr = p.lr_quats;
-    } else {
-      e -= 10u * n;
-      param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, step.lr = p.lr_opacity;
-    }
-    float pe = param[e], me = m[e], ve = v[e];
-    adam_update(step, g[e], pe, me, ve);
-    param[e] = pe;
-    m[e] = me;
-    v[e] = ve;
-    return;
+  if (e < 3u * n) {
+    param = means, m = m_means, v = v_means, g = g_means, step.lr = p.lr_means;
+  } else if (e < 6u * n) {
+    e -= 3u * n;
+    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, step.lr = p.lr_log_scales;
+  } else if (e < 10u * n) {
+    e -= 6u * n;
+    param = quats, m = m_quats, v = v_quats, g = g_quats, step.lr = p.lr_quats;
+  } else if (e < 11u * n) {
+    e -= 10u * n;
+    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, step.lr = p.lr_opacity;
+  } else {
+    e -= 11u * n;
+    if (e >= n * p.sh_width) return;
+    param = sh, m = m_sh, v = v_sh, sh_group = true;
+    step.lr = e % p.sh_width < 3u ? p.lr_sh_dc : p.lr_sh_rest;
   }
-  e -= 11u * n;
-  const uint32_t stride = p.sh_width / 3u;
-  if (e >= n * stride) return;
-  const uint32_t i = e / stride, k = e % stride;
-  step.lr = k == 0u ? p.lr_sh_dc : p.lr_sh_rest;
-  SPLAT_DEVICE_MEM const float* sf = sh_factors + 6u * i;
-  const bool active = k < p.sh_k_count;
-  const float b = active ? sh_basis_value((int)k, load_vec3(sf, 0u)) : 0.f;
-  const vec3 dc = load_vec3(sf, 1u);
-  const float grad[3] = {active ? b * dc.x : 0.f, active ? b * dc.y : 0.f, active ? b * dc.z : 0.f};
-  for (uint32_t c = 0; c < 3u; ++c) {
-    uint32_t at = 3u * e + c;
-    float pe = sh[at], me = m_sh[at], ve = v_sh[at];
-    adam_update(step, grad[c], pe, me, ve);
-    sh[at] = pe;
-    m_sh[at] = me;
-    v_sh[at] = ve;
+  float grad;
+  if (sh_group) {
+    uint32_t i = e / p.sh_width, j = e % p.sh_width;
+    grad = sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count);
+  } else {
+    grad = g[e];
   }
+  float pe = param[e], me = m[e], ve = v[e];
+  adam_update(step, grad, pe, me, ve);
+  param[e] = pe;
+  m[e] = me;
+  v[e] = ve;
 }
 
 // Densification statistics of the last backward: for every Gaussian visible

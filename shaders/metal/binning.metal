@@ -39,12 +39,19 @@ kernel void splat_radix_scatter(constant ScanParams& p [[buffer(0)]], device con
                      warp_tot);
 }
 
+kernel void splat_gather_pair_counts(constant ScanParams& p [[buffer(0)]], device const uint32_t* order [[buffer(1)]],
+                                     device const uint32_t* pair_count [[buffer(2)]],
+                                     device uint32_t* counts_by_rank [[buffer(3)]], SPLAT_THREAD_ATTRS) {
+  gather_pair_counts_body(SPLAT_THREAD_CTX(), p, order, pair_count, counts_by_rank);
+}
+
 kernel void splat_emit_pairs(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
                              device const SplatRecord* records [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
-                             device const int32_t* rects [[buffer(4)]], device const uint32_t* offsets [[buffer(5)]],
-                             device uint64_t* keys [[buffer(6)]], device uint32_t* values [[buffer(7)]],
+                             device const int32_t* rects [[buffer(4)]], device const uint32_t* order [[buffer(5)]],
+                             device const uint32_t* offsets [[buffer(6)]], device uint64_t* keys [[buffer(7)]],
+                             device uint32_t* values [[buffer(8)]], device uint32_t* pair_ranges [[buffer(9)]],
                              SPLAT_THREAD_ATTRS) {
-  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, offsets, keys, values);
+  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, order, offsets, keys, values, pair_ranges);
 }
 
 kernel void splat_tile_ranges(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys [[buffer(1)]],

@@ -10,11 +10,11 @@ kernel void splat_project_backward(constant CameraParams& cam [[buffer(0)]], con
                                    device const float* quats [[buffer(4)]], device const float* sh [[buffer(5)]],
                                    device const SplatRecord* records [[buffer(6)]],
                                    device const int32_t* radius [[buffer(7)]], device const float* accum [[buffer(8)]],
-                                   device const uint32_t* offsets [[buffer(9)]], device float* d_means [[buffer(10)]],
+                                   device const uint32_t* pair_ranges [[buffer(9)]], device float* d_means [[buffer(10)]],
                                    device float* d_log_scales [[buffer(11)]], device float* d_quats [[buffer(12)]],
                                    device float* d_opacity_logits [[buffer(13)]], device float* sh_factors [[buffer(14)]],
                                    device float* d_means2d [[buffer(15)]], SPLAT_THREAD_ATTRS) {
-  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, offsets,
+  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, pair_ranges,
                         d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
 }
 
