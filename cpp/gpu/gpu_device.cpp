@@ -603,8 +603,10 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   p.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
   p.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
   p.sh_k_count = (train_sh_degree_ + 1) * (train_sh_degree_ + 1);
-  const size_t total = n * (11 + size_t{p.sh_width});
-  if (total >= (size_t{1} << 32)) throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
+  if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
+    throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
+  // One thread per quad of each group (train_optim.h).
+  const size_t total = 2 * ((3 * n + 3) / 4) + n + (n + 3) / 4 + (n * p.sh_width + 3) / 4;
   begin(TimingLabel::Adam);
   launch(Kernel::Adam, div_up(total, kGroup),
          {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),

@@ -76,7 +76,9 @@ SPLAT_FUNC bool blend_backward_step(BlendSplat s, vec2 pix, SPLAT_THREAD BlendBa
   st.T = st.T / one_minus;  // transmittance in front of this splat
   float weight = alpha * st.T;
   g.color = weight * st.d_pixel;
-  float d_a = st.T * dot(s.color - st.behind, st.d_pixel) + st.d_alpha * st.T_final / one_minus;
+  float d_a = st.T * dot(s.color - st.behind, st.d_pixel);
+  // Training binds no alpha gradient: skip the second division per step.
+  if (st.d_alpha != 0.f) d_a = d_a + st.d_alpha * st.T_final / one_minus;
   st.behind = alpha * s.color + one_minus * st.behind;
   float dx = s.mean2d.x - pix.x;
   float dy = s.mean2d.y - pix.y;

@@ -76,6 +76,9 @@ struct vec2 {
 struct vec3 {
   float x, y, z;
 };
+struct vec4 {
+  float x, y, z, w;
+};
 
 SPLAT_FUNC vec2 make_vec2(float x, float y) {
   vec2 r;
@@ -203,7 +206,16 @@ SPLAT_FUNC uint32_t sp_simd_ballot(bool p) {
 }
 SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return popcount(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return ctz(x); }
-// Quad q of p (16-byte aligned) as one vector store.
+// Quad q of p (16-byte aligned) as one vector load / store.
+SPLAT_FUNC vec4 load_float4(device const float* p, uint32_t q) {
+  float4 v = ((device const float4*)p)[q];
+  vec4 r;
+  r.x = v.x;
+  r.y = v.y;
+  r.z = v.z;
+  r.w = v.w;
+  return r;
+}
 SPLAT_FUNC void store_float4(device float* p, uint32_t q, float a, float b, float c, float d) {
   float4 v;
   v.x = a;
@@ -231,7 +243,16 @@ SPLAT_FUNC uint32_t sp_simd_ballot(bool p) { return __ballot_sync(SPLAT_FULL_MAS
 SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return (uint32_t)__popc(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return (uint32_t)(__ffs((int)x) - 1); }
 SPLAT_FUNC void sp_atomic_add(float* p, float v) { atomicAdd(p, v); }
-// Quad q of p (16-byte aligned) as one vector store.
+// Quad q of p (16-byte aligned) as one vector load / store.
+SPLAT_FUNC vec4 load_float4(const float* p, uint32_t q) {
+  float4 v = reinterpret_cast<const float4*>(p)[q];
+  vec4 r;
+  r.x = v.x;
+  r.y = v.y;
+  r.z = v.z;
+  r.w = v.w;
+  return r;
+}
 SPLAT_FUNC void store_float4(float* p, uint32_t q, float a, float b, float c, float d) {
   reinterpret_cast<float4*>(p)[q] = make_float4(a, b, c, d);
 }

@@ -7,11 +7,14 @@
 #include "sh.h"
 #include "simt_util.h"
 
-// One thread per float of the virtual concatenation
+SPLAT_FUNC float vec4_at(vec4 v, uint32_t r) { return r == 0u ? v.x : r == 1u ? v.y : r == 2u ? v.z : v.w; }
+
+// One thread per quad (4 floats) of each parameter group in turn,
 //   means [3n] | log_scales [3n] | quats [4n] | opacity_logits [n] | sh [n sh_width]
-// so every group is read and written coalesced in one dispatch. SH DC (the
-// first 3 floats of a Gaussian's sh) and the rest have their own rates. The
-// SH gradient is expanded from its factors (sh.h), never stored.
+// every group read and written with 16-byte vector accesses (a group's tail
+// quad element by element), all in one dispatch. SH DC (the first 3 floats of
+// a Gaussian's sh) and the rest have their own rates. The SH gradient is
+// expanded from its factors (sh.h), never stored.
 SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_DEVICE_MEM float* means,
                           SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* quats,
                           SPLAT_DEVICE_MEM float* opacity, SPLAT_DEVICE_MEM float* sh,
@@ -24,47 +27,74 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
                           SPLAT_DEVICE_MEM const float* g_quats, SPLAT_DEVICE_MEM const float* g_opacity,
                           SPLAT_DEVICE_MEM const float* sh_factors) {
   const uint32_t n = p.count;
-  uint32_t e = global_index(t);
-  SPLAT_DEVICE_MEM float* param;
-  SPLAT_DEVICE_MEM float* m;
-  SPLAT_DEVICE_MEM float* v;
+  const uint32_t q3 = (3u * n + 3u) / 4u, q1 = (n + 3u) / 4u;
+  uint32_t q = global_index(t);
+  SPLAT_DEVICE_MEM float* param = means;
+  SPLAT_DEVICE_MEM float* m = m_means;
+  SPLAT_DEVICE_MEM float* v = v_means;
   SPLAT_DEVICE_MEM const float* g = g_means;
+  uint32_t len = 3u * n;
+  float lr = p.lr_means;
   bool sh_group = false;
+  if (q < q3) {
+  } else if (q < 2u * q3) {
+    q -= q3;
+    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.lr_log_scales;
+  } else if (q < 2u * q3 + n) {
+    q -= 2u * q3;
+    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.lr_quats, len = 4u * n;
+  } else if (q < 2u * q3 + n + q1) {
+    q -= 2u * q3 + n;
+    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.lr_opacity, len = n;
+  } else {
+    q -= 2u * q3 + n + q1;
+    param = sh, m = m_sh, v = v_sh, sh_group = true, len = n * p.sh_width;
+  }
+  const uint32_t e0 = 4u * q;
+  if (e0 >= len) return;
   AdamStep step;
+  step.lr = lr;
   step.beta1 = p.beta1;
   step.beta2 = p.beta2;
   step.eps = p.eps;
   step.bias1 = p.bias1;
   step.bias2 = p.bias2;
-  if (e < 3u * n) {
-    param = means, m = m_means, v = v_means, g = g_means, step.lr = p.lr_means;
-  } else if (e < 6u * n) {
-    e -= 3u * n;
-    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, step.lr = p.lr_log_scales;
-  } else if (e < 10u * n) {
-    e -= 6u * n;
-    param = quats, m = m_quats, v = v_quats, g = g_quats, step.lr = p.lr_quats;
-  } else if (e < 11u * n) {
-    e -= 10u * n;
-    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, step.lr = p.lr_opacity;
-  } else {
-    e -= 11u * n;
-    if (e >= n * p.sh_width) return;
-    param = sh, m = m_sh, v = v_sh, sh_group = true;
-    step.lr = e % p.sh_width < 3u ? p.lr_sh_dc : p.lr_sh_rest;
+  const bool full = e0 + 4u <= len;
+  vec4 pv, mv, vv, gv;
+  if (full) {
+    pv = load_float4(param, q);
+    mv = load_float4(m, q);
+    vv = load_float4(v, q);
+    if (!sh_group) gv = load_float4(g, q);
   }
-  float grad;
-  if (sh_group) {
-    uint32_t i = e / p.sh_width, j = e % p.sh_width;
-    grad = sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count);
-  } else {
-    grad = g[e];
+  float out_p[4], out_m[4], out_v[4];
+  SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
+    const uint32_t e = e0 + r;
+    if (e >= len) break;
+    float grad;
+    if (sh_group) {
+      uint32_t i = e / p.sh_width, j = e % p.sh_width;
+      grad = sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count);
+      step.lr = j < 3u ? p.lr_sh_dc : p.lr_sh_rest;
+    } else {
+      grad = full ? vec4_at(gv, r) : g[e];
+    }
+    float pe = full ? vec4_at(pv, r) : param[e], me = full ? vec4_at(mv, r) : m[e], ve = full ? vec4_at(vv, r) : v[e];
+    adam_update(step, grad, pe, me, ve);
+    out_p[r] = pe;
+    out_m[r] = me;
+    out_v[r] = ve;
+    if (!full) {
+      param[e] = pe;
+      m[e] = me;
+      v[e] = ve;
+    }
   }
-  float pe = param[e], me = m[e], ve = v[e];
-  adam_update(step, grad, pe, me, ve);
-  param[e] = pe;
-  m[e] = me;
-  v[e] = ve;
+  if (full) {
+    store_float4(param, q, out_p[0], out_p[1], out_p[2], out_p[3]);
+    store_float4(m, q, out_m[0], out_m[1], out_m[2], out_m[3]);
+    store_float4(v, q, out_v[0], out_v[1], out_v[2], out_v[3]);
+  }
 }
 
 // Densification statistics of the last backward: for every Gaussian visible
