@@ -262,14 +262,10 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   if (pairs) {
     launch(Kernel::TileChunks, div_up(num_tiles, kGroup),
            {KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(chunk_tiles)});
-    // First chunks, then the rest, which skip pixels the first saturated.
-    for (uint32_t phase = 0; phase < 2; ++phase) {
-      ChunkPassParams pass{phase, 0u, 0u, 0u};
-      launch(Kernel::RasterizeChunks, static_cast<uint32_t>(slots),
-             {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::value(pass), KernelArg::buf(ranges),
-              KernelArg::buf(sorted), KernelArg::buf(records), KernelArg::buf(chunk_tiles), KernelArg::buf(chunk_state),
-              KernelArg::buf(chunk_last)});
-    }
+    launch(Kernel::RasterizeChunks, static_cast<uint32_t>(slots),
+           {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(sorted),
+            KernelArg::buf(records), KernelArg::buf(chunk_tiles), KernelArg::buf(chunk_state),
+            KernelArg::buf(chunk_last)});
   }
   BufferRef stop_chunk = ensure(kStopChunk, 4 * pixels);
   launch(Kernel::RasterizeForward, num_tiles,

@@ -37,14 +37,6 @@ struct RasterParams {
 };
 SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
 
-// Which chunks a dispatch of the chunk pass computes (rasterize_forward.h):
-// phase 0 each tile's first chunk, phase 1 the others.
-struct ChunkPassParams {
-  uint32_t phase;
-  uint32_t pad0, pad1, pad2;
-};
-SPLAT_STATIC_ASSERT(sizeof(ChunkPassParams) == 16, "ChunkPassParams layout");
-
 // ---------------------------------------------------------------------------
 // SIMT kernel arguments (shaders/kernels, cpp/gpu). Passed by value (CUDA
 // kernel parameters; Metal `constant` structs set with setBytes).

@@ -3,13 +3,12 @@
 #include "rasterize_forward.h"
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_rasterize_chunks(CameraParams cam, RasterParams rp, ChunkPassParams pass, const uint32_t* ranges,
-                           const uint32_t* sorted_ids, const SplatRecord* records, const uint32_t* chunk_tiles,
-                           float* chunk_state, uint32_t* chunk_last) {
+    splat_rasterize_chunks(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
+                           const SplatRecord* records, const uint32_t* chunk_tiles, float* chunk_state,
+                           uint32_t* chunk_last) {
   SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
-  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, pass, ranges, sorted_ids, records, chunk_tiles, chunk_state,
-                        chunk_last, s_splats, s_flags);
+  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, chunk_state, chunk_last,
+                        s_splats);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

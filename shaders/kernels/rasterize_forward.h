@@ -132,59 +132,41 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* ck, float a, vec3 b) {
   ck[3] = b.z;
 }
 
-// Pass 1, in two dispatches: phase 0 each tile's first chunk, phase 1 the
-// others. chunk_state[4 (SPLAT_GROUP_SIZE slot + tid) ..] = (P, L.rgb),
+// Pass 1. chunk_state[4 (SPLAT_GROUP_SIZE slot + tid) ..] = (P, L.rgb),
 // chunk_last[..] = the last contributor's position in the chunk + 1 (0:
 // none). A pixel whose P drops below the stop stops early: the chain walks
-// that chunk splat by splat anyway. In phase 1 a pixel the first chunk alone
-// saturated (P < the stop: its walk, the same products from T = 1, stops
-// there) computes nothing, since no later pass reads its later chunks; deep
-// tiles mostly saturate in their first 256 splats. s_splats: SPLAT_GROUP_SIZE
-// * SPLAT_BATCH_FLOATS floats; s_flags: SPLAT_GROUP_WARPS values.
+// that chunk splat by splat anyway. s_splats: SPLAT_GROUP_SIZE *
+// SPLAT_BATCH_FLOATS floats.
 SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
-                                      SPLAT_CONST_MEM const RasterParams& rp,
-                                      SPLAT_CONST_MEM const ChunkPassParams& pass,
-                                      SPLAT_DEVICE_MEM const uint32_t* ranges,
+                                      SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
                                       SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
                                       SPLAT_DEVICE_MEM const SplatRecord* records,
                                       SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM float* chunk_state,
-                                      SPLAT_DEVICE_MEM uint32_t* chunk_last, SPLAT_TG_MEM float* s_splats,
-                                      SPLAT_TG_MEM uint32_t* s_flags) {
+                                      SPLAT_DEVICE_MEM uint32_t* chunk_last, SPLAT_TG_MEM float* s_splats) {
   TileChunk c;
   if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
-  const bool first = c.lo == c.start;
-  if (first != (pass.phase == 0u)) return;
-  TilePixel px = tile_pixel(cam, c.tile, t.tid);
-  bool active = px.inside;
-  if (!first) {
-    active = active && chunk_state[4u * chunk_pixel(c.tile, c.start, 0u, t.tid)] >= SPLAT_T_MIN;
-    bool warp_active = simd_any(active);
-    if (t.lane == 0) s_flags[t.warp] = warp_active ? 1u : 0u;
-    sp_group_barrier();
-    uint32_t any = 0u;
-    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) any |= s_flags[w];
-    if (any == 0u) return;
-  }
   uint32_t count = c.hi - c.lo;
   if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[c.lo + t.tid]);
   sp_group_barrier();
-  if (!active) return;
+  TilePixel px = tile_pixel(cam, c.tile, t.tid);
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
   float row_lo, row_hi;
   warp_rows(px.tile_y, t.warp, row_lo, row_hi);
   ChunkBlend cb = chunk_blend_begin();
   uint32_t last = 0u;
-  for (uint32_t j = 0; j < count; ++j) {
-    SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-    if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
-    BlendSplat b = load_blend_splat(sj);
-    float gauss;
-    bool clamped;
-    float alpha = blend_alpha(b.conic, b.mean2d, b.opacity, pix, gauss, clamped);
-    if (alpha == 0.f) continue;
-    chunk_blend_add(cb, alpha, b.color);
-    last = j + 1u;
-    if (cb.P < SPLAT_T_MIN) break;
+  if (px.inside) {
+    for (uint32_t j = 0; j < count; ++j) {
+      SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
+      if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
+      BlendSplat b = load_blend_splat(sj);
+      float gauss;
+      bool clamped;
+      float alpha = blend_alpha(b.conic, b.mean2d, b.opacity, pix, gauss, clamped);
+      if (alpha == 0.f) continue;
+      chunk_blend_add(cb, alpha, b.color);
+      last = j + 1u;
+      if (cb.P < SPLAT_T_MIN) break;
+    }
   }
   uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
   store_chunk_state(chunk_state + 4u * at, cb.P, cb.L);

@@ -3,17 +3,15 @@
 #include "rasterize_forward.h"
 
 kernel void splat_rasterize_chunks(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
-                                   constant ChunkPassParams& pass [[buffer(2)]],
-                                   device const uint32_t* ranges [[buffer(3)]],
-                                   device const uint32_t* sorted_ids [[buffer(4)]],
-                                   device const SplatRecord* records [[buffer(5)]],
-                                   device const uint32_t* chunk_tiles [[buffer(6)]],
-                                   device float* chunk_state [[buffer(7)]], device uint32_t* chunk_last [[buffer(8)]],
+                                   device const uint32_t* ranges [[buffer(2)]],
+                                   device const uint32_t* sorted_ids [[buffer(3)]],
+                                   device const SplatRecord* records [[buffer(4)]],
+                                   device const uint32_t* chunk_tiles [[buffer(5)]],
+                                   device float* chunk_state [[buffer(6)]], device uint32_t* chunk_last [[buffer(7)]],
                                    SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
-  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, pass, ranges, sorted_ids, records, chunk_tiles, chunk_state,
-                        chunk_last, s_splats, s_flags);
+  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, chunk_state, chunk_last,
+                        s_splats);
 }
 
 kernel void splat_rasterize_forward(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
