@@ -12,10 +12,7 @@
 #define SPLAT_BWD_PART_SIZE 1
 #endif
 
-#ifndef SPLAT_BWD_MIN_BLOCKS
-#define SPLAT_BWD_MIN_BLOCKS 1
-#endif
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE, SPLAT_BWD_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_rasterize_backward(CameraParams cam, RasterParams rp, BackwardParams bp, const uint32_t* ranges,
                              const uint32_t* sorted_ids, const SplatRecord* records, const float* final_T,
                              const uint32_t* n_contrib, const float* checkpoints,
