@@ -118,21 +118,19 @@ SPLAT_FUNC uint32_t tile_cover_rank(SPLAT_THREAD const TileCover& tc, int tx, in
   return tile_cover_count_before(tc, ty) + (uint32_t)(tx - tx0);
 }
 
-// The box of pixel centres [x_lo, x_hi] x [y_lo, y_hi] where the splat can
-// have a non-zero alpha (the ellipse's extents sqrt(r C / det) and
-// sqrt(r A / det)); empty (lo > hi) when it has none anywhere. The
-// rasterizers skip it for SIMD groups whose pixel block lies outside.
-SPLAT_FUNC void tile_cover_box(SPLAT_THREAD const TileCover& tc, SPLAT_THREAD float& x_lo, SPLAT_THREAD float& x_hi,
-                               SPLAT_THREAD float& y_lo, SPLAT_THREAD float& y_hi) {
-  x_lo = y_lo = -1e30f;
-  x_hi = y_hi = 1e30f;
+// The pixel-centre rows [y_lo, y_hi] where the splat can have a non-zero
+// alpha (the ellipse's vertical extent sqrt(r A / det)); empty (y_lo > y_hi)
+// when it has none anywhere. The rasterizers skip it for SIMD groups whose
+// pixel rows lie outside.
+SPLAT_FUNC void tile_cover_y_range(SPLAT_THREAD const TileCover& tc, SPLAT_THREAD float& y_lo,
+                                   SPLAT_THREAD float& y_hi) {
+  y_lo = -1e30f;
+  y_hi = 1e30f;
   if (tc.r < 0.f) {
-    x_lo = y_lo = 1e30f;
-    x_hi = y_hi = -1e30f;
+    y_lo = 1e30f;
+    y_hi = -1e30f;
   } else if (!tc.whole_rect) {
-    float u_max = sp_sqrt(tc.r * tc.c / tc.det), v_max = tile_cover_v_max(tc);
-    x_lo = tc.mean2d.x - u_max;
-    x_hi = tc.mean2d.x + u_max;
+    float v_max = tile_cover_v_max(tc);
     y_lo = tc.mean2d.y - v_max;
     y_hi = tc.mean2d.y + v_max;
   }

@@ -85,7 +85,8 @@ SPLAT_FUNC void rasterize_backward_body(
 
   TilePixel px = tile_pixel(cam, tile, t.tid);
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
-  const WarpBlock wb = warp_block(px.tile_x, px.tile_y, t.warp);
+  float row_lo, row_hi;
+  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
   uint32_t nc = px.inside ? n_contrib[px.index] : 0u;
 
   // Positions (in the tile's list) this SIMD group walks; a chunk wholly
@@ -135,9 +136,9 @@ SPLAT_FUNC void rasterize_backward_body(
   uint32_t first = uniform_walk ? 0u : (above < count ? above : count);
   for (uint32_t j = first; j < count; ++j) {
     SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-    // The SIMD group skips a splat that reaches no pixel of its block
+    // The SIMD group skips a splat that reaches none of its pixel rows
     // (never in the variants that meet at a barrier per splat).
-    if (!uniform_walk && batch_splat_misses_block(sj, wb)) continue;
+    if (!uniform_walk && batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
     uint32_t position = batch_hi - 1u - j - start;
     float v[SPLAT_PAIR_GRAD];
     for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = 0.f;

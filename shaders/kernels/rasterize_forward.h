@@ -24,40 +24,25 @@ SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_TILE_SIZE * SPLAT_TILE_SIZE, "one 
 
 // Floats of a splat as the blend sees it: the first 9 of a SplatRecord
 // (mean2d, conic, opacity, colour), which is BlendSplat's field order. In
-// threadgroup memory each splat of a batch also keeps the box of pixel
-// centres it can reach (tile_cover_box): SPLAT_BATCH_FLOATS in all.
+// threadgroup memory each splat of a batch also keeps the pixel rows it can
+// reach (tile_cover_y_range): SPLAT_BATCH_FLOATS in all.
 #define SPLAT_BLEND_FLOATS 9
-#define SPLAT_BATCH_FLOATS 13
+#define SPLAT_BATCH_FLOATS 11
 
 SPLAT_FUNC void store_batch_splat(SPLAT_TG_MEM float* dst, SPLAT_DEVICE_MEM const SplatRecord* records, uint32_t g) {
   SPLAT_DEVICE_MEM const float* src = (SPLAT_DEVICE_MEM const float*)(records + g);
   for (int k = 0; k < SPLAT_BLEND_FLOATS; ++k) dst[k] = src[k];
   TileCover tc = record_tile_cover(records[g], 0, 0, 0, 0);
-  float x_lo, x_hi, y_lo, y_hi;
-  tile_cover_box(tc, x_lo, x_hi, y_lo, y_hi);
-  dst[SPLAT_BLEND_FLOATS] = x_lo;
-  dst[SPLAT_BLEND_FLOATS + 1] = x_hi;
-  dst[SPLAT_BLEND_FLOATS + 2] = y_lo;
-  dst[SPLAT_BLEND_FLOATS + 3] = y_hi;
+  float y_lo, y_hi;
+  tile_cover_y_range(tc, y_lo, y_hi);
+  dst[SPLAT_BLEND_FLOATS] = y_lo;
+  dst[SPLAT_BLEND_FLOATS + 1] = y_hi;
 }
 
-// The pixel-centre box of a SIMD group: 8 x 4 pixels of its tile (a squarer
-// block than two rows of 16 misses more splats: ~20% fewer visits for
-// splats of a few pixels' radius).
-#define SPLAT_WARP_BLOCK_W 8
-#define SPLAT_WARP_BLOCK_H 4
-SPLAT_STATIC_ASSERT(SPLAT_WARP_BLOCK_W * SPLAT_WARP_BLOCK_H == SPLAT_SIMD_WIDTH, "one SIMD group per block");
-SPLAT_STATIC_ASSERT(SPLAT_TILE_SIZE % SPLAT_WARP_BLOCK_W == 0 && SPLAT_TILE_SIZE % SPLAT_WARP_BLOCK_H == 0,
-                    "blocks tile a tile");
-struct WarpBlock {
-  float x_lo, x_hi, y_lo, y_hi;
-};
-
-// Whether the batch splat at `s` gives zero alpha on every pixel of the SIMD
-// group's block: the whole group can skip it.
-SPLAT_FUNC bool batch_splat_misses_block(SPLAT_TG_MEM const float* s, SPLAT_THREAD const WarpBlock& b) {
-  return s[SPLAT_BLEND_FLOATS + 1] < b.x_lo || s[SPLAT_BLEND_FLOATS] > b.x_hi ||
-         s[SPLAT_BLEND_FLOATS + 3] < b.y_lo || s[SPLAT_BLEND_FLOATS + 2] > b.y_hi;
+// Whether the batch splat at `s` gives zero alpha on every pixel row of this
+// SIMD group, centres y in [row_lo, row_hi]: the whole group can skip it.
+SPLAT_FUNC bool batch_splat_misses_rows(SPLAT_TG_MEM const float* s, float row_lo, float row_hi) {
+  return s[SPLAT_BLEND_FLOATS + 1] < row_lo || s[SPLAT_BLEND_FLOATS] > row_hi;
 }
 
 SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* s) {
@@ -69,9 +54,7 @@ SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* s) {
   return b;
 }
 
-// The pixel of thread `tid` in tile `tile`: SIMD group w covers the
-// SPLAT_WARP_BLOCK_W x SPLAT_WARP_BLOCK_H block (w % 2, w / 2) of the tile,
-// its lanes row-major.
+// The pixel of thread `tid` in tile `tile`.
 struct TilePixel {
   uint32_t tile_x, tile_y;
   uint32_t x, y;
@@ -80,27 +63,22 @@ struct TilePixel {
 };
 
 SPLAT_FUNC TilePixel tile_pixel(SPLAT_CONST_MEM const CameraParams& cam, uint32_t tile, uint32_t tid) {
-  const uint32_t blocks_x = SPLAT_TILE_SIZE / SPLAT_WARP_BLOCK_W;
-  const uint32_t warp = tid / SPLAT_SIMD_WIDTH, lane = tid % SPLAT_SIMD_WIDTH;
   TilePixel p;
   p.tile_x = tile % cam.tiles_x;
   p.tile_y = tile / cam.tiles_x;
-  p.x = p.tile_x * SPLAT_TILE_SIZE + (warp % blocks_x) * SPLAT_WARP_BLOCK_W + lane % SPLAT_WARP_BLOCK_W;
-  p.y = p.tile_y * SPLAT_TILE_SIZE + (warp / blocks_x) * SPLAT_WARP_BLOCK_H + lane / SPLAT_WARP_BLOCK_W;
+  p.x = p.tile_x * SPLAT_TILE_SIZE + tid % SPLAT_TILE_SIZE;
+  p.y = p.tile_y * SPLAT_TILE_SIZE + tid / SPLAT_TILE_SIZE;
   p.inside = p.x < cam.width && p.y < cam.height;
   p.index = p.inside ? p.y * cam.width + p.x : 0u;
   return p;
 }
 
-// The pixel-centre box of SIMD group `warp` of a tile's threadgroup.
-SPLAT_FUNC WarpBlock warp_block(uint32_t tile_x, uint32_t tile_y, uint32_t warp) {
-  const uint32_t blocks_x = SPLAT_TILE_SIZE / SPLAT_WARP_BLOCK_W;
-  WarpBlock b;
-  b.x_lo = (float)(tile_x * SPLAT_TILE_SIZE + (warp % blocks_x) * SPLAT_WARP_BLOCK_W) + 0.5f;
-  b.y_lo = (float)(tile_y * SPLAT_TILE_SIZE + (warp / blocks_x) * SPLAT_WARP_BLOCK_H) + 0.5f;
-  b.x_hi = b.x_lo + (float)(SPLAT_WARP_BLOCK_W - 1);
-  b.y_hi = b.y_lo + (float)(SPLAT_WARP_BLOCK_H - 1);
-  return b;
+// The pixel-centre rows of SIMD group `warp` of a tile's threadgroup.
+SPLAT_FUNC void warp_rows(uint32_t tile_y, uint32_t warp, SPLAT_THREAD float& row_lo, SPLAT_THREAD float& row_hi) {
+  const uint32_t first = warp * SPLAT_SIMD_WIDTH / SPLAT_TILE_SIZE;
+  const uint32_t last = (warp * SPLAT_SIMD_WIDTH + SPLAT_SIMD_WIDTH - 1u) / SPLAT_TILE_SIZE;
+  row_lo = (float)(tile_y * SPLAT_TILE_SIZE + first) + 0.5f;
+  row_hi = (float)(tile_y * SPLAT_TILE_SIZE + last) + 0.5f;
 }
 
 // The chunk a chunk-parallel threadgroup works on: the tile that recorded
@@ -172,13 +150,14 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   sp_group_barrier();
   TilePixel px = tile_pixel(cam, c.tile, t.tid);
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
-  const WarpBlock wb = warp_block(px.tile_x, px.tile_y, t.warp);
+  float row_lo, row_hi;
+  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
   ChunkBlend cb = chunk_blend_begin();
   uint32_t last = 0u;
   if (px.inside) {
     for (uint32_t j = 0; j < count; ++j) {
       SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-      if (batch_splat_misses_block(sj, wb)) continue;
+      if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
       BlendSplat b = load_blend_splat(sj);
       float gauss;
       bool clamped;
@@ -289,7 +268,8 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   if (!walk) return;
 
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
-  const WarpBlock wb = warp_block(px.tile_x, px.tile_y, t.warp);
+  float row_lo, row_hi;
+  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
   SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * (t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
   BlendForwardState st = blend_forward_begin();
   st.T = ck[0];
@@ -298,7 +278,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   ChunkBlend cb = chunk_blend_begin();
   for (uint32_t j = 0; j < count; ++j) {
     SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-    if (batch_splat_misses_block(sj, wb)) continue;
+    if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
     BlendSplat b = load_blend_splat(sj);
     float a = blend_forward_step(b, pix, c.lo - c.start + j, st);
     if (st.done) break;
