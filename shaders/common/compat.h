@@ -93,6 +93,14 @@ SPLAT_FUNC vec3 make_vec3(float x, float y, float z) {
   r.z = z;
   return r;
 }
+SPLAT_FUNC vec4 make_vec4(float x, float y, float z, float w) {
+  vec4 r;
+  r.x = x;
+  r.y = y;
+  r.z = z;
+  r.w = w;
+  return r;
+}
 SPLAT_FUNC vec2 operator+(vec2 a, vec2 b) { return make_vec2(a.x + b.x, a.y + b.y); }
 SPLAT_FUNC vec2 operator-(vec2 a, vec2 b) { return make_vec2(a.x - b.x, a.y - b.y); }
 SPLAT_FUNC vec2 operator*(float s, vec2 a) { return make_vec2(s * a.x, s * a.y); }
@@ -209,12 +217,7 @@ SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return ctz(x); }
 // Quad q of p (16-byte aligned) as one vector load / store.
 SPLAT_FUNC vec4 load_float4(device const float* p, uint32_t q) {
   float4 v = ((device const float4*)p)[q];
-  vec4 r;
-  r.x = v.x;
-  r.y = v.y;
-  r.z = v.z;
-  r.w = v.w;
-  return r;
+  return make_vec4(v.x, v.y, v.z, v.w);
 }
 SPLAT_FUNC void store_float4(device float* p, uint32_t q, float a, float b, float c, float d) {
   float4 v;
@@ -246,12 +249,7 @@ SPLAT_FUNC void sp_atomic_add(float* p, float v) { atomicAdd(p, v); }
 // Quad q of p (16-byte aligned) as one vector load / store.
 SPLAT_FUNC vec4 load_float4(const float* p, uint32_t q) {
   float4 v = reinterpret_cast<const float4*>(p)[q];
-  vec4 r;
-  r.x = v.x;
-  r.y = v.y;
-  r.z = v.z;
-  r.w = v.w;
-  return r;
+  return make_vec4(v.x, v.y, v.z, v.w);
 }
 SPLAT_FUNC void store_float4(float* p, uint32_t q, float a, float b, float c, float d) {
   reinterpret_cast<float4*>(p)[q] = make_float4(a, b, c, d);

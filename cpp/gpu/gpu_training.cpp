@@ -1,0 +1,342 @@
+// GpuDevice's training ops on resident state: images, state up- and
+// download, the training step, Adam, densification, opacity reset, the debug
+// snapshot and renders (docs/architecture.md, "The GPU training step"). The
+// rasterizer passes they build on are gpu_device.cpp.
+#include <cmath>
+#include <limits>
+
+#include "gpu_device.h"
+#include "grid.h"
+#include "splat/errors.h"
+
+namespace splat::gpu {
+
+GpuDevice::ParamRefs GpuDevice::state_params() const {
+  ParamRefs p;
+  for (int a = 0; a < 5; ++a) p.p[a] = ref(kParam0 + a);
+  return p;
+}
+
+void GpuDevice::reserve_state(size_t n) {
+  for (int a = 0; a < 5; ++a) {
+    const size_t bytes = 4 * n * param_width(a, sh_stride_);
+    ensure(kParam0 + a, bytes, true);
+    ensure(kM0 + a, bytes, true);
+    ensure(kV0 + a, bytes, true);
+    if (a != 4) ensure(kGrad0 + a, bytes, true);  // d_sh stays factored (kShFactors)
+  }
+  ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
+  ensure(kGradMeans2d, 8 * n, true);
+  ensure(kGradAccum, 4 * n, true);
+  ensure(kGradCount, 4 * n, true);
+  ensure(kMaxRadii, 4 * n, true);
+}
+
+void GpuDevice::upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t bytes = static_cast<size_t>(views) * width * height * 3;
+  begin(TimingLabel::Upload);
+  BufferRef images = ensure(kImages, bytes);
+  launcher_->upload(images, rgb, bytes);
+  end(TimingLabel::Upload);
+  views_ = views;
+  image_width_ = width;
+  image_height_ = height;
+  finish_op(true);
+}
+
+void GpuDevice::set_training_state(const TrainingState& s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (s.count >= (size_t{1} << 31)) throw BackendError("[gpu] too many Gaussians");
+  for (int a = 0; a < 5; ++a) {
+    const size_t len = s.count * param_width(a, s.sh_stride);
+    if (s.params[a].size() != len || (!s.adam_m[a].empty() && s.adam_m[a].size() != len) ||
+        (!s.adam_v[a].empty() && s.adam_v[a].size() != len))
+      throw ConfigError("[gpu] set_training_state: array sizes do not match the count");
+  }
+  for (const std::vector<float>* v : {&s.grad_accum, &s.grad_count, &s.max_radii})
+    if (!v->empty() && v->size() != s.count)
+      throw ConfigError("[gpu] set_training_state: statistics do not match the count");
+  have_forward_ = false;
+  have_loss_ = false;
+  have_train_step_ = false;
+  sh_stride_ = s.sh_stride;
+  count_ = s.count;
+  const size_t n = count_;
+  begin(TimingLabel::Upload);
+  reserve_state(n);
+  for (int a = 0; a < 5; ++a) {
+    const size_t bytes = 4 * n * param_width(a, sh_stride_);
+    launcher_->upload(ref(kParam0 + a), s.params[a].data(), bytes);
+    if (s.adam_m[a].empty()) {
+      launcher_->fill_zero(ref(kM0 + a), bytes);
+      launcher_->fill_zero(ref(kV0 + a), bytes);
+    } else {
+      launcher_->upload(ref(kM0 + a), s.adam_m[a].data(), bytes);
+      launcher_->upload(ref(kV0 + a), s.adam_v[a].data(), bytes);
+    }
+  }
+  const std::vector<float>* stats[3] = {&s.grad_accum, &s.grad_count, &s.max_radii};
+  const int slots[3] = {kGradAccum, kGradCount, kMaxRadii};
+  for (int k = 0; k < 3; ++k) {
+    if (stats[k]->empty())
+      launcher_->fill_zero(ref(slots[k]), 4 * n);
+    else
+      launcher_->upload(ref(slots[k]), stats[k]->data(), 4 * n);
+  }
+  end(TimingLabel::Upload);
+  finish_op(true);
+}
+
+void GpuDevice::get_training_state(TrainingState& s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  s.count = n;
+  s.sh_stride = sh_stride_;
+  begin(TimingLabel::Readback);
+  for (int a = 0; a < 5; ++a) {
+    const size_t len = n * param_width(a, sh_stride_);
+    s.params[a].resize(len);
+    s.adam_m[a].resize(len);
+    s.adam_v[a].resize(len);
+    if (!len) continue;
+    launcher_->download(s.params[a].data(), ref(kParam0 + a), 4 * len);
+    launcher_->download(s.adam_m[a].data(), ref(kM0 + a), 4 * len);
+    launcher_->download(s.adam_v[a].data(), ref(kV0 + a), 4 * len);
+  }
+  s.grad_accum.resize(n);
+  s.grad_count.resize(n);
+  s.max_radii.resize(n);
+  if (n) {
+    launcher_->download(s.grad_accum.data(), ref(kGradAccum), 4 * n);
+    launcher_->download(s.grad_count.data(), ref(kGradCount), 4 * n);
+    launcher_->download(s.max_radii.data(), ref(kMaxRadii), 4 * n);
+  }
+  end(TimingLabel::Readback);
+  finish_op(true);
+}
+
+void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
+                                       const float background[3], float ssim_weight, bool track_stats) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (view >= views_ || cam.width != image_width_ || cam.height != image_height_)
+    throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
+  const size_t n = count_;
+  forward_pass(state_params(), n, sh_stride_, cam, sh_degree, background);
+
+  // The loss against the resident uint8 image of `view`, and d_image.
+  begin(TimingLabel::Ssim);
+  const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
+  const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
+  const double count = 3.0 * static_cast<double>(pixels);
+  LossParams lp{cam.width,
+                cam.height,
+                cam.tiles_x,
+                num_tiles,
+                static_cast<float>((1.0 - ssim_weight) / count),
+                static_cast<float>(-ssim_weight / count),
+                ssim_weight,
+                static_cast<float>(1.0 / count)};
+  BufferRef partials = ensure(kLossPartials, 9 * 4 * pixels), tile_sums = ensure(kTileSums, 8 * size_t{num_tiles}),
+            loss = ensure(kLoss, 16), d_image = ensure(kDImage, 12 * pixels);
+  BufferRef target{arena_[kImages].handle, static_cast<size_t>(view) * pixels * 3};
+  launch(Kernel::SsimForward, num_tiles,
+         {KernelArg::value(lp), KernelArg::buf(ref(kImage)), KernelArg::buf(target), KernelArg::buf(partials),
+          KernelArg::buf(tile_sums)});
+  launch(Kernel::SsimBackward, num_tiles,
+         {KernelArg::value(lp), KernelArg::buf(ref(kImage)), KernelArg::buf(target), KernelArg::buf(partials),
+          KernelArg::buf(tile_sums), KernelArg::buf(d_image), KernelArg::buf(loss)});
+  end(TimingLabel::Ssim);
+
+  const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2),
+                             ref(kGrad0 + 3), BufferRef{}, ref(kGradMeans2d)};
+  backward_pass(d_image, nullptr, outs);
+  train_sh_degree_ = sh_degree;
+
+  if (track_stats) {
+    begin(TimingLabel::DensifyStats);
+    ElementParams ep{static_cast<uint32_t>(n), cam.width, cam.height, 0.f};
+    launch(Kernel::GradStats, div_up(n, kGroup),
+           {KernelArg::value(ep), KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(kGradMeans2d)),
+            KernelArg::buf(ref(kGradAccum)), KernelArg::buf(ref(kGradCount)), KernelArg::buf(ref(kMaxRadii))});
+    end(TimingLabel::DensifyStats);
+  }
+  have_forward_ = false;  // the numpy backward needs its own forward
+  have_loss_ = true;
+  have_train_step_ = true;
+  finish_op(false);
+}
+
+float GpuDevice::last_loss() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!have_loss_) return std::numeric_limits<float>::quiet_NaN();
+  float value = 0.f;
+  begin(TimingLabel::Readback);
+  launcher_->download(&value, ref(kLoss), sizeof(value));
+  end(TimingLabel::Readback);
+  finish_op(true);
+  return value;
+}
+
+void GpuDevice::adam_step(const AdamSettings& s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  AdamParams p{};
+  p.count = static_cast<uint32_t>(n);
+  p.sh_width = 3 * sh_stride_;
+  p.lr_means = s.lr_means;
+  p.lr_log_scales = s.lr_log_scales;
+  p.lr_quats = s.lr_quats;
+  p.lr_opacity = s.lr_opacity;
+  p.lr_sh_dc = s.lr_sh_dc;
+  p.lr_sh_rest = s.lr_sh_rest;
+  p.beta1 = s.beta1;
+  p.beta2 = s.beta2;
+  p.eps = s.eps;
+  // As the CPU backend rounds them.
+  p.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
+  p.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+  p.sh_k_count = (train_sh_degree_ + 1) * (train_sh_degree_ + 1);
+  if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
+    throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
+  // One thread per quad of each group (train_optim.h).
+  const size_t total = 2 * ((3 * n + 3) / 4) + n + (n + 3) / 4 + (n * p.sh_width + 3) / 4;
+  begin(TimingLabel::Adam);
+  launch(Kernel::Adam, div_up(total, kGroup),
+         {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
+          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
+          KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
+          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
+          KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
+          KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
+          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)), KernelArg::buf(ref(kShFactors))});
+  end(TimingLabel::Adam);
+  finish_op(false);
+}
+
+DensifyResult GpuDevice::densify(const DensifySettings& s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DensifyResult result;
+  const size_t n = count_;
+  have_forward_ = false;
+  have_train_step_ = false;
+  if (n == 0) return result;
+  if (5 * n + 1 >= (size_t{1} << 32)) throw BackendError("[gpu] densify: too many Gaussians");
+  begin(TimingLabel::Densify);
+  DensifyParams p{};
+  p.count = static_cast<uint32_t>(n);
+  p.split_count = s.split_count;
+  p.room = s.max_gaussians > n ? static_cast<uint32_t>(s.max_gaussians - n) : 0u;
+  p.seed = static_cast<uint32_t>(s.seed);
+  p.step = s.step;
+  p.grad_threshold = s.grad_threshold;
+  p.clone_max_scale = s.clone_max_scale;
+  // As the CPU backend rounds them.
+  p.log_div = std::log(s.split_scale_divisor);
+  p.logit_min = std::log(s.prune_opacity / (1.f - s.prune_opacity));
+  p.prune_max_world_scale = s.prune_max_world_scale;
+  p.prune_max_screen_radius = s.prune_max_screen_radius;
+
+  BufferRef kind = ensure(kDensifyKind, 4 * n, true), extra = ensure(kDensifyExtra, 4 * n, true),
+            extra_offsets = ensure(kDensifyExtraOffsets, 4 * (n + 1), true),
+            flags = ensure(kDensifyFlags, 4 * 5 * n, true), offsets = ensure(kDensifyOffsets, 4 * (5 * n + 1), true);
+  const uint32_t groups = div_up(n, kGroup);
+  launch(Kernel::DensifyClassify, groups,
+         {KernelArg::value(p), KernelArg::buf(ref(kParam0 + 1)), KernelArg::buf(ref(kGradAccum)),
+          KernelArg::buf(ref(kGradCount)), KernelArg::buf(kind), KernelArg::buf(extra)});
+  exclusive_scan(extra, extra_offsets, static_cast<uint32_t>(n));
+  launch(Kernel::DensifyMark, groups,
+         {KernelArg::value(p), KernelArg::buf(ref(kParam0 + 1)), KernelArg::buf(ref(kParam0 + 3)),
+          KernelArg::buf(ref(kMaxRadii)), KernelArg::buf(extra), KernelArg::buf(extra_offsets), KernelArg::buf(kind),
+          KernelArg::buf(flags)});
+  exclusive_scan(flags, offsets, static_cast<uint32_t>(5 * n));
+  // The one read-back of densification: the new count (and what happened).
+  uint32_t at[3] = {0, 0, 0};
+  for (int k = 0; k < 3; ++k)
+    launcher_->download(&at[k], BufferRef{offsets.handle, 4 * (3 + k) * n}, sizeof(uint32_t));
+  const size_t out = at[0];
+  result.count = at[0];
+  result.cloned = at[1] - at[0];
+  result.split = at[2] - at[1];
+  const size_t sources = n - result.split + result.cloned + size_t{result.split} * s.split_count;
+  result.pruned = static_cast<uint32_t>(sources - out);
+
+  // Gather into the spare buffers, then swap them with the state.
+  for (int a = 0; a < 5; ++a) {
+    const uint32_t w = param_width(a, sh_stride_);
+    const size_t bytes = 4 * out * w;
+    BufferRef dst = ensure(kSpareParam0 + a, bytes, true), dst_m = ensure(kSpareM0 + a, bytes, true),
+              dst_v = ensure(kSpareV0 + a, bytes, true);
+    DensifyParams g = p;
+    g.width = w;
+    g.is_log_scales = a == 1 ? 1u : 0u;
+    launch(Kernel::DensifyGather, div_up(3 * n, kGroup),
+           {KernelArg::value(g), KernelArg::buf(offsets), KernelArg::buf(ref(kParam0 + a)),
+            KernelArg::buf(ref(kM0 + a)), KernelArg::buf(ref(kV0 + a)), KernelArg::buf(dst), KernelArg::buf(dst_m),
+            KernelArg::buf(dst_v)});
+  }
+  launch(Kernel::DensifyChildren, groups,
+         {KernelArg::value(p), KernelArg::buf(offsets), KernelArg::buf(ref(kParam0)),
+          KernelArg::buf(ref(kParam0 + 1)), KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kSpareParam0))});
+  for (int a = 0; a < 5; ++a) {
+    std::swap(arena_[kParam0 + a], arena_[kSpareParam0 + a]);
+    std::swap(arena_[kM0 + a], arena_[kSpareM0 + a]);
+    std::swap(arena_[kV0 + a], arena_[kSpareV0 + a]);
+  }
+  count_ = out;
+  reserve_state(out);  // the state arrays already fit; grads and statistics may grow
+  launcher_->fill_zero(ref(kGradAccum), 4 * out);
+  launcher_->fill_zero(ref(kGradCount), 4 * out);
+  launcher_->fill_zero(ref(kMaxRadii), 4 * out);
+  end(TimingLabel::Densify);
+  finish_op(false);
+  return result;
+}
+
+void GpuDevice::reset_opacity(float max_opacity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  ElementParams p{static_cast<uint32_t>(n), 0u, 0u, std::log(max_opacity / (1.f - max_opacity))};
+  launch(Kernel::ResetOpacity, div_up(n, kGroup), {KernelArg::value(p), KernelArg::buf(ref(kParam0 + 3))});
+  if (n) {
+    launcher_->fill_zero(ref(kM0 + 3), 4 * n);
+    launcher_->fill_zero(ref(kV0 + 3), 4 * n);
+  }
+  finish_op(false);
+}
+
+bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!have_train_step_) return false;
+  const size_t n = count_;
+  const size_t tiles = rp_.num_tiles;
+  begin(TimingLabel::Readback);
+  out.tile_ranges.resize(2 * tiles);
+  out.sorted_gauss.resize(num_pairs_);
+  if (tiles) launcher_->download(out.tile_ranges.data(), ref(kRanges), 8 * tiles);
+  if (num_pairs_) launcher_->download(out.sorted_gauss.data(), ref(sorted_in_b_ ? kValsB : kValsA), 4 * num_pairs_);
+  if (n) expand_sh_grad(ensure(kGrad0 + 4, 4 * n * param_width(4, sh_stride_)));
+  for (int a = 0; a < 5; ++a) {
+    out.grads[a].resize(n * param_width(a, sh_stride_));
+    if (n) launcher_->download(out.grads[a].data(), ref(kGrad0 + a), 4 * out.grads[a].size());
+  }
+  out.means2d_grad.resize(2 * n);
+  if (n) launcher_->download(out.means2d_grad.data(), ref(kGradMeans2d), 8 * n);
+  end(TimingLabel::Readback);
+  finish_op(true);
+  return true;
+}
+
+void GpuDevice::render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
+                                float* image) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  forward_pass(state_params(), count_, sh_stride_, cam, sh_degree, background);
+  have_forward_ = false;
+  have_train_step_ = false;  // the binning buffers now hold this render's
+  begin(TimingLabel::Readback);
+  launcher_->download(image, ref(kImage), 12 * static_cast<size_t>(cam.width) * cam.height);
+  end(TimingLabel::Readback);
+  finish_op(true);
+}
+
+}  // namespace splat::gpu
