@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "../../shaders/common/sh.h"
 #include "grid.h"
 #include "splat/errors.h"
 #include "timing.h"
@@ -320,8 +321,8 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
 
 void GpuDevice::expand_sh_grad(BufferRef out) {
   const size_t n = num_gaussians_;
-  const int degree = static_cast<int>(rp_.sh_degree);
-  ShGradParams sp{static_cast<uint32_t>(n), rp_.sh_stride, static_cast<uint32_t>((degree + 1) * (degree + 1)), 0u};
+  ShGradParams sp{static_cast<uint32_t>(n), rp_.sh_stride,
+                  static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(rp_.sh_degree))), 0u};
   const size_t total = n * 3 * size_t{rp_.sh_stride};
   if (total >= (size_t{1} << 32)) throw BackendError("[gpu] too many SH coefficients for one dispatch");
   launch(Kernel::ExpandShGrad, div_up(total, kGroup),

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "gpu_device.h"
+#include "../../shaders/common/sh.h"
 #include "grid.h"
 #include "splat/errors.h"
 
@@ -196,11 +197,10 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   // As the CPU backend rounds them.
   p.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
   p.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
-  p.sh_k_count = (train_sh_degree_ + 1) * (train_sh_degree_ + 1);
+  p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
   if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
     throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
-  // One thread per quad of each group (train_optim.h).
-  const size_t total = 2 * ((3 * n + 3) / 4) + n + (n + 3) / 4 + (n * p.sh_width + 3) / 4;
+  const size_t total = adam_quads(p.count, p.sh_width);
   begin(TimingLabel::Adam);
   launch(Kernel::Adam, div_up(total, kGroup),
          {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),

@@ -12,6 +12,8 @@
 #define SPLAT_MAX_SH_COEFFS 16
 // Floats per Gaussian of the factored SH gradient (sh.h): b[16], dc[3], pad.
 #define SPLAT_SH_FACTOR_FLOATS 20
+SPLAT_STATIC_ASSERT(SPLAT_SH_FACTOR_FLOATS == SPLAT_MAX_SH_COEFFS + 4 && SPLAT_MAX_SH_COEFFS % 4 == 0,
+                    "SH gradient factors: b[16], dc, pad, in whole quads");
 
 // The camera of one view. w2c holds the first three rows of the 4x4
 // world-to-camera matrix, row-major (OpenCV axes).
@@ -126,6 +128,14 @@ struct AdamParams {
   uint32_t pad1, pad2;
 };
 SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 64, "AdamParams layout");
+
+// The adam kernel's threads (train_optim.h): one per quad (4 floats) of each
+// group in turn, means [3n] | log_scales [3n] | quats [4n] | opacity [n] |
+// sh [n sh_width]; a group's last quad may be partial.
+SPLAT_FUNC uint32_t float_quads(uint32_t floats) { return (floats + 3u) / 4u; }
+SPLAT_FUNC uint32_t adam_quads(uint32_t n, uint32_t sh_width) {
+  return 2u * float_quads(3u * n) + n + float_quads(n) + float_quads(n * sh_width);
+}
 
 // Expansion of the factored SH gradient (project.h, expand_sh_grad_body).
 struct ShGradParams {

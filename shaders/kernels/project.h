@@ -59,8 +59,9 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
 // Gradients of every parameter of Gaussian i from its accumulated blend
 // gradients: accum[9 i ..] (atomics), or, deterministic, the sum of its pairs'
 // partial gradients pair_grad[9 e ..] over its emission range (pair_ranges,
-// tile_bin.h), in order. The
-// SH gradient leaves as its factors, sh_factors[20 i ..] (sh.h).
+// tile_bin.h), in order. The SH gradient leaves as its factors,
+// sh_factors[SPLAT_SH_FACTOR_FLOATS i ..] (sh.h), in 16-byte quads.
+#define SPLAT_SH_FACTOR_QUADS (SPLAT_SH_FACTOR_FLOATS / 4)
 SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
                                       SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
@@ -73,7 +74,8 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
   if (radius[i] == 0) {
-    for (uint32_t q = 0; q < SPLAT_SH_FACTOR_FLOATS / 4; ++q) store_float4(sh_factors, 5u * i + q, 0.f, 0.f, 0.f, 0.f);
+    for (uint32_t q = 0; q < SPLAT_SH_FACTOR_QUADS; ++q)
+      store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + q, 0.f, 0.f, 0.f, 0.f);
     store_vec3(d_means, i, make_vec3(0.f, 0.f, 0.f));
     store_vec3(d_log_scales, i, make_vec3(0.f, 0.f, 0.f));
     for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = 0.f;
@@ -94,10 +96,11 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   ShGradFactors f;
   vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, mean, camera_center(cam), sh + 3u * rp.sh_stride * i,
                                         make_vec3(s[6], s[7], s[8]), f);
-  // Vector stores: a thread's 80 bytes are contiguous (float4 quads 5 i ..).
-  SPLAT_UNROLL for (uint32_t q = 0; q < 4u; ++q)
-    store_float4(sh_factors, 5u * i + q, f.b[4 * q], f.b[4 * q + 1], f.b[4 * q + 2], f.b[4 * q + 3]);
-  store_float4(sh_factors, 5u * i + 4u, f.dc.x, f.dc.y, f.dc.z, 0.f);
+  // Vector stores: b in quads 0..3, then (dc, 0).
+  SPLAT_UNROLL for (uint32_t q = 0; q < SPLAT_MAX_SH_COEFFS / 4; ++q)
+    store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + q, f.b[4 * q], f.b[4 * q + 1], f.b[4 * q + 2],
+                 f.b[4 * q + 3]);
+  store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + SPLAT_MAX_SH_COEFFS / 4, f.dc.x, f.dc.y, f.dc.z, 0.f);
   ProjectionGrads pg = project_gaussian_backward(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
                                                  quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
                                                  make_vec3(s[2], s[3], s[4]));

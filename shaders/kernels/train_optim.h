@@ -9,9 +9,8 @@
 
 SPLAT_FUNC float vec4_at(vec4 v, uint32_t r) { return r == 0u ? v.x : r == 1u ? v.y : r == 2u ? v.z : v.w; }
 
-// One thread per quad (4 floats) of each parameter group in turn,
-//   means [3n] | log_scales [3n] | quats [4n] | opacity_logits [n] | sh [n sh_width]
-// every group read and written with 16-byte vector accesses (a group's tail
+// One thread per quad (4 floats) of each parameter group in turn (adam_quads,
+// params.h), every group read and written with 16-byte vector accesses (a group's tail
 // quad element by element), all in one dispatch. SH DC (the first 3 floats of
 // a Gaussian's sh) and the rest have their own rates. The SH gradient is
 // expanded from its factors (sh.h), never stored.
@@ -27,27 +26,30 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
                           SPLAT_DEVICE_MEM const float* g_quats, SPLAT_DEVICE_MEM const float* g_opacity,
                           SPLAT_DEVICE_MEM const float* sh_factors) {
   const uint32_t n = p.count;
-  const uint32_t q3 = (3u * n + 3u) / 4u, q1 = (n + 3u) / 4u;
+  // The groups' first quads (params.h, adam_quads).
+  const uint32_t q_scales = float_quads(3u * n), q_quats = 2u * q_scales, q_opacity = q_quats + n,
+                 q_sh = q_opacity + float_quads(n);
   uint32_t q = global_index(t);
-  SPLAT_DEVICE_MEM float* param = means;
-  SPLAT_DEVICE_MEM float* m = m_means;
-  SPLAT_DEVICE_MEM float* v = v_means;
+  SPLAT_DEVICE_MEM float* param;
+  SPLAT_DEVICE_MEM float* m;
+  SPLAT_DEVICE_MEM float* v;
   SPLAT_DEVICE_MEM const float* g = g_means;
-  uint32_t len = 3u * n;
-  float lr = p.lr_means;
+  uint32_t len;
+  float lr = 0.f;
   bool sh_group = false;
-  if (q < q3) {
-  } else if (q < 2u * q3) {
-    q -= q3;
-    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.lr_log_scales;
-  } else if (q < 2u * q3 + n) {
-    q -= 2u * q3;
+  if (q < q_scales) {
+    param = means, m = m_means, v = v_means, lr = p.lr_means, len = 3u * n;
+  } else if (q < q_quats) {
+    q -= q_scales;
+    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.lr_log_scales, len = 3u * n;
+  } else if (q < q_opacity) {
+    q -= q_quats;
     param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.lr_quats, len = 4u * n;
-  } else if (q < 2u * q3 + n + q1) {
-    q -= 2u * q3 + n;
+  } else if (q < q_sh) {
+    q -= q_opacity;
     param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.lr_opacity, len = n;
   } else {
-    q -= 2u * q3 + n + q1;
+    q -= q_sh;
     param = sh, m = m_sh, v = v_sh, sh_group = true, len = n * p.sh_width;
   }
   const uint32_t e0 = 4u * q;
