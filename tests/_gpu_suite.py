@@ -26,7 +26,8 @@ import pytest
 
 import splat
 from splat import _core, reference
-from _parity import GRAD_TOL, GRADS, assert_images_close, cpu_rasterizer, reference_of, rel_err, scene_for, to_splat
+from _parity import (GRAD_TOL, GRADS, assert_images_close, cpu_rasterizer, loss_gradients, reference_of, rel_err,
+                     scene_for, to_splat)
 from _scenes import make_rng, random_scene
 
 __all__ = [
@@ -117,8 +118,7 @@ def test_matches_reference_and_cpu(backend, n, width, height, degree):
         assert_images_close(out.image, ref.image, "image vs reference", seed)
         assert_images_close(out.alpha[..., None], ref.alpha[..., None], "alpha vs reference", seed)
 
-    d_image = rng.normal(size=out.image.shape).astype(np.float32)
-    d_alpha = rng.normal(size=out.alpha.shape).astype(np.float32)
+    d_image, d_alpha = loss_gradients(rng, out, cpu_out, *([ref] if ref is not None else []))
     grads = r.backward(d_image, d_alpha)
     cpu_grads = cpu.backward(d_image, d_alpha)
     ref_grads = reference.backward(ref, d_image, d_alpha) if ref is not None else None
@@ -140,7 +140,7 @@ def test_backward_without_d_alpha_and_white_background(backend):
     r, cpu = rasterizer(backend), cpu_rasterizer()
     out, cpu_out = r.forward(g, cam, 2, bg), cpu.forward(g, cam, 2, bg)
     assert_images_close(out.image, cpu_out.image, "image", seed)
-    d_image = rng.normal(size=out.image.shape).astype(np.float32)
+    d_image, _ = loss_gradients(rng, out, cpu_out)
     grads, cpu_grads = r.backward(d_image), cpu.backward(d_image)
     for name in GRADS:
         assert rel_err(getattr(grads, name), getattr(cpu_grads, name)) <= GRAD_TOL, (name, seed)
