@@ -6,8 +6,19 @@
 #define SPLAT_ALPHA_MAX 0.999f
 #define SPLAT_ALPHA_MIN (1.0f / 255.0f)
 #define SPLAT_T_MIN 1e-4f
-// With opacity <= 1, sigma >= 5.55 gives alpha < 1/255: skip before exp.
+// With opacity <= 1, sigma >= 5.55 gives alpha < 1/255: skipped (blend_alpha
+// tests it before the exp).
 #define SPLAT_SIGMA_SKIP 5.55f
+
+// a . b, a x + b y and acc + w c with the fused multiply-adds of compat.h
+// (the same rounding as the plain expressions where the host has no FMA).
+SPLAT_FUNC float blend_dot(vec3 a, vec3 b) { return sp_fma(a.z, b.z, sp_fma(a.y, b.y, a.x * b.x)); }
+SPLAT_FUNC vec3 blend_mix(float a, vec3 x, float b, vec3 y) {
+  return make_vec3(sp_fma(a, x.x, b * y.x), sp_fma(a, x.y, b * y.y), sp_fma(a, x.z, b * y.z));
+}
+SPLAT_FUNC vec3 blend_accumulate(vec3 acc, float w, vec3 c) {
+  return make_vec3(sp_fma(w, c.x, acc.x), sp_fma(w, c.y, acc.y), sp_fma(w, c.z, acc.z));
+}
 
 // One splat as the blend sees it.
 struct BlendSplat {
@@ -17,21 +28,49 @@ struct BlendSplat {
   vec3 color;
 };
 
+// sigma = 0.5 d^T conic d of pixel centre `pix`, d = mean2d - pix.
+SPLAT_FUNC float blend_sigma(vec3 conic, vec2 mean2d, vec2 pix) {
+  float dx = mean2d.x - pix.x;
+  float dy = mean2d.y - pix.y;
+  return sp_fma(conic.y * dx, dy, 0.5f * sp_fma(conic.x * dx, dx, conic.z * dy * dy));
+}
+
 // Alpha of `s` at pixel centre `pix`, or 0 when the splat is skipped there.
 // `gauss` receives exp(-sigma) and `clamped` whether alpha hit 0.999.
 SPLAT_FUNC float blend_alpha(vec3 conic, vec2 mean2d, float opacity, vec2 pix,
                              SPLAT_THREAD float& gauss, SPLAT_THREAD bool& clamped) {
-  float dx = mean2d.x - pix.x;
-  float dy = mean2d.y - pix.y;
-  float sigma = 0.5f * (conic.x * dx * dx + conic.z * dy * dy) + conic.y * dx * dy;
+  float sigma = blend_sigma(conic, mean2d, pix);
   gauss = 0.f;
   clamped = false;
   if (sigma < 0.f || sigma >= SPLAT_SIGMA_SKIP) return 0.f;
-  gauss = sp_exp(-sigma);
+  gauss = sp_blend_exp(-sigma);
   float raw = opacity * gauss;
   clamped = raw > SPLAT_ALPHA_MAX;
   float alpha = sp_min(SPLAT_ALPHA_MAX, raw);
   return alpha < SPLAT_ALPHA_MIN ? 0.f : alpha;
+}
+
+// What the backward needs of one splat at one pixel: the forward's alpha (0:
+// skipped there), and the factor of alpha's derivative in sigma and opacity:
+// exp(-sigma), or 0 where alpha is clamped at 0.999 or skipped.
+struct BlendHit {
+  float alpha;
+  float slope;
+};
+
+// blend_alpha's alpha without a branch (the exp is computed, then discarded,
+// for a skipped sigma), for SIMD groups that step every lane together.
+// `live`: the pixel's walk reaches the splat (else alpha = 0).
+SPLAT_FUNC BlendHit blend_hit(BlendSplat s, vec2 pix, bool live) {
+  float sigma = blend_sigma(s.conic, s.mean2d, pix);
+  float gauss = sp_blend_exp(-sigma);
+  float raw = s.opacity * gauss;
+  float alpha = sp_min(SPLAT_ALPHA_MAX, raw);
+  bool skip = !live || sigma < 0.f || sigma >= SPLAT_SIGMA_SKIP || alpha < SPLAT_ALPHA_MIN;
+  BlendHit h;
+  h.alpha = skip ? 0.f : alpha;
+  h.slope = (skip || raw > SPLAT_ALPHA_MAX) ? 0.f : gauss;
+  return h;
 }
 
 // Gradients of one splat's blend inputs from one pixel.
@@ -64,29 +103,38 @@ SPLAT_FUNC BlendBackwardState blend_backward_begin(float T_final, vec3 backgroun
   return st;
 }
 
+// One step of the backward walk for a hit. A hit with alpha 0 gives zero
+// gradients and leaves the state as it was, so SIMD lanes can all step.
+SPLAT_FUNC void blend_backward_apply(BlendSplat s, vec2 pix, BlendHit h, SPLAT_THREAD BlendBackwardState& st,
+                                     SPLAT_THREAD BlendGrad& g) {
+  float one_minus = 1.f - h.alpha;
+  // Transmittance in front of this splat.
+  st.T = h.alpha > 0.f ? sp_blend_div(st.T, one_minus) : st.T;
+  float weight = h.alpha * st.T;
+  g.color = weight * st.d_pixel;
+  float d_a = st.T * blend_dot(s.color - st.behind, st.d_pixel);
+  // Training binds no alpha gradient: skip the second division per step.
+  if (st.d_alpha != 0.f) d_a = d_a + sp_blend_div(st.d_alpha * st.T_final, one_minus);
+  st.behind = blend_mix(h.alpha, s.color, one_minus, st.behind);
+  float dx = s.mean2d.x - pix.x;
+  float dy = s.mean2d.y - pix.y;
+  float d_sigma = -s.opacity * h.slope * d_a;
+  g.opacity = h.slope * d_a;
+  g.mean2d = make_vec2(d_sigma * sp_fma(s.conic.x, dx, s.conic.y * dy),
+                       d_sigma * sp_fma(s.conic.z, dy, s.conic.y * dx));
+  g.conic = make_vec3(0.5f * d_sigma * dx * dx, d_sigma * dx * dy, 0.5f * d_sigma * dy * dy);
+}
+
 // One step of the backward walk. Returns false (and leaves `g` untouched)
 // when the splat was skipped at this pixel in the forward pass.
 SPLAT_FUNC bool blend_backward_step(BlendSplat s, vec2 pix, SPLAT_THREAD BlendBackwardState& st,
                                     SPLAT_THREAD BlendGrad& g) {
-  float gauss;
+  BlendHit h;
   bool clamped;
-  float alpha = blend_alpha(s.conic, s.mean2d, s.opacity, pix, gauss, clamped);
-  if (alpha == 0.f) return false;
-  float one_minus = 1.f - alpha;
-  st.T = st.T / one_minus;  // transmittance in front of this splat
-  float weight = alpha * st.T;
-  g.color = weight * st.d_pixel;
-  float d_a = st.T * dot(s.color - st.behind, st.d_pixel);
-  // Training binds no alpha gradient: skip the second division per step.
-  if (st.d_alpha != 0.f) d_a = d_a + st.d_alpha * st.T_final / one_minus;
-  st.behind = alpha * s.color + one_minus * st.behind;
-  float dx = s.mean2d.x - pix.x;
-  float dy = s.mean2d.y - pix.y;
-  float d_sigma = clamped ? 0.f : -s.opacity * gauss * d_a;
-  g.opacity = clamped ? 0.f : gauss * d_a;
-  g.mean2d = make_vec2(d_sigma * (s.conic.x * dx + s.conic.y * dy),
-                       d_sigma * (s.conic.z * dy + s.conic.y * dx));
-  g.conic = make_vec3(0.5f * d_sigma * dx * dx, d_sigma * dx * dy, 0.5f * d_sigma * dy * dy);
+  h.alpha = blend_alpha(s.conic, s.mean2d, s.opacity, pix, h.slope, clamped);
+  if (h.alpha == 0.f) return false;
+  if (clamped) h.slope = 0.f;
+  blend_backward_apply(s, pix, h, st, g);
   return true;
 }
 
@@ -121,7 +169,7 @@ SPLAT_FUNC float blend_forward_step(BlendSplat s, vec2 pix, uint32_t position,
     st.done = true;
     return 0.f;
   }
-  st.color = st.color + (alpha * st.T) * s.color;
+  st.color = blend_accumulate(st.color, alpha * st.T, s.color);
   st.T = next_T;
   st.n_contrib = position + 1;
   return alpha;

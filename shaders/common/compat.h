@@ -159,6 +159,41 @@ SPLAT_FUNC uint32_t sp_float_bits(float x) {
   return u;
 }
 #endif
+// The blend's inner-loop math (shaders/common/blend.h): on the GPUs the
+// hardware exp approximation (relative error ~1e-7) and fused multiply-adds,
+// on CUDA also the hardware reciprocal (a few ulp); on the host the exact
+// functions, and a fused multiply-add only where the instruction set has one
+// (otherwise a*b + c, one rounding more). Forward and backward blends use the
+// same functions, so their decisions (alpha >= 1/255, alpha <= 0.999) agree
+// on each target.
+#if defined(SPLAT_TARGET_METAL)
+SPLAT_FUNC float sp_blend_exp(float x) { return metal::fast::exp(x); }
+SPLAT_FUNC float sp_blend_div(float a, float b) { return a / b; }  // not measured on Apple GPUs
+SPLAT_FUNC float sp_fma(float a, float b, float c) { return metal::fma(a, b, c); }
+#elif defined(SPLAT_TARGET_CUDA)
+// ex2.approx / rcp.approx with flush-to-zero: one MUFU each, without the
+// denormal fix-ups of __expf and __fdividef (blend arguments stay normal:
+// exp of [-5.55, 0], reciprocals of [0.001, 1]).
+SPLAT_FUNC float sp_blend_exp(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+}
+SPLAT_FUNC float sp_blend_div(float a, float b) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
+  return a * r;
+}
+SPLAT_FUNC float sp_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+#else
+SPLAT_FUNC float sp_blend_exp(float x) { return expf(x); }
+SPLAT_FUNC float sp_blend_div(float a, float b) { return a / b; }
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+SPLAT_FUNC float sp_fma(float a, float b, float c) { return fmaf(a, b, c); }
+#else
+SPLAT_FUNC float sp_fma(float a, float b, float c) { return a * b + c; }
+#endif
+#endif
 SPLAT_FUNC float sp_clamp(float x, float lo, float hi) { return sp_min(sp_max(x, lo), hi); }
 SPLAT_FUNC float sp_sigmoid(float x) { return 1.0f / (1.0f + sp_exp(-x)); }
 
@@ -212,6 +247,8 @@ SPLAT_FUNC void sp_simd_barrier() { simdgroup_barrier(mem_flags::mem_threadgroup
 SPLAT_FUNC uint32_t sp_simd_ballot(bool p) {
   return (uint32_t)((simd_vote::vote_t)simd_ballot(p));
 }
+// CUDA hides the value from its optimiser (below); Metal needs no help.
+SPLAT_FUNC uint32_t sp_opaque(uint32_t v) { return v; }
 SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return popcount(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return ctz(x); }
 // Quad q of p (16-byte aligned) as one vector load / store.
@@ -243,6 +280,12 @@ SPLAT_FUNC void sp_atomic_add(device float* p, float v) {
 SPLAT_FUNC void sp_group_barrier() { __syncthreads(); }
 SPLAT_FUNC void sp_simd_barrier() { __syncwarp(SPLAT_FULL_MASK); }
 SPLAT_FUNC uint32_t sp_simd_ballot(bool p) { return __ballot_sync(SPLAT_FULL_MASK, p); }
+// Hides `v` from the optimiser, so a loop keeps it in a register rather than
+// recomputing it from the thread id on every iteration.
+SPLAT_FUNC uint32_t sp_opaque(uint32_t v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
 SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return (uint32_t)__popc(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return (uint32_t)(__ffs((int)x) - 1); }
 SPLAT_FUNC void sp_atomic_add(float* p, float v) { atomicAdd(p, v); }

@@ -13,8 +13,9 @@
 //                           group's largest last contributor (chunks behind
 //                           the threadgroup's do nothing); full: at the tile
 //                           end
-//   SPLAT_SPEC_BWD_SPARSE   warp_any: skip the reduction and the atomics when
-//                           no lane (tg: no thread) contributes; off
+//   SPLAT_SPEC_BWD_SPARSE   warp_any: skip the step, the reduction and the
+//                           atomics when no lane contributes (tg: skip the
+//                           atomics when no thread does); off
 //   SPLAT_SPEC_BWD_ATOMIC   lane_zero: nine simd_sum butterflies (45
 //                           shuffles), lane 0 issues the 9 atomics;
 //                           spread_lanes: the transposed simd_sum9 (12
@@ -134,48 +135,38 @@ SPLAT_FUNC void rasterize_backward_body(
   // Splats of this batch above the SIMD group's limit cannot contribute.
   uint32_t above = batch_hi - start > warp_limit ? batch_hi - start - warp_limit : 0u;
   uint32_t first = uniform_walk ? 0u : (above < count ? above : count);
+  const Sum9Lanes sum9 = simd_sum9_lanes(t.lane);
   for (uint32_t j = first; j < count; ++j) {
     SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
     // The SIMD group skips a splat that reaches none of its pixel rows
     // (never in the variants that meet at a barrier per splat).
     if (!uniform_walk && batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
     uint32_t position = batch_hi - 1u - j - start;
-    float v[SPLAT_PAIR_GRAD];
-    for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = 0.f;
-    bool contrib = false;
-    if (position < nc) {
-      BlendGrad gr;
-      contrib = blend_backward_step(load_blend_splat(sj), pix, st, gr);
-      if (contrib) {
-        v[0] = gr.mean2d.x;
-        v[1] = gr.mean2d.y;
-        v[2] = gr.conic.x;
-        v[3] = gr.conic.y;
-        v[4] = gr.conic.z;
-        v[5] = gr.opacity;
-        v[6] = gr.color.x;
-        v[7] = gr.color.y;
-        v[8] = gr.color.z;
-      }
-    }
+    BlendSplat b = load_blend_splat(sj);
+    BlendHit h = blend_hit(b, pix, position < nc);
+    bool contrib = h.alpha != 0.f;
+    // Every lane steps (a lane the splat misses steps with zeros), so the
+    // group skips a splat no lane blends before doing the math.
+    if (sparse && !uniform_walk && !simd_any(contrib)) continue;
+    BlendGrad gr;
+    blend_backward_apply(b, pix, h, st, gr);
+    float v[SPLAT_PAIR_GRAD] = {gr.mean2d.x, gr.mean2d.y, gr.conic.x, gr.conic.y, gr.conic.z,
+                                gr.opacity,  gr.color.x,  gr.color.y, gr.color.z};
 
     if (use_original) {
-      if (sparse && !simd_any(contrib)) continue;
       if (contrib) {
         SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
         for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
       }
     } else if (use_simd) {
-      if (sparse && !simd_any(contrib)) continue;
       SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
       if (lane_zero) {
         for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = simd_sum(v[c]);
         if (t.lane == 0)
           for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) sp_atomic_add(dst + c, v[c]);
       } else {
-        float total = simd_sum9(v, t.lane);
-        int c = simd_sum9_component(t.lane);
-        if ((t.lane & 1u) == 0u && c >= 0) sp_atomic_add(dst + c, total);
+        float total = simd_sum9(v, sum9);
+        if (sum9.component >= 0) sp_atomic_add(dst + sum9.component, total);
       }
     } else if (use_tg) {
       // Rows 0..8: gradients; row 9: contribution flags.

@@ -120,7 +120,7 @@ SPLAT_FUNC ChunkBlend chunk_blend_begin() {
 
 SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
   if (alpha > 0.f) {
-    cb.L = cb.L + (alpha * cb.P) * color;
+    cb.L = blend_accumulate(cb.L, alpha * cb.P, color);
     cb.P = cb.P * (1.f - alpha);
   }
 }

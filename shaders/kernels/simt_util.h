@@ -63,11 +63,29 @@ SPLAT_FUNC uint32_t simd_match_digit(uint32_t digit, bool valid) {
 // transposed: 12 shuffles where nine butterflies take 45. Each halving step
 // keeps half of the components in each half of the lanes and adds the
 // partner lane's copy of them; after five steps each lane pair (l, l ^ 1)
-// holds the total of one component, simd_sum9_component(l) (-1: none).
+// holds the total of one component. The lane's role (which half it keeps at
+// each step, and the component it ends with) is fixed per lane: computed once
+// with simd_sum9_lanes, outside the loops that sum.
 SPLAT_STATIC_ASSERT(SPLAT_SIMD_WIDTH == 32, "the transposed sum is written for 32 lanes");
 
-SPLAT_FUNC float simd_sum9(SPLAT_THREAD const float* v, uint32_t lane) {
-  const bool h4 = (lane & 16u) != 0u, h3 = (lane & 8u) != 0u, h2 = (lane & 4u) != 0u, h1 = (lane & 2u) != 0u;
+struct Sum9Lanes {
+  uint32_t lane;  // bits 4..1: the lane keeps the upper half at halving steps 16, 8, 4, 2
+  int component;  // the component this lane adds to memory (-1: none; odd lanes of a pair: none)
+};
+
+SPLAT_FUNC Sum9Lanes simd_sum9_lanes(uint32_t lane) {
+  Sum9Lanes l;
+  l.lane = sp_opaque(lane);
+  uint32_t h4 = (lane >> 4) & 1u, h3 = (lane >> 3) & 1u;
+  uint32_t ix = 2u * ((lane >> 2) & 1u) + ((lane >> 1) & 1u);
+  uint32_t c = 5u * h4 + 3u * h3 + ix;
+  bool none = (lane & 1u) != 0u || ix > 2u || 3u * h3 + ix > 4u || c >= 9u;
+  l.component = (int)sp_opaque(none ? 0xffffffffu : c);
+  return l;
+}
+
+SPLAT_FUNC float simd_sum9(SPLAT_THREAD const float* v, Sum9Lanes l) {
+  const bool h4 = (l.lane & 16u) != 0u, h3 = (l.lane & 8u) != 0u, h2 = (l.lane & 4u) != 0u, h1 = (l.lane & 2u) != 0u;
   float w[5];
   for (int k = 0; k < 5; ++k) {
     float lo = v[k], hi = k + 5 < 9 ? v[k + 5] : 0.f;
@@ -85,12 +103,4 @@ SPLAT_FUNC float simd_sum9(SPLAT_THREAD const float* v, uint32_t lane) {
   }
   float z = (h1 ? y[1] : y[0]) + simd_shuffle_xor(h1 ? y[0] : y[1], 2u);
   return z + simd_shuffle_xor(z, 1u);
-}
-
-SPLAT_FUNC int simd_sum9_component(uint32_t lane) {
-  uint32_t h4 = (lane >> 4) & 1u, h3 = (lane >> 3) & 1u;
-  uint32_t ix = 2u * ((lane >> 2) & 1u) + ((lane >> 1) & 1u);
-  if (ix > 2u || 3u * h3 + ix > 4u) return -1;
-  uint32_t c = 5u * h4 + 3u * h3 + ix;
-  return c < 9u ? (int)c : -1;
 }
