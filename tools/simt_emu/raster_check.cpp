@@ -1,0 +1,207 @@
+// The SIMT rasterization passes (shaders/kernels/rasterize_forward.h and
+// rasterize_backward.h) on the SIMT emulator, against the sequential blend of
+// shaders/common/blend.h over the same tile lists. A random scene of splat
+// records (deep tiles: several chunks per list, saturated pixels) is binned
+// by a conservative box test, sorted by depth, and rendered both ways; the
+// backward takes a random d_image (and d_alpha). Writes the arrays for
+// tests/test_simt_emulation.py to compare.
+//
+//   raster_check SEED SPLATS WITH_D_ALPHA OUT
+//
+// Backward variants are chosen at compile time (-DSPLAT_SPEC_BWD_...); the
+// deterministic variant needs the binning's pair slots and is not covered.
+#include "simt_emu.h"
+// The kernel bodies, after the emulator.
+#include "rasterize_backward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace {
+
+constexpr uint32_t kWidth = 72, kHeight = 56;  // 5 x 4 tiles, the last column and row partial
+
+BlendSplat blend_splat(const SplatRecord& r) {
+  BlendSplat b;
+  b.mean2d = make_vec2(r.mean2d[0], r.mean2d[1]);
+  b.conic = make_vec3(r.conic[0], r.conic[1], r.conic[2]);
+  b.opacity = r.opacity;
+  b.color = make_vec3(r.color[0], r.color[1], r.color[2]);
+  return b;
+}
+
+void write(FILE* f, const void* p, size_t bytes) {
+  if (fwrite(p, 1, bytes, f) != bytes) {
+    perror("raster_check: write");
+    exit(2);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT\n");
+    return 2;
+  }
+  std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
+  const int n = atoi(argv[2]);
+  const bool with_d_alpha = atoi(argv[3]) != 0;
+  std::uniform_real_distribution<float> uniform(0.f, 1.f);
+  std::normal_distribution<float> normal(0.f, 1.f);
+
+  CameraParams cam{};
+  cam.width = kWidth;
+  cam.height = kHeight;
+  cam.tiles_x = (kWidth + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
+  cam.tiles_y = (kHeight + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
+  const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
+
+  // Splats with principal sigmas of 0.7..7.7 px, some centres off screen, one
+  // in 13 fully opaque (alpha clamps at 0.999).
+  std::vector<SplatRecord> records(n);
+  std::vector<float> reach(n);  // half-width of a box holding the splat's sigma < 5.55 ellipse
+  for (int i = 0; i < n; ++i) {
+    SplatRecord& r = records[i];
+    r.mean2d[0] = -8.f + (kWidth + 16.f) * uniform(rng);
+    r.mean2d[1] = -8.f + (kHeight + 16.f) * uniform(rng);
+    const float s1 = 0.7f + 7.f * uniform(rng) * uniform(rng), s2 = 0.7f + 7.f * uniform(rng) * uniform(rng);
+    const float th = 6.2831853f * uniform(rng), c = cosf(th), s = sinf(th);
+    const float a = c * c * s1 * s1 + s * s * s2 * s2, b = c * s * (s1 * s1 - s2 * s2), d = s * s * s1 * s1 + c * c * s2 * s2;
+    const float det = a * d - b * b;
+    r.conic[0] = d / det;
+    r.conic[1] = -b / det;
+    r.conic[2] = a / det;
+    r.opacity = i % 13 == 0 ? 1.f : 0.02f + 0.97f * uniform(rng);
+    for (float& ch : r.color) ch = uniform(rng);
+    r.depth = 1.f + 10.f * uniform(rng);
+    r.pad[0] = r.pad[1] = 0.f;
+    reach[i] = 3.4f * std::max(s1, s2);  // sqrt(2 * 5.55) = 3.33 sigma
+  }
+
+  // Tile lists in depth order (ties by index), concatenated in tile order.
+  std::vector<uint32_t> by_depth(n);
+  for (int i = 0; i < n; ++i) by_depth[i] = (uint32_t)i;
+  std::stable_sort(by_depth.begin(), by_depth.end(),
+                   [&](uint32_t x, uint32_t y) { return records[x].depth < records[y].depth; });
+  std::vector<uint32_t> ranges(2 * num_tiles), sorted_ids;
+  for (uint32_t t = 0; t < num_tiles; ++t) {
+    const float x0 = (float)(t % cam.tiles_x * SPLAT_TILE_SIZE), y0 = (float)(t / cam.tiles_x * SPLAT_TILE_SIZE);
+    ranges[2 * t] = (uint32_t)sorted_ids.size();
+    for (uint32_t g : by_depth) {
+      const SplatRecord& r = records[g];
+      if (r.mean2d[0] + reach[g] < x0 || r.mean2d[0] - reach[g] > x0 + SPLAT_TILE_SIZE ||
+          r.mean2d[1] + reach[g] < y0 || r.mean2d[1] - reach[g] > y0 + SPLAT_TILE_SIZE)
+        continue;
+      sorted_ids.push_back(g);
+    }
+    ranges[2 * t + 1] = (uint32_t)sorted_ids.size();
+  }
+  const uint32_t num_pairs = (uint32_t)sorted_ids.size();
+  const uint32_t slots = chunk_slots(num_tiles, num_pairs);
+  std::vector<uint32_t> chunk_tiles(slots, 0xffffffffu);  // unused slots name no tile
+  uint32_t deepest = 0;
+  for (uint32_t t = 0; t < num_tiles; ++t) {
+    const uint32_t start = ranges[2 * t], end = ranges[2 * t + 1];
+    deepest = std::max(deepest, end - start);
+    for (uint32_t k = 0; k < chunk_count(start, end); ++k) chunk_tiles[chunk_slot(t, start, k)] = t;
+  }
+
+  RasterParams rp{};
+  rp.num_gaussians = (uint32_t)n;
+  rp.num_tiles = num_tiles;
+  for (float& b : rp.background) b = uniform(rng);
+  const uint32_t pixels = kWidth * kHeight;
+  std::vector<float> image(3 * pixels), alpha(pixels), final_T(pixels), chunk_state(4 * slots * SPLAT_GROUP_SIZE);
+  std::vector<uint32_t> n_contrib(pixels), chunk_last(slots * SPLAT_GROUP_SIZE), stop_chunk(pixels);
+
+  // The forward's four passes, as GpuDevice dispatches them.
+  simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+    rasterize_chunks_body(t, cam, rp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
+                          chunk_state.data(), chunk_last.data(), s_splats);
+  });
+  simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    rasterize_forward_body(t, cam, rp, ranges.data(), image.data(), alpha.data(), final_T.data(), n_contrib.data(),
+                           chunk_state.data(), chunk_last.data(), stop_chunk.data());
+  });
+  simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+    SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
+    rasterize_walk_body(t, cam, rp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
+                        image.data(), alpha.data(), final_T.data(), n_contrib.data(), chunk_state.data(),
+                        chunk_last.data(), stop_chunk.data(), s_splats, s_flags);
+  });
+  simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    rasterize_checkpoints_body(t, cam, rp, ranges.data(), final_T.data(), n_contrib.data(), chunk_state.data());
+  });
+
+  std::vector<float> d_image(3 * pixels), d_alpha(pixels), grads((size_t)SPLAT_PAIR_GRAD * n, 0.f);
+  for (float& v : d_image) v = normal(rng);
+  for (float& v : d_alpha) v = normal(rng);
+  BackwardParams bp{};
+  bp.has_d_alpha = with_d_alpha ? 1u : 0u;
+  bp.num_pairs = num_pairs;
+  std::vector<int32_t> rects(4 * (size_t)n, 0);          // deterministic variant only
+  std::vector<uint32_t> pair_ranges(2 * (size_t)n, 0u);  // deterministic variant only
+  simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+    SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
+    SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
+    SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);
+    SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
+    rasterize_backward_body(t, cam, rp, bp, ranges.data(), sorted_ids.data(), records.data(), final_T.data(),
+                            n_contrib.data(), chunk_state.data(), chunk_tiles.data(), d_image.data(), d_alpha.data(),
+                            rects.data(), pair_ranges.data(), grads.data(), s_splats, s_ids, s_warp, s_red, s_part);
+  });
+
+  // The sequential blend: each pixel front to back through its tile's list,
+  // then back to front from its last contributor.
+  std::vector<float> ref_image(3 * pixels), ref_alpha(pixels), ref_grads((size_t)SPLAT_PAIR_GRAD * n, 0.f);
+  std::vector<uint32_t> ref_n_contrib(pixels);
+  const vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
+  for (uint32_t y = 0; y < kHeight; ++y)
+    for (uint32_t x = 0; x < kWidth; ++x) {
+      const uint32_t tile = y / SPLAT_TILE_SIZE * cam.tiles_x + x / SPLAT_TILE_SIZE, p = y * kWidth + x;
+      const uint32_t start = ranges[2 * tile], end = ranges[2 * tile + 1];
+      const vec2 pix = make_vec2((float)x + 0.5f, (float)y + 0.5f);
+      BlendForwardState st = blend_forward_begin();
+      for (uint32_t i = start; i < end && !st.done; ++i)
+        blend_forward_step(blend_splat(records[sorted_ids[i]]), pix, i - start, st);
+      const vec3 c = st.color + st.T * bg;
+      ref_image[3 * p] = c.x;
+      ref_image[3 * p + 1] = c.y;
+      ref_image[3 * p + 2] = c.z;
+      ref_alpha[p] = 1.f - st.T;
+      ref_n_contrib[p] = st.n_contrib;
+      BlendBackwardState bs = blend_backward_begin(
+          st.T, bg, make_vec3(d_image[3 * p], d_image[3 * p + 1], d_image[3 * p + 2]), with_d_alpha ? d_alpha[p] : 0.f);
+      for (uint32_t k = st.n_contrib; k-- > 0;) {
+        const uint32_t g = sorted_ids[start + k];
+        BlendGrad gr;
+        if (!blend_backward_step(blend_splat(records[g]), pix, bs, gr)) continue;
+        const float v[SPLAT_PAIR_GRAD] = {gr.mean2d.x, gr.mean2d.y, gr.conic.x, gr.conic.y, gr.conic.z,
+                                          gr.opacity,  gr.color.x,  gr.color.y, gr.color.z};
+        for (int q = 0; q < SPLAT_PAIR_GRAD; ++q) ref_grads[SPLAT_PAIR_GRAD * g + q] += v[q];
+      }
+    }
+
+  FILE* f = fopen(argv[4], "wb");
+  if (!f) {
+    perror("raster_check: open");
+    return 2;
+  }
+  const uint32_t header[5] = {kWidth, kHeight, (uint32_t)n, num_pairs, deepest};
+  write(f, header, sizeof(header));
+  write(f, image.data(), 4 * image.size());
+  write(f, ref_image.data(), 4 * ref_image.size());
+  write(f, alpha.data(), 4 * alpha.size());
+  write(f, ref_alpha.data(), 4 * ref_alpha.size());
+  write(f, n_contrib.data(), 4 * n_contrib.size());
+  write(f, ref_n_contrib.data(), 4 * ref_n_contrib.size());
+  write(f, grads.data(), 4 * grads.size());
+  write(f, ref_grads.data(), 4 * ref_grads.size());
+  fclose(f);
+  return 0;
+}
