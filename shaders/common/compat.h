@@ -208,8 +208,8 @@ SPLAT_FUNC float sp_sigmoid(float x) { return 1.0f / (1.0f + sp_exp(-x)); }
 //   - SIMD-group operations are called in uniform control flow: every lane of
 //     the group reaches the call (inactive lanes pass neutral values).
 //   - Threadgroup arrays are declared by the entry points (MSL allows them only
-//     at kernel scope) with SPLAT_TG_ARRAY and passed to the bodies as
-//     SPLAT_TG_MEM pointers.
+//     at kernel scope) with SPLAT_TG_ARRAY (SPLAT_TG_QUADS for float arrays
+//     read as 16-byte quads) and passed to the bodies as SPLAT_TG_MEM pointers.
 //   - Specialization constants are compile-time values (CUDA: -D defines;
 //     Metal: function constants) used in plain `if`s that the compiler folds.
 // ---------------------------------------------------------------------------
@@ -232,6 +232,11 @@ struct SimtThread {
 // Builtins used as is: simd_sum, simd_max, simd_any, simd_shuffle,
 // simd_shuffle_xor, simd_prefix_exclusive_sum.
 #define SPLAT_TG_ARRAY(type, name, count) threadgroup type name[count]
+// A threadgroup float array of `count` floats (a multiple of 4) aligned for
+// load_tg_float4 / store_tg_float4: declared as quads, used as floats.
+#define SPLAT_TG_QUADS(name, count)                   \
+  SPLAT_TG_ARRAY(float4, name##_quads_, (count) / 4); \
+  threadgroup float* name = (threadgroup float*)name##_quads_
 #define SPLAT_THREAD_ATTRS                                                   \
   uint splat_tid_ [[thread_index_in_threadgroup]],                           \
       uint splat_group_ [[threadgroup_position_in_grid]],                    \
@@ -264,6 +269,18 @@ SPLAT_FUNC void store_float4(device float* p, uint32_t q, float a, float b, floa
   v.w = d;
   ((device float4*)p)[q] = v;
 }
+SPLAT_FUNC vec4 load_tg_float4(threadgroup const float* p, uint32_t q) {
+  float4 v = ((threadgroup const float4*)p)[q];
+  return make_vec4(v.x, v.y, v.z, v.w);
+}
+SPLAT_FUNC void store_tg_float4(threadgroup float* p, uint32_t q, vec4 v) {
+  float4 w;
+  w.x = v.x;
+  w.y = v.y;
+  w.z = v.z;
+  w.w = v.w;
+  ((threadgroup float4*)p)[q] = w;
+}
 // Relaxed float atomic add on device memory; the result is unused.
 SPLAT_FUNC void sp_atomic_add(device float* p, float v) {
   atomic_fetch_add_explicit((device atomic_float*)p, v, memory_order_relaxed);
@@ -271,6 +288,7 @@ SPLAT_FUNC void sp_atomic_add(device float* p, float v) {
 
 #elif defined(SPLAT_TARGET_CUDA)
 #define SPLAT_TG_ARRAY(type, name, count) __shared__ type name[count]
+#define SPLAT_TG_QUADS(name, count) __shared__ __align__(16) float name[count]
 #define SPLAT_THREAD_ATTRS
 #define SPLAT_THREAD_CTX()                                                           \
   SimtThread { (uint32_t)threadIdx.x, (uint32_t)blockIdx.x, (uint32_t)blockDim.x, \
@@ -297,6 +315,8 @@ SPLAT_FUNC vec4 load_float4(const float* p, uint32_t q) {
 SPLAT_FUNC void store_float4(float* p, uint32_t q, float a, float b, float c, float d) {
   reinterpret_cast<float4*>(p)[q] = make_float4(a, b, c, d);
 }
+SPLAT_FUNC vec4 load_tg_float4(const float* p, uint32_t q) { return load_float4(p, q); }
+SPLAT_FUNC void store_tg_float4(float* p, uint32_t q, vec4 v) { store_float4(p, q, v.x, v.y, v.z, v.w); }
 
 // The Metal SIMD-group builtins, with Metal's names and semantics. The
 // butterfly leaves the same (bitwise) result in every lane: each step adds two

@@ -18,7 +18,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                              const uint32_t* n_contrib, const float* checkpoints,
                              const uint32_t* chunk_tiles, const float* d_image, const float* d_alpha,
                              const int32_t* rects, const uint32_t* pair_ranges, float* grads) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_SIZE);

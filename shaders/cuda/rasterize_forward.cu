@@ -6,7 +6,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_rasterize_chunks(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
                            const SplatRecord* records, const uint32_t* chunk_tiles, float* chunk_state,
                            uint32_t* chunk_last) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, chunk_state, chunk_last,
                         s_splats);
 }
@@ -24,7 +24,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                          const SplatRecord* records, const uint32_t* chunk_tiles, float* image, float* alpha,
                          float* final_T, uint32_t* n_contrib, float* chunk_state, const uint32_t* chunk_last,
                          const uint32_t* stop_chunk) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
   rasterize_walk_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, image, alpha, final_T,
                       n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags);

@@ -119,7 +119,7 @@ SPLAT_FUNC void rasterize_backward_body(
 
   if (t.tid < count) {
     uint32_t g = sorted_ids[batch_hi - 1u - t.tid];
-    store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, g);
+    store_batch_splat(s_splats, t.tid, records, g);
     if (det) {
       // The pair's emission slot: its tile's rank among the Gaussian's
       // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
@@ -137,12 +137,12 @@ SPLAT_FUNC void rasterize_backward_body(
   uint32_t first = uniform_walk ? 0u : (above < count ? above : count);
   const Sum9Lanes sum9 = simd_sum9_lanes(t.lane);
   for (uint32_t j = first; j < count; ++j) {
-    SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
+    vec4 rows = batch_splat_rows(s_splats, j);
     // The SIMD group skips a splat that reaches none of its pixel rows
     // (never in the variants that meet at a barrier per splat).
-    if (!uniform_walk && batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
+    if (!uniform_walk && batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
     uint32_t position = batch_hi - 1u - j - start;
-    BlendSplat b = load_blend_splat(sj);
+    BlendSplat b = load_blend_splat(s_splats, j, rows);
     BlendHit h = blend_hit(b, pix, position < nc);
     bool contrib = h.alpha != 0.f;
     // Every lane steps (a lane the splat misses steps with zeros), so the

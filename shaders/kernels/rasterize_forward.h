@@ -22,35 +22,47 @@
 
 SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_TILE_SIZE * SPLAT_TILE_SIZE, "one thread per pixel of a tile");
 
-// Floats of a splat as the blend sees it: the first 9 of a SplatRecord
-// (mean2d, conic, opacity, colour), which is BlendSplat's field order. In
-// threadgroup memory each splat of a batch also keeps the pixel rows it can
-// reach (tile_cover_y_range): SPLAT_BATCH_FLOATS in all.
-#define SPLAT_BLEND_FLOATS 9
-#define SPLAT_BATCH_FLOATS 11
+// A splat of a batch in threadgroup memory: the SplatRecord's three 16-byte
+// quads, (mean2d, conic.xy), (conic.z, opacity, colour.rg), (colour.b,
+// depth, pad), with the pixel rows the splat can reach (tile_cover_y_range)
+// in place of the third quad's pad, read first: (colour.b, -, y_lo, y_hi).
+// One vector load per quad (the array is declared with SPLAT_TG_QUADS).
+#define SPLAT_BATCH_QUADS 3
+#define SPLAT_BATCH_FLOATS (4 * SPLAT_BATCH_QUADS)
+SPLAT_STATIC_ASSERT(sizeof(SplatRecord) == 16 * SPLAT_BATCH_QUADS, "a batch splat is its record's quads");
 
-SPLAT_FUNC void store_batch_splat(SPLAT_TG_MEM float* dst, SPLAT_DEVICE_MEM const SplatRecord* records, uint32_t g) {
-  SPLAT_DEVICE_MEM const float* src = (SPLAT_DEVICE_MEM const float*)(records + g);
-  for (int k = 0; k < SPLAT_BLEND_FLOATS; ++k) dst[k] = src[k];
+SPLAT_FUNC void store_batch_splat(SPLAT_TG_MEM float* batch, uint32_t j, SPLAT_DEVICE_MEM const SplatRecord* records,
+                                  uint32_t g) {
+  SPLAT_DEVICE_MEM const float* src = (SPLAT_DEVICE_MEM const float*)records;
   TileCover tc = record_tile_cover(records[g], 0, 0, 0, 0);
   float y_lo, y_hi;
   tile_cover_y_range(tc, y_lo, y_hi);
-  dst[SPLAT_BLEND_FLOATS] = y_lo;
-  dst[SPLAT_BLEND_FLOATS + 1] = y_hi;
+  vec4 q2 = load_float4(src, SPLAT_BATCH_QUADS * g + 2u);
+  store_tg_float4(batch, SPLAT_BATCH_QUADS * j, load_float4(src, SPLAT_BATCH_QUADS * g));
+  store_tg_float4(batch, SPLAT_BATCH_QUADS * j + 1u, load_float4(src, SPLAT_BATCH_QUADS * g + 1u));
+  store_tg_float4(batch, SPLAT_BATCH_QUADS * j + 2u, make_vec4(q2.x, q2.y, y_lo, y_hi));
 }
 
-// Whether the batch splat at `s` gives zero alpha on every pixel row of this
-// SIMD group, centres y in [row_lo, row_hi]: the whole group can skip it.
-SPLAT_FUNC bool batch_splat_misses_rows(SPLAT_TG_MEM const float* s, float row_lo, float row_hi) {
-  return s[SPLAT_BLEND_FLOATS + 1] < row_lo || s[SPLAT_BLEND_FLOATS] > row_hi;
+// The quad of batch splat j holding its rows (and the last colour channel).
+SPLAT_FUNC vec4 batch_splat_rows(SPLAT_TG_MEM const float* batch, uint32_t j) {
+  return load_tg_float4(batch, SPLAT_BATCH_QUADS * j + 2u);
 }
 
-SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* s) {
+// Whether the batch splat with rows quad `rows` gives zero alpha on every
+// pixel row of this SIMD group, centres y in [row_lo, row_hi]: the whole
+// group can skip it.
+SPLAT_FUNC bool batch_splat_misses_rows(vec4 rows, float row_lo, float row_hi) {
+  return rows.w < row_lo || rows.z > row_hi;
+}
+
+SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* batch, uint32_t j, vec4 rows) {
+  vec4 q0 = load_tg_float4(batch, SPLAT_BATCH_QUADS * j);
+  vec4 q1 = load_tg_float4(batch, SPLAT_BATCH_QUADS * j + 1u);
   BlendSplat b;
-  b.mean2d = make_vec2(s[0], s[1]);
-  b.conic = make_vec3(s[2], s[3], s[4]);
-  b.opacity = s[5];
-  b.color = make_vec3(s[6], s[7], s[8]);
+  b.mean2d = make_vec2(q0.x, q0.y);
+  b.conic = make_vec3(q0.z, q0.w, q1.x);
+  b.opacity = q1.y;
+  b.color = make_vec3(q1.z, q1.w, rows.x);
   return b;
 }
 
@@ -146,7 +158,7 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   TileChunk c;
   if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
   uint32_t count = c.hi - c.lo;
-  if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[c.lo + t.tid]);
+  if (t.tid < count) store_batch_splat(s_splats, t.tid, records, sorted_ids[c.lo + t.tid]);
   sp_group_barrier();
   TilePixel px = tile_pixel(cam, c.tile, t.tid);
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
@@ -156,9 +168,9 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   uint32_t last = 0u;
   if (px.inside) {
     for (uint32_t j = 0; j < count; ++j) {
-      SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-      if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
-      BlendSplat b = load_blend_splat(sj);
+      vec4 rows = batch_splat_rows(s_splats, j);
+      if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
+      BlendSplat b = load_blend_splat(s_splats, j, rows);
       float gauss;
       bool clamped;
       float alpha = blend_alpha(b.conic, b.mean2d, b.opacity, pix, gauss, clamped);
@@ -263,7 +275,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) any |= s_flags[w];
   if (any == 0u) return;
   uint32_t count = c.hi - c.lo;
-  if (t.tid < count) store_batch_splat(s_splats + SPLAT_BATCH_FLOATS * t.tid, records, sorted_ids[c.lo + t.tid]);
+  if (t.tid < count) store_batch_splat(s_splats, t.tid, records, sorted_ids[c.lo + t.tid]);
   sp_group_barrier();
   if (!walk) return;
 
@@ -277,9 +289,9 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   st.n_contrib = n_contrib[px.index];
   ChunkBlend cb = chunk_blend_begin();
   for (uint32_t j = 0; j < count; ++j) {
-    SPLAT_TG_MEM const float* sj = s_splats + SPLAT_BATCH_FLOATS * j;
-    if (batch_splat_misses_rows(sj, row_lo, row_hi)) continue;
-    BlendSplat b = load_blend_splat(sj);
+    vec4 rows = batch_splat_rows(s_splats, j);
+    if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
+    BlendSplat b = load_blend_splat(s_splats, j, rows);
     float a = blend_forward_step(b, pix, c.lo - c.start + j, st);
     if (st.done) break;
     chunk_blend_add(cb, a, b.color);

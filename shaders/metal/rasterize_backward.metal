@@ -20,7 +20,7 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
                                      device const int32_t* rects [[buffer(12)]],
                                      device const uint32_t* pair_ranges [[buffer(13)]], device float* grads [[buffer(14)]],
                                      SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);

@@ -9,7 +9,7 @@ kernel void splat_rasterize_chunks(constant CameraParams& cam [[buffer(0)]], con
                                    device const uint32_t* chunk_tiles [[buffer(5)]],
                                    device float* chunk_state [[buffer(6)]], device uint32_t* chunk_last [[buffer(7)]],
                                    SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, chunk_state, chunk_last,
                         s_splats);
 }
@@ -33,7 +33,7 @@ kernel void splat_rasterize_walk(constant CameraParams& cam [[buffer(0)]], const
                                  device uint32_t* n_contrib [[buffer(9)]], device float* chunk_state [[buffer(10)]],
                                  device const uint32_t* chunk_last [[buffer(11)]],
                                  device const uint32_t* stop_chunk [[buffer(12)]], SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+  SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
   rasterize_walk_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, image, alpha, final_T,
                       n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags);

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
 
   // The forward's four passes, as GpuDevice dispatches them.
   simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+    SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
     rasterize_chunks_body(t, cam, rp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
                           chunk_state.data(), chunk_last.data(), s_splats);
   });
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
                            chunk_state.data(), chunk_last.data(), stop_chunk.data());
   });
   simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+    SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
     SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
     rasterize_walk_body(t, cam, rp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
                         image.data(), alpha.data(), final_T.data(), n_contrib.data(), chunk_state.data(),
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   std::vector<int32_t> rects(4 * (size_t)n, 0);          // deterministic variant only
   std::vector<uint32_t> pair_ranges(2 * (size_t)n, 0u);  // deterministic variant only
   simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    SPLAT_TG_ARRAY(float, s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+    SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
     SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
     SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
     SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);

@@ -25,6 +25,7 @@
 #endif
 #define SPLAT_SIMT 1
 #define SPLAT_TG_ARRAY(type, name, count) static type name[count]
+#define SPLAT_TG_QUADS(name, count) alignas(16) static float name[count]
 
 struct SimtThread {
   uint32_t tid, group, group_size, lane, warp;
@@ -192,5 +193,14 @@ inline void sp_simd_barrier() {}
 // One OS thread: a plain add is atomic.
 inline void sp_atomic_add(float* p, float v) { *p += v; }
 inline uint32_t sp_opaque(uint32_t v) { return v; }
+inline vec4 load_float4(const float* p, uint32_t q) { return make_vec4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]); }
+inline void store_float4(float* p, uint32_t q, float a, float b, float c, float d) {
+  p[4 * q] = a;
+  p[4 * q + 1] = b;
+  p[4 * q + 2] = c;
+  p[4 * q + 3] = d;
+}
+inline vec4 load_tg_float4(const float* p, uint32_t q) { return load_float4(p, q); }
+inline void store_tg_float4(float* p, uint32_t q, vec4 v) { store_float4(p, q, v.x, v.y, v.z, v.w); }
 inline uint32_t sp_popcount(uint32_t x) { return (uint32_t)__builtin_popcount(x); }
 inline uint32_t sp_ctz(uint32_t x) { return (uint32_t)__builtin_ctz(x); }
