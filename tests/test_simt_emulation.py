@@ -1,11 +1,12 @@
 """The SIMT rasterization kernel bodies, run on the host: tools/simt_emu runs
 each threadgroup as fibers with SIMD operations and barriers as rendezvous,
-and tools/simt_emu/raster_check.cpp renders a random scene of deep tiles
-(several 256-splat chunks per list, saturated pixels, partial tiles) with the
-four forward passes and the chunked backward, against the sequential blend of
+and tools/simt_emu/raster_check.cpp bins a random scene as the GPU does (tile
+cover, depth order) into deep tiles (several 256-splat chunks per list,
+saturated pixels, partial tiles), renders it with the four forward passes
+and the chunked backward, and against the sequential blend of
 shaders/common/blend.h over the same lists. This checks the kernels' logic
-(chunks, chaining, walks, checkpoints, lane roles, skips, reductions) for
-every backward variant but the deterministic one, with the host's
+(chunks, chaining, walks, checkpoints, lane roles, skips, reductions, the
+deterministic pair slots) for every backward variant, with the host's
 arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
 C++17 compiler (the one that builds the package) and POSIX ucontext."""
 import os
@@ -34,6 +35,7 @@ VARIANTS = {
     "tg": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_TG"],
     "sparse_off": DEFAULT + ["SPLAT_SPEC_BWD_SPARSE=SPLAT_BWD_SPARSE_OFF"],
     "range_full": DEFAULT + ["SPLAT_SPEC_BWD_RANGE=SPLAT_BWD_RANGE_FULL"],
+    "deterministic": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1"],
 }
 
 
@@ -90,7 +92,7 @@ def run(exe, seed, splats, with_d_alpha, out):
 def test_raster_kernels_match_the_sequential_blend(compiler, tmp_path, variant):
     exe = build(compiler, variant, str(tmp_path))
     rng, seed = make_rng()
-    splats = int(rng.integers(2200, 3000))
+    splats = int(rng.integers(4200, 5000))
     with_d_alpha = bool(rng.random() < 0.5)
     got, pairs, deepest = run(exe, int(rng.integers(0, 2 ** 31)), splats, with_d_alpha, str(tmp_path / "out.bin"))
     assert deepest > 2 * CHUNK, f"the scene should have lists of 3+ chunks (deepest {deepest}); seed {seed}"

@@ -91,7 +91,7 @@ Pipeline GpuDevice::pipeline(Kernel k) {
 
 void GpuDevice::launch(Kernel k, uint32_t groups, std::initializer_list<KernelArg> args) {
   if (groups == 0) return;
-  launcher_->dispatch(pipeline(k), groups, kGroup, args.begin(), args.size());
+  launcher_->dispatch(pipeline(k), groups, kernel_info(k).threads, args.begin(), args.size());
   if (config_.submission == Submission::PerKernel) {
     launcher_->flush();
     launcher_->synchronize();

@@ -55,6 +55,7 @@ struct KernelInfo {
   const char* cuda_source;  // file under shaders/cuda
   const char* metal_source; // file under shaders/metal
   std::vector<SpecConstant> constants;  // the constants this kernel reads
+  uint32_t threads;                     // threads per threadgroup the entry point is written for
 };
 const KernelInfo& kernel_info(Kernel k);
 

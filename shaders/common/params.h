@@ -44,10 +44,16 @@ SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
 // kernel parameters; Metal `constant` structs set with setBytes).
 // ---------------------------------------------------------------------------
 
-// Threads per threadgroup of every SIMT kernel, and what one threadgroup of the
-// scan and radix-sort kernels covers.
+// Threads per threadgroup of every SIMT kernel but the backward
+// rasterization, and what one threadgroup of the scan and radix-sort kernels
+// covers.
 #define SPLAT_GROUP_SIZE 256
 #define SPLAT_GROUP_WARPS (SPLAT_GROUP_SIZE / 32)
+// The backward rasterization's threadgroup: a tile's 256 pixels, two per
+// thread (rasterize_backward.h).
+#define SPLAT_BWD_PIXELS 2
+#define SPLAT_BWD_THREADS (SPLAT_GROUP_SIZE / SPLAT_BWD_PIXELS)
+#define SPLAT_BWD_WARPS (SPLAT_BWD_THREADS / 32)
 #define SPLAT_SCAN_ITEMS_PER_THREAD 16
 #define SPLAT_SCAN_BLOCK (SPLAT_GROUP_SIZE * SPLAT_SCAN_ITEMS_PER_THREAD)
 #define SPLAT_RADIX_BITS 8

@@ -12,7 +12,7 @@
 #define SPLAT_BWD_PART_SIZE 1
 #endif
 
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+extern "C" __global__ void __launch_bounds__(SPLAT_BWD_THREADS)
     splat_rasterize_backward(CameraParams cam, RasterParams rp, BackwardParams bp, const uint32_t* ranges,
                              const uint32_t* sorted_ids, const SplatRecord* records, const float* final_T,
                              const uint32_t* n_contrib, const float* checkpoints,
@@ -20,7 +20,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                              const int32_t* rects, const uint32_t* pair_ranges, float* grads) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
-  SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
+  SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_SIZE);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_SIZE);
   rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,

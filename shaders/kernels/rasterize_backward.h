@@ -1,14 +1,18 @@
-// Backward rasterization: one threadgroup of 256 threads per chunk of 256
-// positions of a tile's list (rasterize_forward.h), one thread per pixel,
-// walking the chunk's splats back to front with blend_backward_step
-// (shaders/common/blend.h) from the pixel state the forward checkpointed at
-// the chunk's end. Chunks of one tile run in parallel, so the depth of the
-// deepest tile no longer bounds the pass. The variants are specialization
-// constants (compile-time), one per BackendConfig switch:
+// Backward rasterization: one threadgroup of SPLAT_BWD_THREADS (128) threads
+// per chunk of 256 positions of a tile's list (rasterize_forward.h), two
+// pixels per thread, walking the chunk's splats back to front with the
+// blend's backward step (shaders/common/blend.h) from the pixel states the
+// forward checkpointed at the chunk's end. Chunks of one tile run in
+// parallel, so the depth of the deepest tile no longer bounds the pass. A
+// thread adds its two pixels' gradients before the SIMD group reduces them:
+// the loads, the row test, the reduction and the atomics of a splat serve
+// 64 pixels (SIMD group w holds tile rows 4w..4w+3; lane l pixels l and
+// l + 32 of them). The variants are specialization constants
+// (compile-time), one per BackendConfig switch:
 //   SPLAT_SPEC_BWD_REDUCE   simd: sum the 9 per-splat gradients over the SIMD
 //                           group, one set of atomics per SIMD group; tg:
 //                           threadgroup-memory reduction, one set per
-//                           threadgroup; original: per-pixel atomics
+//                           threadgroup; original: per-thread atomics
 //   SPLAT_SPEC_BWD_RANGE    last_contributor: the walk starts at the SIMD
 //                           group's largest last contributor (chunks behind
 //                           the threadgroup's do nothing); full: at the tile
@@ -48,14 +52,18 @@
 #define SPLAT_SPEC_DETERMINISTIC 0
 #endif
 
+// The threadgroup (SPLAT_BWD_THREADS, SPLAT_BWD_PIXELS: params.h).
+SPLAT_STATIC_ASSERT(SPLAT_BWD_THREADS % SPLAT_SIMD_WIDTH == 0, "whole SIMD groups");
+SPLAT_STATIC_ASSERT(SPLAT_SIMD_WIDTH % SPLAT_TILE_SIZE == 0, "a SIMD group's pixels are whole tile rows");
+
 // Splats per deterministic reduction round, and threadgroup memory sizes (in
 // elements) the entry points declare.
 #define SPLAT_DET_SLOTS 32
-#define SPLAT_BWD_TG_RED_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_GROUP_SIZE)
-#define SPLAT_BWD_DET_RED_FLOATS (SPLAT_DET_SLOTS * SPLAT_GROUP_WARPS * SPLAT_PAIR_GRAD)
+#define SPLAT_BWD_TG_RED_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_BWD_THREADS)
+#define SPLAT_BWD_DET_RED_FLOATS (SPLAT_DET_SLOTS * SPLAT_BWD_WARPS * SPLAT_PAIR_GRAD)
 #define SPLAT_BWD_RED_FLOATS \
   (SPLAT_BWD_TG_RED_FLOATS > SPLAT_BWD_DET_RED_FLOATS ? SPLAT_BWD_TG_RED_FLOATS : SPLAT_BWD_DET_RED_FLOATS)
-#define SPLAT_BWD_PART_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_GROUP_WARPS)
+#define SPLAT_BWD_PART_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_BWD_WARPS)
 
 SPLAT_FUNC void rasterize_backward_body(
     SimtThread t, SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
@@ -67,7 +75,7 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* grads,
     SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
     SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
-    SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_GROUP_WARPS
+    SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_BWD_WARPS
     SPLAT_TG_MEM float* s_red,     // SPLAT_BWD_RED_FLOATS (tg, deterministic)
     SPLAT_TG_MEM float* s_part) {  // SPLAT_BWD_PART_FLOATS (tg)
   const bool det = SPLAT_SPEC_DETERMINISTIC != 0;
@@ -84,51 +92,67 @@ SPLAT_FUNC void rasterize_backward_body(
   const uint32_t tile = c.tile, start = c.start, end = c.end, batch_lo = c.lo, batch_hi = c.hi;
   const uint32_t count = batch_hi - batch_lo;
 
-  TilePixel px = tile_pixel(cam, tile, t.tid);
-  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  // This thread's pixels: tile pixels first_pixel + lane and + 32.
+  const uint32_t first_pixel = t.warp * SPLAT_BWD_PIXELS * SPLAT_SIMD_WIDTH;
+  TilePixel px[SPLAT_BWD_PIXELS];
+  vec2 pix[SPLAT_BWD_PIXELS];
+  uint32_t nc[SPLAT_BWD_PIXELS];
+  uint32_t nc_max = 0u;
+  SPLAT_UNROLL
+  for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
+    px[p] = tile_pixel(cam, tile, first_pixel + (uint32_t)p * SPLAT_SIMD_WIDTH + t.lane);
+    pix[p] = make_vec2((float)px[p].x + 0.5f, (float)px[p].y + 0.5f);
+    nc[p] = px[p].inside ? n_contrib[px[p].index] : 0u;
+    nc_max = nc[p] > nc_max ? nc[p] : nc_max;
+  }
   float row_lo, row_hi;
-  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
-  uint32_t nc = px.inside ? n_contrib[px.index] : 0u;
+  pixel_rows(px[0].tile_y, first_pixel, first_pixel + SPLAT_BWD_PIXELS * SPLAT_SIMD_WIDTH - 1u, row_lo, row_hi);
 
   // Positions (in the tile's list) this SIMD group walks; a chunk wholly
   // behind every pixel's last contributor has nothing to do.
   uint32_t warp_limit;
   if (SPLAT_SPEC_BWD_RANGE == SPLAT_BWD_RANGE_LAST_CONTRIBUTOR) {
-    warp_limit = simd_max(nc);
+    warp_limit = simd_max(nc_max);
     if (t.lane == 0) s_warp[t.warp] = warp_limit;
     sp_group_barrier();
     uint32_t block_limit = 0u;
-    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) block_limit = s_warp[w] > block_limit ? s_warp[w] : block_limit;
+    for (uint32_t w = 0; w < SPLAT_BWD_WARPS; ++w) block_limit = s_warp[w] > block_limit ? s_warp[w] : block_limit;
     if (batch_lo - start >= block_limit) return;
   } else {
     warp_limit = end - start;
   }
 
-  // The pixel state behind this chunk: the forward's checkpoint at its end
-  // (transmittance T, colour behind normalised by T); past the last
+  // Each pixel's state behind this chunk: the forward's checkpoint at its
+  // end (transmittance T, colour behind normalised by T); past the last
   // contributor, T_final and the background.
-  vec3 d_pix = px.inside ? load_vec3(d_image, px.index) : make_vec3(0.f, 0.f, 0.f);
-  float d_a = (px.inside && bp.has_d_alpha != 0u) ? d_alpha[px.index] : 0.f;
-  vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
-  BlendBackwardState st = blend_backward_begin(px.inside ? final_T[px.index] : 1.f, bg, d_pix, d_a);
-  if (batch_hi - start < nc) {
-    SPLAT_DEVICE_MEM const float* ck = checkpoints + 4u * (t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
-    st.T = ck[0];
-    st.behind = make_vec3(ck[1], ck[2], ck[3]);
+  const vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
+  BlendBackwardState st[SPLAT_BWD_PIXELS];
+  SPLAT_UNROLL
+  for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
+    const TilePixel q = px[p];
+    vec3 d_pix = q.inside ? load_vec3(d_image, q.index) : make_vec3(0.f, 0.f, 0.f);
+    float d_a = (q.inside && bp.has_d_alpha != 0u) ? d_alpha[q.index] : 0.f;
+    st[p] = blend_backward_begin(q.inside ? final_T[q.index] : 1.f, bg, d_pix, d_a);
+    if (batch_hi - start < nc[p]) {
+      uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + first_pixel + (uint32_t)p * SPLAT_SIMD_WIDTH + t.lane;
+      SPLAT_DEVICE_MEM const float* ck = checkpoints + 4u * at;
+      st[p].T = ck[0];
+      st[p].behind = make_vec3(ck[1], ck[2], ck[3]);
+    }
   }
 
-  if (t.tid < count) {
-    uint32_t g = sorted_ids[batch_hi - 1u - t.tid];
-    store_batch_splat(s_splats, t.tid, records, g);
+  for (uint32_t k = t.tid; k < count; k += SPLAT_BWD_THREADS) {
+    uint32_t g = sorted_ids[batch_hi - 1u - k];
+    store_batch_splat(s_splats, k, records, g);
     if (det) {
       // The pair's emission slot: its tile's rank among the Gaussian's
       // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
       TileCover tc = record_tile_cover(records[g], rects[4 * g], rects[4 * g + 1], rects[4 * g + 2], rects[4 * g + 3]);
-      uint32_t rank = tile_cover_rank(tc, (int)px.tile_x, (int)px.tile_y);
+      uint32_t rank = tile_cover_rank(tc, (int)px[0].tile_x, (int)px[0].tile_y);
       uint32_t slots = pair_ranges[2 * g + 1];
-      s_ids[t.tid] = pair_ranges[2 * g] + (rank < slots ? rank : slots - 1u);
+      s_ids[k] = pair_ranges[2 * g] + (rank < slots ? rank : slots - 1u);
     } else {
-      s_ids[t.tid] = g;
+      s_ids[k] = g;
     }
   }
   sp_group_barrier();
@@ -143,15 +167,32 @@ SPLAT_FUNC void rasterize_backward_body(
     if (!uniform_walk && batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
     uint32_t position = batch_hi - 1u - j - start;
     BlendSplat b = load_blend_splat(s_splats, j, rows);
-    BlendHit h = blend_hit(b, pix, position < nc);
-    bool contrib = h.alpha != 0.f;
-    // Every lane steps (a lane the splat misses steps with zeros), so the
-    // group skips a splat no lane blends before doing the math.
+    BlendHit h[SPLAT_BWD_PIXELS];
+    bool contrib = false;
+    SPLAT_UNROLL
+    for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
+      h[p] = blend_hit(b, pix[p], position < nc[p]);
+      contrib = contrib || h[p].alpha != 0.f;
+    }
+    // Every lane steps both pixels (a pixel the splat misses steps with
+    // zeros), so the group skips a splat no lane blends before the math.
     if (sparse && !uniform_walk && !simd_any(contrib)) continue;
-    BlendGrad gr;
-    blend_backward_apply(b, pix, h, st, gr);
-    float v[SPLAT_PAIR_GRAD] = {gr.mean2d.x, gr.mean2d.y, gr.conic.x, gr.conic.y, gr.conic.z,
-                                gr.opacity,  gr.color.x,  gr.color.y, gr.color.z};
+    float v[SPLAT_PAIR_GRAD];
+    for (int q = 0; q < SPLAT_PAIR_GRAD; ++q) v[q] = 0.f;
+    SPLAT_UNROLL
+    for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
+      BlendGrad gr;
+      blend_backward_apply(b, pix[p], h[p], st[p], gr);
+      v[0] += gr.mean2d.x;
+      v[1] += gr.mean2d.y;
+      v[2] += gr.conic.x;
+      v[3] += gr.conic.y;
+      v[4] += gr.conic.z;
+      v[5] += gr.opacity;
+      v[6] += gr.color.x;
+      v[7] += gr.color.y;
+      v[8] += gr.color.z;
+    }
 
     if (use_original) {
       if (contrib) {
@@ -170,12 +211,12 @@ SPLAT_FUNC void rasterize_backward_body(
       }
     } else if (use_tg) {
       // Rows 0..8: gradients; row 9: contribution flags.
-      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s_red[c * SPLAT_GROUP_SIZE + t.tid] = v[c];
-      s_red[SPLAT_PAIR_GRAD * SPLAT_GROUP_SIZE + t.tid] = contrib ? 1.f : 0.f;
+      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s_red[c * SPLAT_BWD_THREADS + t.tid] = v[c];
+      s_red[SPLAT_PAIR_GRAD * SPLAT_BWD_THREADS + t.tid] = contrib ? 1.f : 0.f;
       sp_group_barrier();
       if (t.tid < SPLAT_BWD_PART_FLOATS) {
-        uint32_t row = t.tid / SPLAT_GROUP_WARPS, part = t.tid % SPLAT_GROUP_WARPS;
-        SPLAT_TG_MEM const float* src = s_red + row * SPLAT_GROUP_SIZE + part * SPLAT_SIMD_WIDTH;
+        uint32_t row = t.tid / SPLAT_BWD_WARPS, part = t.tid % SPLAT_BWD_WARPS;
+        SPLAT_TG_MEM const float* src = s_red + row * SPLAT_BWD_THREADS + part * SPLAT_SIMD_WIDTH;
         float sum = 0.f;
         for (uint32_t k = 0; k < SPLAT_SIMD_WIDTH; ++k) sum += src[k];
         s_part[t.tid] = sum;
@@ -184,14 +225,14 @@ SPLAT_FUNC void rasterize_backward_body(
       bool issuer = lane_zero ? t.tid == 0 : t.tid < SPLAT_PAIR_GRAD;
       if (issuer) {
         float flags = 0.f;
-        for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) flags += s_part[SPLAT_PAIR_GRAD * SPLAT_GROUP_WARPS + w];
+        for (uint32_t w = 0; w < SPLAT_BWD_WARPS; ++w) flags += s_part[SPLAT_PAIR_GRAD * SPLAT_BWD_WARPS + w];
         if (!sparse || flags > 0.f) {
           SPLAT_DEVICE_MEM float* dst = grads + SPLAT_PAIR_GRAD * s_ids[j];
           uint32_t c0 = lane_zero ? 0u : t.tid;
           uint32_t c1 = lane_zero ? (uint32_t)SPLAT_PAIR_GRAD : t.tid + 1u;
           for (uint32_t c = c0; c < c1; ++c) {
             float sum = 0.f;
-            for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) sum += s_part[c * SPLAT_GROUP_WARPS + w];
+            for (uint32_t w = 0; w < SPLAT_BWD_WARPS; ++w) sum += s_part[c * SPLAT_BWD_WARPS + w];
             sp_atomic_add(dst + c, sum);
           }
         }
@@ -202,14 +243,14 @@ SPLAT_FUNC void rasterize_backward_body(
       for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = any ? simd_sum(v[c]) : 0.f;
       if (t.lane == 0)
         for (int c = 0; c < SPLAT_PAIR_GRAD; ++c)
-          s_red[(slot * SPLAT_GROUP_WARPS + t.warp) * SPLAT_PAIR_GRAD + c] = v[c];
+          s_red[(slot * SPLAT_BWD_WARPS + t.warp) * SPLAT_PAIR_GRAD + c] = v[c];
       if (slot == SPLAT_DET_SLOTS - 1 || j == count - 1) {
         sp_group_barrier();
         uint32_t slots = slot + 1u, first_j = j - slot;
-        for (uint32_t it = t.tid; it < slots * SPLAT_PAIR_GRAD; it += SPLAT_GROUP_SIZE) {
+        for (uint32_t it = t.tid; it < slots * SPLAT_PAIR_GRAD; it += SPLAT_BWD_THREADS) {
           uint32_t sl = it / SPLAT_PAIR_GRAD, c = it % SPLAT_PAIR_GRAD;
           float sum = 0.f;
-          for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) sum += s_red[(sl * SPLAT_GROUP_WARPS + w) * SPLAT_PAIR_GRAD + c];
+          for (uint32_t w = 0; w < SPLAT_BWD_WARPS; ++w) sum += s_red[(sl * SPLAT_BWD_WARPS + w) * SPLAT_PAIR_GRAD + c];
           grads[SPLAT_PAIR_GRAD * s_ids[first_j + sl] + c] = sum;
         }
         sp_group_barrier();

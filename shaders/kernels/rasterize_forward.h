@@ -85,12 +85,17 @@ SPLAT_FUNC TilePixel tile_pixel(SPLAT_CONST_MEM const CameraParams& cam, uint32_
   return p;
 }
 
-// The pixel-centre rows of SIMD group `warp` of a tile's threadgroup.
+// The pixel-centre rows of the tile pixels [first, last] (row-major).
+SPLAT_FUNC void pixel_rows(uint32_t tile_y, uint32_t first, uint32_t last, SPLAT_THREAD float& row_lo,
+                           SPLAT_THREAD float& row_hi) {
+  row_lo = (float)(tile_y * SPLAT_TILE_SIZE + first / SPLAT_TILE_SIZE) + 0.5f;
+  row_hi = (float)(tile_y * SPLAT_TILE_SIZE + last / SPLAT_TILE_SIZE) + 0.5f;
+}
+
+// The pixel-centre rows of SIMD group `warp` of a tile's threadgroup (one
+// pixel per thread).
 SPLAT_FUNC void warp_rows(uint32_t tile_y, uint32_t warp, SPLAT_THREAD float& row_lo, SPLAT_THREAD float& row_hi) {
-  const uint32_t first = warp * SPLAT_SIMD_WIDTH / SPLAT_TILE_SIZE;
-  const uint32_t last = (warp * SPLAT_SIMD_WIDTH + SPLAT_SIMD_WIDTH - 1u) / SPLAT_TILE_SIZE;
-  row_lo = (float)(tile_y * SPLAT_TILE_SIZE + first) + 0.5f;
-  row_hi = (float)(tile_y * SPLAT_TILE_SIZE + last) + 0.5f;
+  pixel_rows(tile_y, warp * SPLAT_SIMD_WIDTH, warp * SPLAT_SIMD_WIDTH + SPLAT_SIMD_WIDTH - 1u, row_lo, row_hi);
 }
 
 // The chunk a chunk-parallel threadgroup works on: the tile that recorded

@@ -2,14 +2,14 @@
 // rasterize_backward.h) on the SIMT emulator, against the sequential blend of
 // shaders/common/blend.h over the same tile lists. A random scene of splat
 // records (deep tiles: several chunks per list, saturated pixels) is binned
-// by a conservative box test, sorted by depth, and rendered both ways; the
+// as the GPU bins (tile cover, depth order) and rendered both ways; the
 // backward takes a random d_image (and d_alpha). Writes the arrays for
 // tests/test_simt_emulation.py to compare.
 //
 //   raster_check SEED SPLATS WITH_D_ALPHA OUT
 //
-// Backward variants are chosen at compile time (-DSPLAT_SPEC_BWD_...); the
-// deterministic variant needs the binning's pair slots and is not covered.
+// Backward variants are chosen at compile time (-DSPLAT_SPEC_BWD_...,
+// -DSPLAT_SPEC_DETERMINISTIC=1).
 #include "simt_emu.h"
 // The kernel bodies, after the emulator.
 #include "rasterize_backward.h"
@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     r.mean2d[1] = -8.f + (kHeight + 16.f) * uniform(rng);
     const float s1 = 0.7f + 7.f * uniform(rng) * uniform(rng), s2 = 0.7f + 7.f * uniform(rng) * uniform(rng);
     const float th = 6.2831853f * uniform(rng), c = cosf(th), s = sinf(th);
-    const float a = c * c * s1 * s1 + s * s * s2 * s2, b = c * s * (s1 * s1 - s2 * s2), d = s * s * s1 * s1 + c * c * s2 * s2;
+    const float a = c * c * s1 * s1 + s * s * s2 * s2, b = c * s * (s1 * s1 - s2 * s2);
+    const float d = s * s * s1 * s1 + c * c * s2 * s2;
     const float det = a * d - b * b;
     r.conic[0] = d / det;
     r.conic[1] = -b / det;
@@ -80,23 +81,44 @@ int main(int argc, char** argv) {
     reach[i] = 3.4f * std::max(s1, s2);  // sqrt(2 * 5.55) = 3.33 sigma
   }
 
-  // Tile lists in depth order (ties by index), concatenated in tile order.
+  // Binning as the GPU's (tile_bin.h): each splat's tile rect (here its box),
+  // its covered tiles (tile_cover.h) emitted in depth order, row-major, then
+  // a stable sort by tile; pair_ranges keep each splat's emission slots.
   std::vector<uint32_t> by_depth(n);
   for (int i = 0; i < n; ++i) by_depth[i] = (uint32_t)i;
   std::stable_sort(by_depth.begin(), by_depth.end(),
                    [&](uint32_t x, uint32_t y) { return records[x].depth < records[y].depth; });
-  std::vector<uint32_t> ranges(2 * num_tiles), sorted_ids;
-  for (uint32_t t = 0; t < num_tiles; ++t) {
-    const float x0 = (float)(t % cam.tiles_x * SPLAT_TILE_SIZE), y0 = (float)(t / cam.tiles_x * SPLAT_TILE_SIZE);
-    ranges[2 * t] = (uint32_t)sorted_ids.size();
-    for (uint32_t g : by_depth) {
-      const SplatRecord& r = records[g];
-      if (r.mean2d[0] + reach[g] < x0 || r.mean2d[0] - reach[g] > x0 + SPLAT_TILE_SIZE ||
-          r.mean2d[1] + reach[g] < y0 || r.mean2d[1] - reach[g] > y0 + SPLAT_TILE_SIZE)
-        continue;
-      sorted_ids.push_back(g);
+  std::vector<int32_t> rects(4 * (size_t)n);
+  std::vector<uint32_t> pair_ranges(2 * (size_t)n), pair_tiles, pair_ids;
+  for (uint32_t g : by_depth) {
+    const SplatRecord& r = records[g];
+    int32_t* rect = &rects[4 * (size_t)g];
+    rect[0] = std::clamp((int)floorf((r.mean2d[0] - reach[g]) / SPLAT_TILE_SIZE), 0, (int)cam.tiles_x);
+    rect[1] = std::clamp((int)floorf((r.mean2d[1] - reach[g]) / SPLAT_TILE_SIZE), 0, (int)cam.tiles_y);
+    rect[2] = std::clamp((int)floorf((r.mean2d[0] + reach[g]) / SPLAT_TILE_SIZE) + 1, 0, (int)cam.tiles_x);
+    rect[3] = std::clamp((int)floorf((r.mean2d[1] + reach[g]) / SPLAT_TILE_SIZE) + 1, 0, (int)cam.tiles_y);
+    pair_ranges[2 * g] = (uint32_t)pair_ids.size();
+    const TileCover tc = record_tile_cover(r, rect[0], rect[1], rect[2], rect[3]);
+    for (int ty = tc.y0; ty < tc.y1; ++ty) {
+      int tx0, tx1;
+      tile_cover_row(tc, ty, tx0, tx1);
+      for (int tx = tx0; tx < tx1; ++tx) {
+        pair_tiles.push_back((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
+        pair_ids.push_back(g);
+      }
     }
-    ranges[2 * t + 1] = (uint32_t)sorted_ids.size();
+    pair_ranges[2 * g + 1] = (uint32_t)pair_ids.size() - pair_ranges[2 * g];
+  }
+  std::vector<uint32_t> by_tile(pair_ids.size());
+  for (size_t i = 0; i < by_tile.size(); ++i) by_tile[i] = (uint32_t)i;
+  std::stable_sort(by_tile.begin(), by_tile.end(),
+                   [&](uint32_t x, uint32_t y) { return pair_tiles[x] < pair_tiles[y]; });
+  std::vector<uint32_t> ranges(2 * num_tiles, 0u), sorted_ids(by_tile.size());
+  for (size_t i = 0; i < by_tile.size(); ++i) {
+    sorted_ids[i] = pair_ids[by_tile[i]];
+    const uint32_t tile = pair_tiles[by_tile[i]];
+    if (i == 0 || pair_tiles[by_tile[i - 1]] != tile) ranges[2 * tile] = (uint32_t)i;
+    ranges[2 * tile + 1] = (uint32_t)i + 1;
   }
   const uint32_t num_pairs = (uint32_t)sorted_ids.size();
   const uint32_t slots = chunk_slots(num_tiles, num_pairs);
@@ -137,24 +159,33 @@ int main(int argc, char** argv) {
     rasterize_checkpoints_body(t, cam, rp, ranges.data(), final_T.data(), n_contrib.data(), chunk_state.data());
   });
 
-  std::vector<float> d_image(3 * pixels), d_alpha(pixels), grads((size_t)SPLAT_PAIR_GRAD * n, 0.f);
+  // Deterministic: one gradient per pair (emission slot), summed per splat below.
+  const bool det = SPLAT_SPEC_DETERMINISTIC != 0;
+  std::vector<float> d_image(3 * pixels), d_alpha(pixels), grads((size_t)SPLAT_PAIR_GRAD * (det ? num_pairs : n), 0.f);
   for (float& v : d_image) v = normal(rng);
   for (float& v : d_alpha) v = normal(rng);
   BackwardParams bp{};
   bp.has_d_alpha = with_d_alpha ? 1u : 0u;
   bp.num_pairs = num_pairs;
-  std::vector<int32_t> rects(4 * (size_t)n, 0);          // deterministic variant only
-  std::vector<uint32_t> pair_ranges(2 * (size_t)n, 0u);  // deterministic variant only
-  simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+  simt_emu::dispatch(slots, SPLAT_BWD_THREADS, [&](SimtThread t) {
     SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
     SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
-    SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_GROUP_WARPS);
+    SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS);
     SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);
     SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
     rasterize_backward_body(t, cam, rp, bp, ranges.data(), sorted_ids.data(), records.data(), final_T.data(),
                             n_contrib.data(), chunk_state.data(), chunk_tiles.data(), d_image.data(), d_alpha.data(),
                             rects.data(), pair_ranges.data(), grads.data(), s_splats, s_ids, s_warp, s_red, s_part);
   });
+
+  if (det) {
+    std::vector<float> per_splat((size_t)SPLAT_PAIR_GRAD * n, 0.f);
+    for (int g = 0; g < n; ++g)
+      for (uint32_t k = 0; k < pair_ranges[2 * g + 1]; ++k)
+        for (int q = 0; q < SPLAT_PAIR_GRAD; ++q)
+          per_splat[SPLAT_PAIR_GRAD * g + q] += grads[SPLAT_PAIR_GRAD * (pair_ranges[2 * g] + k) + q];
+    grads.swap(per_splat);
+  }
 
   // The sequential blend: each pixel front to back through its tile's list,
   // then back to front from its last contributor.
