@@ -218,12 +218,12 @@ const MetalPipeline* MetalContext::pipeline(gpu::Kernel kernel, const gpu::Speci
       throw BackendError("[metal] cannot make function " + entry->name + " (" + origin + "): " +
                          error_text(error, "the library has no such function"));
     function.label = [NSString stringWithUTF8String:entry->name.c_str()];
-    // Every dispatch uses SPLAT_GROUP_SIZE threads, a multiple of the SIMD
-    // width: saying so lets the compiler budget registers for exactly that.
+    // Every dispatch of a kernel uses its info.threads threads, a multiple of
+    // the SIMD width: saying so lets the compiler budget registers for that.
     MTLComputePipelineDescriptor* descriptor = [MTLComputePipelineDescriptor new];
     descriptor.computeFunction = function;
     descriptor.label = function.label;
-    descriptor.maxTotalThreadsPerThreadgroup = SPLAT_GROUP_SIZE;
+    descriptor.maxTotalThreadsPerThreadgroup = info.threads;
     descriptor.threadGroupSizeIsMultipleOfThreadExecutionWidth = YES;
     error = nil;
     id<MTLComputePipelineState> state = [device_ newComputePipelineStateWithDescriptor:descriptor
@@ -232,11 +232,11 @@ const MetalPipeline* MetalContext::pipeline(gpu::Kernel kernel, const gpu::Speci
                                                                                  error:&error];
     if (!state)
       throw BackendError("[metal] cannot build the pipeline of " + entry->name + ": " + error_text(error));
-    if (state.threadExecutionWidth != kSimdWidth || state.maxTotalThreadsPerThreadgroup < SPLAT_GROUP_SIZE)
+    if (state.threadExecutionWidth != kSimdWidth || state.maxTotalThreadsPerThreadgroup < info.threads)
       throw BackendError("[metal] " + entry->name + " runs " + std::to_string(state.threadExecutionWidth) +
                          "-wide SIMD groups of at most " + std::to_string(state.maxTotalThreadsPerThreadgroup) +
-                         " threads per threadgroup on " + name_ + "; the kernels need 32-wide SIMD groups and " +
-                         std::to_string(SPLAT_GROUP_SIZE) + " threads per threadgroup");
+                         " threads per threadgroup on " + name_ + "; the kernel needs 32-wide SIMD groups and " +
+                         std::to_string(info.threads) + " threads per threadgroup");
     if (profile)
       std::fprintf(stderr,
                    "[splat metal] %s (%s): threadExecutionWidth %lu, maxTotalThreadsPerThreadgroup %lu, "
