@@ -327,15 +327,7 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
             if (k >= last[l]) continue;
             BlendGrad gr;
             if (!blend_backward_step(s, make_vec2(x + 0.5f, y + 0.5f), state[l], gr)) continue;
-            acc[0] += gr.mean2d.x;
-            acc[1] += gr.mean2d.y;
-            acc[2] += gr.conic.x;
-            acc[3] += gr.conic.y;
-            acc[4] += gr.conic.z;
-            acc[5] += gr.opacity;
-            acc[6] += gr.color.x;
-            acc[7] += gr.color.y;
-            acc[8] += gr.color.z;
+            blend_grad_accumulate(acc, gr);
           }
         }
         std::memcpy(pair_grad + kPairGrad * emit[b + k], acc, sizeof(acc));

@@ -81,6 +81,20 @@ struct BlendGrad {
   vec3 color;
 };
 
+// acc[0..8] += g in the layout of the accumulated gradients (params.h
+// SPLAT_PAIR_GRAD): mean2d.xy, conic.xyz, opacity, colour.rgb.
+SPLAT_FUNC void blend_grad_accumulate(SPLAT_THREAD float* acc, BlendGrad g) {
+  acc[0] += g.mean2d.x;
+  acc[1] += g.mean2d.y;
+  acc[2] += g.conic.x;
+  acc[3] += g.conic.y;
+  acc[4] += g.conic.z;
+  acc[5] += g.opacity;
+  acc[6] += g.color.x;
+  acc[7] += g.color.y;
+  acc[8] += g.color.z;
+}
+
 // State of the backward walk of one pixel, from the last contributor to the
 // first: T is the transmittance behind the current splat, `behind` the colour
 // (normalised by T) of everything behind it, background included.

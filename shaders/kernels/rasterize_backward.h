@@ -183,15 +183,7 @@ SPLAT_FUNC void rasterize_backward_body(
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
       BlendGrad gr;
       blend_backward_apply(b, pix[p], h[p], st[p], gr);
-      v[0] += gr.mean2d.x;
-      v[1] += gr.mean2d.y;
-      v[2] += gr.conic.x;
-      v[3] += gr.conic.y;
-      v[4] += gr.conic.z;
-      v[5] += gr.opacity;
-      v[6] += gr.color.x;
-      v[7] += gr.color.y;
-      v[8] += gr.color.z;
+      blend_grad_accumulate(v, gr);
     }
 
     if (use_original) {

@@ -212,9 +212,7 @@ int main(int argc, char** argv) {
         const uint32_t g = sorted_ids[start + k];
         BlendGrad gr;
         if (!blend_backward_step(blend_splat(records[g]), pix, bs, gr)) continue;
-        const float v[SPLAT_PAIR_GRAD] = {gr.mean2d.x, gr.mean2d.y, gr.conic.x, gr.conic.y, gr.conic.z,
-                                          gr.opacity,  gr.color.x,  gr.color.y, gr.color.z};
-        for (int q = 0; q < SPLAT_PAIR_GRAD; ++q) ref_grads[SPLAT_PAIR_GRAD * g + q] += v[q];
+        blend_grad_accumulate(&ref_grads[SPLAT_PAIR_GRAD * (size_t)g], gr);
       }
     }
 
