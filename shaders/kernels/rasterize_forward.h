@@ -176,12 +176,10 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
       vec4 rows = batch_splat_rows(s_splats, j);
       if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
       BlendSplat b = load_blend_splat(s_splats, j, rows);
-      float gauss;
-      bool clamped;
-      float alpha = blend_alpha(b.conic, b.mean2d, b.opacity, pix, gauss, clamped);
-      if (alpha == 0.f) continue;
+      // Branch-free: a zero alpha leaves (P, L) as they were.
+      float alpha = blend_hit(b, pix, true).alpha;
       chunk_blend_add(cb, alpha, b.color);
-      last = j + 1u;
+      last = alpha > 0.f ? j + 1u : last;
       if (cb.P < SPLAT_T_MIN) break;
     }
   }
