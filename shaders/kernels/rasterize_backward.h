@@ -174,8 +174,8 @@ SPLAT_FUNC void rasterize_backward_body(
       h[p] = blend_hit(b, pix[p], position < nc[p]);
       contrib = contrib || h[p].alpha != 0.f;
     }
-    // Every lane steps both pixels (a pixel the splat misses steps with
-    // zeros), so the group skips a splat no lane blends before the math.
+    // Every lane steps each of its pixels (a pixel the splat misses steps
+    // with zeros), so the group skips a splat no lane blends before the math.
     if (sparse && !uniform_walk && !simd_any(contrib)) continue;
     float v[SPLAT_PAIR_GRAD];
     for (int q = 0; q < SPLAT_PAIR_GRAD; ++q) v[q] = 0.f;
