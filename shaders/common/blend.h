@@ -169,22 +169,30 @@ SPLAT_FUNC BlendForwardState blend_forward_begin() {
   return st;
 }
 
-// Blends the splat at list position `position` (0-based) into the pixel and
-// returns its alpha (0 when skipped). Sets st.done when the pixel saturates
-// (the splat is then not blended).
+// Blends a splat of alpha `alpha` and colour `color` at list position
+// `position` (0-based) into the pixel and returns alpha. A zero alpha (the
+// splat skipped there) leaves the state as it was, so SIMD lanes can all
+// apply. Sets st.done when the pixel saturates (the splat is then not
+// blended, and 0 returned).
+SPLAT_FUNC float blend_forward_apply(float alpha, vec3 color, uint32_t position,
+                                     SPLAT_THREAD BlendForwardState& st) {
+  float next_T = st.T * (1.f - alpha);
+  if (alpha > 0.f && next_T < SPLAT_T_MIN) {
+    st.done = true;
+    return 0.f;
+  }
+  st.color = blend_accumulate(st.color, alpha * st.T, color);
+  st.T = next_T;
+  st.n_contrib = alpha > 0.f ? position + 1 : st.n_contrib;
+  return alpha;
+}
+
+// blend_alpha, then blend_forward_apply of a blended splat.
 SPLAT_FUNC float blend_forward_step(BlendSplat s, vec2 pix, uint32_t position,
                                     SPLAT_THREAD BlendForwardState& st) {
   float gauss;
   bool clamped;
   float alpha = blend_alpha(s.conic, s.mean2d, s.opacity, pix, gauss, clamped);
   if (alpha == 0.f) return 0.f;
-  float next_T = st.T * (1.f - alpha);
-  if (next_T < SPLAT_T_MIN) {
-    st.done = true;
-    return 0.f;
-  }
-  st.color = blend_accumulate(st.color, alpha * st.T, s.color);
-  st.T = next_T;
-  st.n_contrib = position + 1;
-  return alpha;
+  return blend_forward_apply(alpha, s.color, position, st);
 }

@@ -295,7 +295,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
     vec4 rows = batch_splat_rows(s_splats, j);
     if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
     BlendSplat b = load_blend_splat(s_splats, j, rows);
-    float a = blend_forward_step(b, pix, c.lo - c.start + j, st);
+    float a = blend_forward_apply(blend_hit(b, pix, true).alpha, b.color, c.lo - c.start + j, st);
     if (st.done) break;
     chunk_blend_add(cb, a, b.color);
   }
