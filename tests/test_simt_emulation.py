@@ -8,7 +8,8 @@ shaders/common/blend.h over the same lists. This checks the kernels' logic
 (chunks, chaining, walks, checkpoints, lane roles, skips, reductions, the
 deterministic pair slots) for every backward variant, with the host's
 arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
-C++17 compiler (the one that builds the package) and POSIX ucontext."""
+C++17 compiler (the one that builds the package) and POSIX ucontext.
+The fused loss's kernels run there too, against the CPU backend's schedule."""
 import os
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from _scenes import make_rng
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
+LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
+                                                 ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
 CHUNK = 256
 
 # Backward specialization constants as -D defines. The kernel header's
@@ -56,14 +59,20 @@ def compiler():
     return cxx
 
 
-def build(cxx, variant, out_dir):
-    exe = os.path.join(out_dir, f"raster_check_{variant}")
-    includes = [f"-I{os.path.join(ROOT, d)}" for d in ("tools/simt_emu", "shaders/common", "shaders/kernels")]
-    defines = [f"-D{d}" for d in VARIANTS[variant]]
-    p = subprocess.run([cxx, "-std=c++17", "-O1", *includes, *defines, SOURCE, "-o", exe], capture_output=True,
-                       text=True, timeout=600)
+def compile_check(cxx, sources, exe, defines=()):
+    """Builds an emulator check. No FMA contraction: the host's arithmetic is
+    then the plain IEEE operations the GPU kernels run (NVRTC --fmad=false)."""
+    folders = ("tools/simt_emu", "shaders/common", "shaders/kernels", "cpp/cpu")
+    includes = [f"-I{os.path.join(ROOT, d)}" for d in folders]
+    cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", *includes, *[f"-D{d}" for d in defines], *sources,
+           "-pthread", "-o", exe]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     return exe
+
+
+def build(cxx, variant, out_dir):
+    return compile_check(cxx, [SOURCE], os.path.join(out_dir, f"raster_check_{variant}"), VARIANTS[variant])
 
 
 def run(exe, seed, splats, with_d_alpha, out):
@@ -106,3 +115,23 @@ def test_raster_kernels_match_the_sequential_blend(compiler, tmp_path, variant):
     assert mismatched <= max(2, got["n_contrib"].size // 1000), f"{mismatched} last contributors differ; seed {seed}"
     e = rel_err(got["grads"], got["ref_grads"])
     assert e <= 1e-4, f"gradients: relative error {e:.3g} ({pairs} pairs); seed {seed}"
+
+
+def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path):
+    """ssim_forward + ssim_backward (train_loss.h) against cpp/cpu/cpu_loss.cpp:
+    the same gradient bits and the loss to rounding, on an image that is not
+    a multiple of the 16-pixel tiles."""
+    exe = compile_check(compiler, LOSS_SOURCES, str(tmp_path / "loss_check"))
+    rng, seed = make_rng()
+    width, height = int(rng.integers(20, 90)), int(rng.integers(20, 90))
+    p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(width), str(height)], capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+    got = dict(line.split() for line in p.stdout.splitlines())
+    # The mean over pixels is summed in another order (tiles, then the tiles'
+    # sums), so the loss agrees to rounding; the gradient, per pixel, to the bit.
+    cpu_loss, gpu_loss = float(got["cpu_loss"]), float(got["gpu_loss"])
+    assert abs(gpu_loss - cpu_loss) <= 1e-6 * abs(cpu_loss), (got, seed)
+    assert int(got["grad_values"]) == 3 * width * height, got
+    assert int(got["grad_differ"]) == 0, (got, width, height, seed)
+    assert float(got["grad_max"]) > 0.0, got
