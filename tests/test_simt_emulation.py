@@ -9,7 +9,8 @@ shaders/common/blend.h over the same lists. This checks the kernels' logic
 deterministic pair slots) for every backward variant, with the host's
 arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
 C++17 compiler (the one that builds the package) and POSIX ucontext.
-The fused loss's kernels run there too, against the CPU backend's schedule."""
+The fused loss's kernels run there too, against the CPU backend's schedule,
+and the fused Adam against adam_update element by element."""
 import os
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from _scenes import make_rng
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
+ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
 CHUNK = 256
@@ -135,3 +137,21 @@ def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path):
     assert int(got["grad_values"]) == 3 * width * height, got
     assert int(got["grad_differ"]) == 0, (got, width, height, seed)
     assert float(got["grad_max"]) > 0.0, got
+
+
+@pytest.mark.parametrize("sh_width", [3, 12, 27, 48])
+def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh_width):
+    """adam_body (train_optim.h: a thread per 16-byte quad of each group, the
+    groups' partial last quads element by element, the SH gradient expanded
+    from its factors) against adam_update over every element: the same bits,
+    for Gaussian counts that leave every kind of partial quad."""
+    exe = compile_check(compiler, [ADAM_SOURCE], str(tmp_path / "adam_check"))
+    rng, seed = make_rng()
+    for n in (1, 2, 3, int(rng.integers(4, 700))):
+        k_count = int(rng.integers(1, sh_width // 3 + 1))
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_width), str(k_count)],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got = dict(line.split() for line in p.stdout.splitlines())
+        assert int(got["values"]) == 3 * n * (11 + sh_width), got
+        assert int(got["differ"]) == 0, (got, n, k_count, seed)

@@ -1,0 +1,110 @@
+// The fused Adam kernel (shaders/kernels/train_optim.h: one thread per
+// 16-byte quad of each parameter group, tails element by element, the SH
+// gradient expanded from its factors) on the SIMT emulator, against a plain
+// loop of adam_update (shaders/common/adam.h) over every element with its
+// group's rate. Prints how many of the updated values differ in their bits,
+// for tests/test_simt_emulation.py.
+//
+//   adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS
+#include "simt_emu.h"
+// The kernel bodies, after the emulator.
+#include "train_optim.h"
+
+#include <cstring>
+#include <random>
+
+namespace {
+
+struct Group {
+  std::vector<float> param, m, v, grad;
+};
+
+Group random_group(std::mt19937& rng, size_t len) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_real_distribution<float> uniform(0.f, 1.f);
+  Group g;
+  g.param.resize(len);
+  g.m.resize(len);
+  g.v.resize(len);
+  g.grad.resize(len);
+  for (size_t e = 0; e < len; ++e) {
+    g.param[e] = normal(rng);
+    g.m[e] = 0.1f * normal(rng);
+    g.v[e] = 0.01f * uniform(rng);
+    g.grad[e] = normal(rng);
+  }
+  return g;
+}
+
+size_t count_differ(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t d = 0;
+  for (size_t e = 0; e < a.size(); ++e) d += memcmp(&a[e], &b[e], sizeof(float)) != 0;
+  return d;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    fprintf(stderr, "usage: adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS\n");
+    return 2;
+  }
+  std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
+  const uint32_t n = (uint32_t)atoi(argv[2]), sh_width = (uint32_t)atoi(argv[3]), k_count = (uint32_t)atoi(argv[4]);
+  std::normal_distribution<float> normal(0.f, 1.f);
+
+  AdamParams p{};
+  p.count = n;
+  p.sh_width = sh_width;
+  p.lr_means = 1.6e-4f;
+  p.lr_log_scales = 5e-3f;
+  p.lr_quats = 1e-3f;
+  p.lr_opacity = 5e-2f;
+  p.lr_sh_dc = 2.5e-3f;
+  p.lr_sh_rest = 2.5e-3f / 20.f;
+  p.beta1 = 0.9f;
+  p.beta2 = 0.999f;
+  p.eps = 1e-15f;
+  p.bias1 = 1.f - 0.9f * 0.9f * 0.9f;
+  p.bias2 = 1.f - 0.999f * 0.999f * 0.999f;
+  p.sh_k_count = k_count;
+
+  Group groups[5] = {random_group(rng, 3u * n), random_group(rng, 3u * n), random_group(rng, 4u * n),
+                     random_group(rng, n), random_group(rng, (size_t)n * sh_width)};
+  std::vector<float> factors((size_t)SPLAT_SH_FACTOR_FLOATS * n);
+  for (float& f : factors) f = normal(rng);
+  const float rates[4] = {p.lr_means, p.lr_log_scales, p.lr_quats, p.lr_opacity};
+
+  // The reference: every element in turn.
+  Group want[5] = {groups[0], groups[1], groups[2], groups[3], groups[4]};
+  AdamStep step{0.f, p.beta1, p.beta2, p.eps, p.bias1, p.bias2};
+  for (int k = 0; k < 5; ++k)
+    for (size_t e = 0; e < want[k].param.size(); ++e) {
+      float grad = want[k].grad[e];
+      step.lr = k < 4 ? rates[k] : 0.f;
+      if (k == 4) {
+        const uint32_t i = (uint32_t)(e / sh_width), j = (uint32_t)(e % sh_width);
+        grad = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * i], j / 3u, j % 3u, k_count);
+        step.lr = j < 3u ? p.lr_sh_dc : p.lr_sh_rest;
+      }
+      adam_update(step, grad, want[k].param[e], want[k].m[e], want[k].v[e]);
+    }
+
+  const uint32_t quads = adam_quads(n, sh_width);
+  simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    adam_body(t, p, groups[0].param.data(), groups[1].param.data(), groups[2].param.data(), groups[3].param.data(),
+              groups[4].param.data(), groups[0].m.data(), groups[1].m.data(), groups[2].m.data(), groups[3].m.data(),
+              groups[4].m.data(), groups[0].v.data(), groups[1].v.data(), groups[2].v.data(), groups[3].v.data(),
+              groups[4].v.data(), groups[0].grad.data(), groups[1].grad.data(), groups[2].grad.data(),
+              groups[3].grad.data(), factors.data());
+  });
+
+  size_t values = 0, differ = 0;
+  for (int k = 0; k < 5; ++k) {
+    values += 3 * want[k].param.size();
+    differ += count_differ(groups[k].param, want[k].param) + count_differ(groups[k].m, want[k].m) +
+              count_differ(groups[k].v, want[k].v);
+  }
+  printf("values %zu\ndiffer %zu\n", values, differ);
+  return 0;
+}
