@@ -10,7 +10,8 @@ deterministic pair slots) for every backward variant, with the host's
 arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
 C++17 compiler (the one that builds the package) and POSIX ucontext.
 The fused loss's kernels run there too, against the CPU backend's schedule,
-and the fused Adam against adam_update element by element."""
+the fused Adam against adam_update element by element, and the binning's
+prefix sum and radix sort against the C++ standard library."""
 import os
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from _scenes import make_rng
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
 ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
+SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
 CHUNK = 256
@@ -155,3 +157,20 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["values"]) == 3 * n * (11 + sh_width), got
         assert int(got["differ"]) == 0, (got, n, k_count, seed)
+
+
+@pytest.mark.parametrize("key_bits", [8, 12, 32])
+def test_scan_and_radix_sort_match_the_standard_library(compiler, tmp_path, key_bits):
+    """exclusive_scan (scan.h) and the stable radix sort (radix_sort.h),
+    dispatched as GpuDevice does, against std::partial_sum and
+    std::stable_sort on keys with many repeated digits: 1 key and a random
+    count over several blocks."""
+    exe = compile_check(compiler, [SORT_SOURCE], str(tmp_path / "sort_check"))
+    rng, seed = make_rng()
+    for count in (1, int(rng.integers(2, 9000))):
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 63))), str(count), str(key_bits)], capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got = dict(line.split() for line in p.stdout.splitlines())
+        assert int(got["scan_differ"]) == 0, (got, count, seed)
+        assert int(got["sort_differ"]) == 0, (got, count, key_bits, seed)

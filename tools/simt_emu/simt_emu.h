@@ -189,7 +189,11 @@ inline void sp_group_barrier() {
     simt_emu::yield();
   }
 }
-inline void sp_simd_barrier() {}
+// A rendezvous of the SIMD group (fibers do not run in lockstep, so the
+// kernels' SIMD-group barriers must hold here).
+inline void sp_simd_barrier() {
+  simt_emu::simd_op((uint32_t)0, [](const uint32_t*, int) { return 0u; });
+}
 // One OS thread: a plain add is atomic.
 inline void sp_atomic_add(float* p, float v) { *p += v; }
 inline uint32_t sp_opaque(uint32_t v) { return v; }
