@@ -55,6 +55,16 @@ SPLAT_FUNC bool batch_splat_misses_rows(vec4 rows, float row_lo, float row_hi) {
   return rows.w < row_lo || rows.z > row_hi;
 }
 
+// The splat of a record in device memory, as the blend sees it.
+SPLAT_FUNC BlendSplat record_blend_splat(SPLAT_DEVICE_MEM const SplatRecord& r) {
+  BlendSplat b;
+  b.mean2d = make_vec2(r.mean2d[0], r.mean2d[1]);
+  b.conic = make_vec3(r.conic[0], r.conic[1], r.conic[2]);
+  b.opacity = r.opacity;
+  b.color = make_vec3(r.color[0], r.color[1], r.color[2]);
+  return b;
+}
+
 SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* batch, uint32_t j, vec4 rows) {
   vec4 q0 = load_tg_float4(batch, SPLAT_BATCH_QUADS * j);
   vec4 q1 = load_tg_float4(batch, SPLAT_BATCH_QUADS * j + 1u);
@@ -309,12 +319,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
     uint32_t hi = c.end - lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : lo + (uint32_t)SPLAT_GROUP_SIZE;
     ChunkBlend nb = chunk_blend_begin();
     for (uint32_t i = lo; i < hi; ++i) {
-      SPLAT_DEVICE_MEM const SplatRecord& r = records[sorted_ids[i]];
-      BlendSplat b;
-      b.mean2d = make_vec2(r.mean2d[0], r.mean2d[1]);
-      b.conic = make_vec3(r.conic[0], r.conic[1], r.conic[2]);
-      b.opacity = r.opacity;
-      b.color = make_vec3(r.color[0], r.color[1], r.color[2]);
+      BlendSplat b = record_blend_splat(records[sorted_ids[i]]);
       float a = blend_forward_step(b, pix, i - c.start, st);
       if (st.done) break;
       chunk_blend_add(nb, a, b.color);

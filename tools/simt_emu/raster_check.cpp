@@ -22,15 +22,6 @@ namespace {
 
 constexpr uint32_t kWidth = 72, kHeight = 56;  // 5 x 4 tiles, the last column and row partial
 
-BlendSplat blend_splat(const SplatRecord& r) {
-  BlendSplat b;
-  b.mean2d = make_vec2(r.mean2d[0], r.mean2d[1]);
-  b.conic = make_vec3(r.conic[0], r.conic[1], r.conic[2]);
-  b.opacity = r.opacity;
-  b.color = make_vec3(r.color[0], r.color[1], r.color[2]);
-  return b;
-}
-
 void write(FILE* f, const void* p, size_t bytes) {
   if (fwrite(p, 1, bytes, f) != bytes) {
     perror("raster_check: write");
@@ -199,7 +190,7 @@ int main(int argc, char** argv) {
       const vec2 pix = make_vec2((float)x + 0.5f, (float)y + 0.5f);
       BlendForwardState st = blend_forward_begin();
       for (uint32_t i = start; i < end && !st.done; ++i)
-        blend_forward_step(blend_splat(records[sorted_ids[i]]), pix, i - start, st);
+        blend_forward_step(record_blend_splat(records[sorted_ids[i]]), pix, i - start, st);
       const vec3 c = st.color + st.T * bg;
       ref_image[3 * p] = c.x;
       ref_image[3 * p + 1] = c.y;
@@ -211,7 +202,7 @@ int main(int argc, char** argv) {
       for (uint32_t k = st.n_contrib; k-- > 0;) {
         const uint32_t g = sorted_ids[start + k];
         BlendGrad gr;
-        if (!blend_backward_step(blend_splat(records[g]), pix, bs, gr)) continue;
+        if (!blend_backward_step(record_blend_splat(records[g]), pix, bs, gr)) continue;
         blend_grad_accumulate(&ref_grads[SPLAT_PAIR_GRAD * (size_t)g], gr);
       }
     }
