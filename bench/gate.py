@@ -9,8 +9,11 @@ training only (the loop of trainer.step(read_loss=False); the device is
 synchronized at each checkpoint by reading the loss back; start-up, the
 kernel warm-up and evaluation are excluded), the test PSNR and SSIM
 (splat.evaluate), and the number of Gaussians; per scene the peak device
-memory (the resident arena's high-water mark, and the driver's used memory
-as cuMemGetInfo reports it after each arena allocation). Then the ts_*
+memory: the resident arena's high-water mark; the driver's used memory as
+cuMemGetInfo reports it after each arena allocation; and that peak less the
+driver's used memory when the process's first device was made, which holds
+the CUDA context's own reservation (and other processes' use) but no buffer
+of ours. Then the ts_*
 breakdown of one step at the final size (GPU time per label, CUDA events;
 the densification step is included once, as ts_densify).
 
@@ -107,6 +110,7 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log):
     for r in rows:
         r["arena_peak"] = mem.get("arena_peak_bytes", 0)
         r["driver_peak"] = mem.get("driver_peak_used_bytes", 0)
+        r["driver_start"] = mem.get("driver_start_used_bytes", 0)
 
     ts = step_breakdown(train, trainer, cfg, backend) if backend != "cpu" else {}
     return rows, ts, trainer.num_gaussians
@@ -158,12 +162,18 @@ def main(argv=None) -> int:
         breakdowns[scene] = (ts, n)
 
     print()
-    head = f"{'scene':<9} {'step':>6} {'train s':>8} {'PSNR':>6} {'SSIM':>6} {'#Gauss':>10} {'arena peak GiB':>15} {'driver peak GiB':>16}"
+    head = (f"{'scene':<9} {'step':>6} {'train s':>8} {'PSNR':>6} {'SSIM':>6} {'#Gauss':>10} {'arena peak GiB':>15} "
+            f"{'driver peak GiB':>16} {'above start GiB':>16}")
     print(head)
     print("-" * len(head))
     for r in all_rows:
         print(f"{r['scene']:<9} {r['step']:>6} {r['train_s']:>8.1f} {r['psnr']:>6.2f} {r['ssim']:>6.4f} "
-              f"{r['gaussians']:>10,} {gib(r['arena_peak']):>15} {gib(r['driver_peak']):>16}")
+              f"{r['gaussians']:>10,} {gib(r['arena_peak']):>15} {gib(r['driver_peak']):>16} "
+              f"{gib(max(r['driver_peak'] - r['driver_start'], 0)):>16}")
+    starts = {r["driver_start"] for r in all_rows if r["driver_start"]}
+    if starts:
+        print(f"(driver's used memory when the first device was made: {gib(min(starts))} GiB; the CUDA context's "
+              f"reservation, before any buffer)")
     for scene, (ts, n) in breakdowns.items():
         if not ts:
             continue

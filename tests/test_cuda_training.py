@@ -196,6 +196,8 @@ def test_per_kernel_timings_and_memory():
     assert snap["grad.means"].shape == (tr.num_gaussians, 3) and snap["tile_ranges"].shape[1] == 2
     mem = _core.gpu_memory()
     assert mem["arena_peak_bytes"] >= mem["arena_bytes"] > 0
+    # The driver's figure when the first device was made holds no arena buffer.
+    assert 0 < mem["driver_start_used_bytes"] <= mem["driver_peak_used_bytes"]
 
 
 def test_deterministic_training_is_reproducible():

@@ -112,6 +112,7 @@ void bind_gpu(nb::module_& m) {
         d["driver_used_bytes"] = s.driver_used_bytes;
         d["driver_peak_used_bytes"] = s.driver_peak_used_bytes;
         d["driver_total_bytes"] = s.driver_total_bytes;
+        d["driver_start_used_bytes"] = s.driver_start_used_bytes;
 #else
         (void)reset_peaks;
 #endif
@@ -119,7 +120,8 @@ void bind_gpu(nb::module_& m) {
       },
       nb::arg("reset_peaks") = false,
       "Device memory of the GPU backends (bytes): resident arenas now and at their high-water mark, and the "
-      "driver's used / total (cuMemGetInfo after each arena allocation; 0 when unknown).");
+      "driver's used / total (cuMemGetInfo after each arena allocation; 0 when unknown), and the driver's used "
+      "memory when the process's first GPU device was made (its context, before any arena buffer).");
 
   using U64In = nb::ndarray<const uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   using U32In = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;

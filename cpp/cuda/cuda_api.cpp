@@ -77,6 +77,8 @@ const Driver* driver(std::string* error) {
       bind(lib, d.cuGetErrorName, "cuGetErrorName", missing);
       bind(lib, d.cuGetErrorString, "cuGetErrorString", missing);
       bind_optional(lib, d.cuMemGetInfo, "cuMemGetInfo_v2");
+      bind_optional(lib, d.cuCtxGetLimit, "cuCtxGetLimit");
+      bind_optional(lib, d.cuCtxSetLimit, "cuCtxSetLimit");
       if (!missing.empty()) {
         failure = "libcuda.so.1 lacks driver API functions (" + missing + "); the NVIDIA driver is too old";
       } else {

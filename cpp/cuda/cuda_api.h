@@ -29,6 +29,7 @@ constexpr int CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;
 constexpr int CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3;
 constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr int CU_LIMIT_STACK_SIZE = 0;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 
 struct Driver {
@@ -64,6 +65,8 @@ struct Driver {
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuMemGetInfo)(size_t*, size_t*);  // may be null
+  CUresult (*cuCtxGetLimit)(size_t*, int);      // may be null
+  CUresult (*cuCtxSetLimit)(int, size_t);       // may be null
 };
 
 // The driver, loaded (and cuInit'ed) once; null with `error` set when it

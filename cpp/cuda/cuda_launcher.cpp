@@ -50,6 +50,15 @@ CudaLauncher::CudaLauncher(int ordinal, bool profile) : profile_(profile) {
   try {
     Scope scope(*this);
     check(cu_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    // The context reserves its per-thread stack for every thread the GPU can
+    // hold: 1 KiB by default, 264 MiB of an H200. No kernel here has a stack
+    // frame, and the driver grows the reservation for a launch that needs
+    // more, so a default one is lowered to nothing. A limit someone set
+    // above the default is left alone.
+    size_t stack = 0;
+    if (cu_->cuCtxGetLimit && cu_->cuCtxSetLimit && cu_->cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS &&
+        stack > 0 && stack <= 1024)
+      cu_->cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 0);
   } catch (...) {
     cu_->cuDevicePrimaryCtxRelease(device_);
     throw;

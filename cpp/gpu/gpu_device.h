@@ -61,11 +61,10 @@ class GpuDevice final : public Device {
     kDImage, kDAlpha, kGrads, kShFactors,
     kOutMeans, kOutLogScales, kOutQuats, kOutOpacityLogits, kOutSh, kOutMeans2d,
     // Training: the resident parameters and Adam moments (5 arrays each), the
-    // densification targets they are swapped with, the gradients, the
-    // densification statistics, the images, and the loss / densify scratch.
+    // gradients (also densification's gather targets, swapped with the state),
+    // the densification statistics, the images, and the loss / densify scratch.
     kParam0, kM0 = kParam0 + 5, kV0 = kM0 + 5,
-    kSpareParam0 = kV0 + 5, kSpareM0 = kSpareParam0 + 5, kSpareV0 = kSpareM0 + 5,
-    kGrad0 = kSpareV0 + 5, kGradMeans2d = kGrad0 + 5,
+    kGrad0 = kV0 + 5, kGradMeans2d = kGrad0 + 5,
     kGradAccum, kGradCount, kMaxRadii,
     kImages, kLossPartials, kTileSums, kLoss,
     kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets,
@@ -84,7 +83,8 @@ class GpuDevice final : public Device {
   };
 
   // Grow-only: reallocates (contents lost) when `bytes` exceed the capacity;
-  // with `headroom` the new capacity is 1.5x what is asked.
+  // a new capacity is at least 1.25x the old one, and with `headroom` 1.25x
+  // what is asked.
   BufferRef ensure(int slot, size_t bytes, bool headroom = false);
   BufferRef ref(int slot, size_t offset = 0) const { return BufferRef{arena_[slot].handle, offset}; }
   // Project -> pairs -> sort -> ranges -> rasterize on device-resident

@@ -261,27 +261,28 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   const size_t sources = n - result.split + result.cloned + size_t{result.split} * s.split_count;
   result.pruned = static_cast<uint32_t>(sources - out);
 
-  // Gather into the spare buffers, then swap them with the state.
+  // Gather each array, and then each of its moments, into the array's
+  // gradient slot (a finished step's gradients are dead: the next backward
+  // writes every one) and swap the two; the slot then holds the old array.
+  // One spare set instead of three keeps lego_800's arena ~0.2 GiB smaller.
+  // The means go first: the children's means read the parents' log-scales
+  // and quaternions, still in place then.
   for (int a = 0; a < 5; ++a) {
-    const uint32_t w = param_width(a, sh_stride_);
-    const size_t bytes = 4 * out * w;
-    BufferRef dst = ensure(kSpareParam0 + a, bytes, true), dst_m = ensure(kSpareM0 + a, bytes, true),
-              dst_v = ensure(kSpareV0 + a, bytes, true);
     DensifyParams g = p;
-    g.width = w;
-    g.is_log_scales = a == 1 ? 1u : 0u;
-    launch(Kernel::DensifyGather, div_up(3 * n, kGroup),
-           {KernelArg::value(g), KernelArg::buf(offsets), KernelArg::buf(ref(kParam0 + a)),
-            KernelArg::buf(ref(kM0 + a)), KernelArg::buf(ref(kV0 + a)), KernelArg::buf(dst), KernelArg::buf(dst_m),
-            KernelArg::buf(dst_v)});
-  }
-  launch(Kernel::DensifyChildren, groups,
-         {KernelArg::value(p), KernelArg::buf(offsets), KernelArg::buf(ref(kParam0)),
-          KernelArg::buf(ref(kParam0 + 1)), KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kSpareParam0))});
-  for (int a = 0; a < 5; ++a) {
-    std::swap(arena_[kParam0 + a], arena_[kSpareParam0 + a]);
-    std::swap(arena_[kM0 + a], arena_[kSpareM0 + a]);
-    std::swap(arena_[kV0 + a], arena_[kSpareV0 + a]);
+    g.width = param_width(a, sh_stride_);
+    const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
+    for (int s_i = 0; s_i < 3; ++s_i) {
+      BufferRef dst = ensure(kGrad0 + a, 4 * out * g.width, true);
+      g.is_log_scales = a == 1 && s_i == 0 ? 1u : 0u;
+      g.is_moment = s_i == 0 ? 0u : 1u;
+      launch(Kernel::DensifyGather, div_up(3 * n, kGroup),
+             {KernelArg::value(g), KernelArg::buf(offsets), KernelArg::buf(ref(slots[s_i])), KernelArg::buf(dst)});
+      if (a == 0 && s_i == 0)
+        launch(Kernel::DensifyChildren, groups,
+               {KernelArg::value(p), KernelArg::buf(offsets), KernelArg::buf(ref(kParam0)),
+                KernelArg::buf(ref(kParam0 + 1)), KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(dst)});
+      std::swap(arena_[slots[s_i]], arena_[kGrad0 + a]);
+    }
   }
   count_ = out;
   reserve_state(out);  // the state arrays already fit; grads and statistics may grow

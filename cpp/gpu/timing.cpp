@@ -75,6 +75,12 @@ void record_driver_memory(size_t used, size_t total) {
   if (used > m.driver_peak_used_bytes) m.driver_peak_used_bytes = used;
 }
 
+void record_driver_start(size_t used) {
+  std::lock_guard<std::mutex> lock(timing_mutex());
+  MemoryStats& m = memory_table();
+  if (m.driver_start_used_bytes == 0) m.driver_start_used_bytes = used;
+}
+
 MemoryStats memory_stats(bool reset_peaks) {
   std::lock_guard<std::mutex> lock(timing_mutex());
   MemoryStats out = memory_table();

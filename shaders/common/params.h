@@ -168,7 +168,7 @@ struct DensifyParams {
   uint32_t seed, step;
   uint32_t width;        // gather: floats per Gaussian of the array
   uint32_t is_log_scales;  // gather: children take log_scale - log_div
-  uint32_t pad0;
+  uint32_t is_moment;      // gather: an Adam moment (new rows start at zero)
   float grad_threshold, clone_max_scale;
   float log_div;          // log(split_scale_divisor)
   float logit_min;        // logit(prune_opacity)

@@ -56,9 +56,8 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_densify_gather(DensifyParams p, const uint32_t* offsets, const float* src, const float* src_m,
-                         const float* src_v, float* dst, float* dst_m, float* dst_v) {
-  densify_gather_body(SPLAT_THREAD_CTX(), p, offsets, src, src_m, src_v, dst, dst_m, dst_v);
+    splat_densify_gather(DensifyParams p, const uint32_t* offsets, const float* src, float* dst) {
+  densify_gather_body(SPLAT_THREAD_CTX(), p, offsets, src, dst);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -14,9 +14,10 @@
 //   (scan of the extras: the cap keeps the candidates whose running extra fits)
 //   densify_mark      per Gaussian: cap, prune, the 5 scan inputs
 //   (scan of the 5n flags)
-//   densify_gather    per (section, Gaussian) and per parameter array: copies
-//                     the rows to their slots; moments of new rows are zero;
-//                     children's log-scales are the parent's - log(divisor)
+//   densify_gather    per (section, Gaussian), once per parameter array and
+//                     once per moment of it: copies the rows to their slots;
+//                     moments of new rows are zero; children's log-scales
+//                     are the parent's - log(divisor)
 //   densify_children  per (section 2, Gaussian): the children's means
 //                     (split_child_mean, the counter-based RNG of the CPU)
 #pragma once
@@ -67,12 +68,10 @@ SPLAT_FUNC void densify_mark_body(SimtThread t, SPLAT_CONST_MEM const DensifyPar
   flags[4u * n + i] = k == DENSIFY_SPLIT ? 1u : 0u;
 }
 
-// One parameter array (p.width floats per Gaussian) and its moments.
+// One parameter array or one of its Adam moments (p.width floats per Gaussian).
 SPLAT_FUNC void densify_gather_body(SimtThread t, SPLAT_CONST_MEM const DensifyParams& p,
                                     SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM const float* src,
-                                    SPLAT_DEVICE_MEM const float* src_m, SPLAT_DEVICE_MEM const float* src_v,
-                                    SPLAT_DEVICE_MEM float* dst, SPLAT_DEVICE_MEM float* dst_m,
-                                    SPLAT_DEVICE_MEM float* dst_v) {
+                                    SPLAT_DEVICE_MEM float* dst) {
   uint32_t j = global_index(t);
   const uint32_t n = p.count;
   if (j >= 3u * n) return;
@@ -81,13 +80,10 @@ SPLAT_FUNC void densify_gather_body(SimtThread t, SPLAT_CONST_MEM const DensifyP
   uint32_t section = j / n, i = j - section * n;
   const uint32_t w = p.width;
   float shift = (section == 2u && p.is_log_scales != 0u) ? p.log_div : 0.f;
+  bool zero = p.is_moment != 0u && section != 0u;
   for (uint32_t r = 0; r < rows; ++r) {
     uint32_t to = (first + r) * w, from = i * w;
-    for (uint32_t c = 0; c < w; ++c) {
-      dst[to + c] = shift != 0.f ? src[from + c] - shift : src[from + c];
-      dst_m[to + c] = section == 0u ? src_m[from + c] : 0.f;
-      dst_v[to + c] = section == 0u ? src_v[from + c] : 0.f;
-    }
+    for (uint32_t c = 0; c < w; ++c) dst[to + c] = zero ? 0.f : (shift != 0.f ? src[from + c] - shift : src[from + c]);
   }
 }
 

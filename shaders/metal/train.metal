@@ -66,11 +66,9 @@ kernel void splat_densify_mark(constant DensifyParams& p [[buffer(0)]], device c
 }
 
 kernel void splat_densify_gather(constant DensifyParams& p [[buffer(0)]], device const uint32_t* offsets [[buffer(1)]],
-                                 device const float* src [[buffer(2)]], device const float* src_m [[buffer(3)]],
-                                 device const float* src_v [[buffer(4)]], device float* dst [[buffer(5)]],
-                                 device float* dst_m [[buffer(6)]], device float* dst_v [[buffer(7)]],
+                                 device const float* src [[buffer(2)]], device float* dst [[buffer(3)]],
                                  SPLAT_THREAD_ATTRS) {
-  densify_gather_body(SPLAT_THREAD_CTX(), p, offsets, src, src_m, src_v, dst, dst_m, dst_v);
+  densify_gather_body(SPLAT_THREAD_CTX(), p, offsets, src, dst);
 }
 
 kernel void splat_densify_children(constant DensifyParams& p [[buffer(0)]],
