@@ -79,9 +79,9 @@ def build(cxx, variant, out_dir):
     return compile_check(cxx, [SOURCE], os.path.join(out_dir, f"raster_check_{variant}"), VARIANTS[variant])
 
 
-def run(exe, seed, splats, with_d_alpha, out):
-    p = subprocess.run([exe, str(seed), str(splats), str(int(with_d_alpha)), out], capture_output=True, text=True,
-                       timeout=600)
+def run(exe, seed, splats, with_d_alpha, out, faint=False):
+    p = subprocess.run([exe, str(seed), str(splats), str(int(with_d_alpha)), out, str(int(faint))],
+                       capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     data = np.fromfile(out, np.uint8)
     width, height, n, pairs, deepest = (int(v) for v in data[:20].view(np.uint32))
@@ -110,7 +110,24 @@ def test_raster_kernels_match_the_sequential_blend(compiler, tmp_path, variant):
     got, pairs, deepest = run(exe, int(rng.integers(0, 2 ** 31)), splats, with_d_alpha, str(tmp_path / "out.bin"))
     assert deepest > 2 * CHUNK, f"the scene should have lists of 3+ chunks (deepest {deepest}); seed {seed}"
     assert np.count_nonzero(got["ref_n_contrib"]) > 0.9 * got["ref_n_contrib"].size, seed
+    assert_matches_sequential_blend(got, pairs, seed)
 
+
+@pytest.mark.slow
+def test_raster_kernels_on_faint_deep_lists(compiler, tmp_path):
+    # Pixels that rarely stop: last contributors 5+ chunks deep, so the
+    # checkpoint sweep runs over more than one batch of its loads.
+    exe = build(compiler, "default", str(tmp_path))
+    rng, seed = make_rng()
+    splats = int(rng.integers(12500, 13500))
+    got, pairs, deepest = run(exe, int(rng.integers(0, 2 ** 31)), splats, bool(rng.random() < 0.5),
+                              str(tmp_path / "out.bin"), faint=True)
+    deep = int(np.count_nonzero(got["ref_n_contrib"] > 4 * CHUNK))
+    assert deep > 100, f"only {deep} pixels with a last contributor past 4 chunks (deepest {deepest}); seed {seed}"
+    assert_matches_sequential_blend(got, pairs, seed)
+
+
+def assert_matches_sequential_blend(got, pairs, seed):
     assert_images_close(got["image"], got["ref_image"], "image", seed)
     assert_images_close(got["alpha"], got["ref_alpha"], "alpha", seed)
     # The stop (T < 1e-4) sees T as chained chunk products, the sequential

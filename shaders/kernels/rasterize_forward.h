@@ -152,11 +152,9 @@ SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 c
   }
 }
 
-SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* ck, float a, vec3 b) {
-  ck[0] = a;
-  ck[1] = b.x;
-  ck[2] = b.y;
-  ck[3] = b.z;
+// A pixel's 4-float chunk state (quad `at` of chunk_state): one vector store.
+SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t at, float a, vec3 b) {
+  store_float4(chunk_state, at, a, b.x, b.y, b.z);
 }
 
 // Pass 1. chunk_state[4 (SPLAT_GROUP_SIZE slot + tid) ..] = (P, L.rgb),
@@ -194,7 +192,7 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
     }
   }
   uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
-  store_chunk_state(chunk_state + 4u * at, cb.P, cb.L);
+  store_chunk_state(chunk_state, at, cb.P, cb.L);
   chunk_last[at] = last;
 }
 
@@ -208,10 +206,10 @@ SPLAT_FUNC uint32_t chain_chunks(uint32_t tile, uint32_t start, uint32_t chunks,
                                  SPLAT_THREAD BlendForwardState& st) {
   for (; k < chunks; ++k) {
     uint32_t at = chunk_pixel(tile, start, k, tid);
-    SPLAT_DEVICE_MEM const float* ck = chunk_state + 4u * at;
-    float P = ck[0];
+    vec4 ck = load_float4(chunk_state, at);
+    float P = ck.x;
     if (!(st.T * P >= SPLAT_T_MIN * 1.001f)) return k;
-    st.color = st.color + st.T * make_vec3(ck[1], ck[2], ck[3]);
+    st.color = st.color + st.T * make_vec3(ck.y, ck.z, ck.w);
     st.T = st.T * P;
     uint32_t last = chunk_last[at];
     if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
@@ -250,7 +248,7 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
   uint32_t k = chain_chunks(t.group, start, chunks, 0u, t.tid, chunk_state, chunk_last, st);
   if (k < chunks) {
     uint32_t at = chunk_pixel(t.group, start, k, t.tid);
-    store_chunk_state(chunk_state + 4u * at, st.T, st.color);
+    store_chunk_state(chunk_state, at, st.T, st.color);
     n_contrib[px.index] = st.n_contrib;
     stop_chunk[px.index] = k;
     return;
@@ -295,10 +293,11 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
   float row_lo, row_hi;
   warp_rows(px.tile_y, t.warp, row_lo, row_hi);
-  SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * (t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid);
+  const uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
+  vec4 ck = load_float4(chunk_state, at);
   BlendForwardState st = blend_forward_begin();
-  st.T = ck[0];
-  st.color = make_vec3(ck[1], ck[2], ck[3]);
+  st.T = ck.x;
+  st.color = make_vec3(ck.y, ck.z, ck.w);
   st.n_contrib = n_contrib[px.index];
   ChunkBlend cb = chunk_blend_begin();
   for (uint32_t j = 0; j < count; ++j) {
@@ -309,7 +308,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
     if (st.done) break;
     chunk_blend_add(cb, a, b.color);
   }
-  store_chunk_state(ck, cb.P, cb.L);
+  store_chunk_state(chunk_state, at, cb.P, cb.L);
 
   uint32_t chunks = chunk_count(c.start, c.end);
   for (uint32_t next = k + 1u; !st.done && next < chunks; ++next) {
@@ -324,7 +323,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
       if (st.done) break;
       chunk_blend_add(nb, a, b.color);
     }
-    store_chunk_state(chunk_state + 4u * chunk_pixel(c.tile, c.start, next, t.tid), nb.P, nb.L);
+    store_chunk_state(chunk_state, chunk_pixel(c.tile, c.start, next, t.tid), nb.P, nb.L);
   }
   store_pixel(rp, px.index, st, image, alpha, final_T, n_contrib);
 }
@@ -334,7 +333,12 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
 // in place of its (P, L), the state after it for the chunked backward:
 // (T, B) with B the colour behind normalised by T, composited from the later
 // chunks' (P, L) (B = L + P B_next, the background last) as the backward's
-// own walk composites it, with no cancellation.
+// own walk composites it, with no cancellation. The loads run ahead of the
+// stores, SPLAT_CHECKPOINT_BATCH chunks at a time: the stores go to the same
+// array, so the compiler kept every load behind the previous store and the
+// sweep was a chain of L2 round trips (Nsight Compute: no eligible warp in
+// 95% of cycles).
+#define SPLAT_CHECKPOINT_BATCH 4
 SPLAT_FUNC void rasterize_checkpoints_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                            SPLAT_CONST_MEM const RasterParams& rp,
                                            SPLAT_DEVICE_MEM const uint32_t* ranges,
@@ -349,12 +353,21 @@ SPLAT_FUNC void rasterize_checkpoints_body(SimtThread t, SPLAT_CONST_MEM const C
   uint32_t k_last = (nc - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
   float T = final_T[px.index];
   vec3 B = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
-  for (uint32_t k = k_last + 1u; k-- > 0u;) {
-    SPLAT_DEVICE_MEM float* ck = chunk_state + 4u * chunk_pixel(t.group, start, k, t.tid);
-    float P = ck[0];
-    vec3 L = make_vec3(ck[1], ck[2], ck[3]);
-    if (k < k_last) store_chunk_state(ck, T, B);
-    B = L + P * B;
-    T = T / P;
+  for (uint32_t k_end = k_last + 1u; k_end > 0u;) {  // chunks k_end - 1 .. 0 remain
+    vec4 s[SPLAT_CHECKPOINT_BATCH];
+    SPLAT_UNROLL for (uint32_t j = 0; j < SPLAT_CHECKPOINT_BATCH; ++j) {
+      s[j] = make_vec4(1.f, 0.f, 0.f, 0.f);
+      if (j < k_end) s[j] = load_float4(chunk_state, chunk_pixel(t.group, start, k_end - 1u - j, t.tid));
+    }
+    SPLAT_UNROLL for (uint32_t j = 0; j < SPLAT_CHECKPOINT_BATCH; ++j) {
+      if (j >= k_end) break;
+      const uint32_t k = k_end - 1u - j;
+      if (k < k_last) store_chunk_state(chunk_state, chunk_pixel(t.group, start, k, t.tid), T, B);
+      float P = s[j].x;
+      vec3 L = make_vec3(s[j].y, s[j].z, s[j].w);
+      B = L + P * B;
+      T = T / P;
+    }
+    k_end = k_end > SPLAT_CHECKPOINT_BATCH ? k_end - SPLAT_CHECKPOINT_BATCH : 0u;
   }
 }

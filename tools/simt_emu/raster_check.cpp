@@ -32,13 +32,16 @@ void write(FILE* f, const void* p, size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT\n");
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT]\n");
     return 2;
   }
   std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
   const int n = atoi(argv[2]);
   const bool with_d_alpha = atoi(argv[3]) != 0;
+  // Faint: opacities 0.01..0.05, so pixels rarely stop and their last
+  // contributors lie deep in long lists (many checkpoint chunks).
+  const bool faint = argc > 5 && atoi(argv[5]) != 0;
   std::uniform_real_distribution<float> uniform(0.f, 1.f);
   std::normal_distribution<float> normal(0.f, 1.f);
 
@@ -50,7 +53,7 @@ int main(int argc, char** argv) {
   const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
 
   // Splats with principal sigmas of 0.7..7.7 px, some centres off screen, one
-  // in 13 fully opaque (alpha clamps at 0.999).
+  // in 13 fully opaque (alpha clamps at 0.999) unless faint.
   std::vector<SplatRecord> records(n);
   std::vector<float> reach(n);  // half-width of a box holding the splat's sigma < 5.55 ellipse
   for (int i = 0; i < n; ++i) {
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
     r.conic[0] = d / det;
     r.conic[1] = -b / det;
     r.conic[2] = a / det;
-    r.opacity = i % 13 == 0 ? 1.f : 0.02f + 0.97f * uniform(rng);
+    r.opacity = faint ? 0.01f + 0.04f * uniform(rng) : (i % 13 == 0 ? 1.f : 0.02f + 0.97f * uniform(rng));
     for (float& ch : r.color) ch = uniform(rng);
     r.depth = 1.f + 10.f * uniform(rng);
     r.pad[0] = r.pad[1] = 0.f;
