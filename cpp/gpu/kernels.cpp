@@ -7,7 +7,7 @@ namespace {
 
 using SC = SpecConstant;
 // Threads per threadgroup: every kernel's, and the backward rasterization's.
-constexpr uint32_t kG = SPLAT_GROUP_SIZE, kBwd = SPLAT_BWD_THREADS;
+constexpr uint32_t kG = SPLAT_GROUP_SIZE, kBwd = SPLAT_BWD_THREADS, kChunk = SPLAT_CHUNK_THREADS;
 
 const std::vector<KernelInfo>& table() {
   static const std::vector<KernelInfo> t = {
@@ -25,7 +25,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::TileRanges, "splat_tile_ranges", "binning.cu", "binning.metal", {}, kG},
       {Kernel::TileChunks, "splat_tile_chunks", "binning.cu", "binning.metal", {}, kG},
       {Kernel::RasterizeChunks, "splat_rasterize_chunks", "rasterize_forward.cu", "rasterize_forward.metal", {},
-       kG},
+       kChunk},
       {Kernel::RasterizeForward, "splat_rasterize_forward", "rasterize_forward.cu", "rasterize_forward.metal", {},
        kG},
       {Kernel::RasterizeWalk, "splat_rasterize_walk", "rasterize_forward.cu", "rasterize_forward.metal", {},

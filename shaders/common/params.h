@@ -45,7 +45,7 @@ SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
 // ---------------------------------------------------------------------------
 
 // Threads per threadgroup of every SIMT kernel but the backward
-// rasterization, and what one threadgroup of the scan and radix-sort kernels
+// rasterization and the chunk pass, and what one threadgroup of the scan and radix-sort kernels
 // covers.
 #define SPLAT_GROUP_SIZE 256
 #define SPLAT_GROUP_WARPS (SPLAT_GROUP_SIZE / 32)
@@ -54,6 +54,10 @@ SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
 #define SPLAT_BWD_PIXELS 2
 #define SPLAT_BWD_THREADS (SPLAT_GROUP_SIZE / SPLAT_BWD_PIXELS)
 #define SPLAT_BWD_WARPS (SPLAT_BWD_THREADS / 32)
+// The forward's chunk pass likewise: a tile's 256 pixels, two per thread
+// (rasterize_forward.h).
+#define SPLAT_CHUNK_PIXELS 2
+#define SPLAT_CHUNK_THREADS (SPLAT_GROUP_SIZE / SPLAT_CHUNK_PIXELS)
 #define SPLAT_SCAN_ITEMS_PER_THREAD 16
 #define SPLAT_SCAN_BLOCK (SPLAT_GROUP_SIZE * SPLAT_SCAN_ITEMS_PER_THREAD)
 #define SPLAT_RADIX_BITS 8

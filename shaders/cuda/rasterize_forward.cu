@@ -2,7 +2,7 @@
 // (shaders/kernels/rasterize_forward.h).
 #include "rasterize_forward.h"
 
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+extern "C" __global__ void __launch_bounds__(SPLAT_CHUNK_THREADS)
     splat_rasterize_chunks(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
                            const SplatRecord* records, const uint32_t* chunk_tiles, float* chunk_state,
                            uint32_t* chunk_last) {

@@ -21,6 +21,8 @@
 #include "tile_cover.h"
 
 SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_TILE_SIZE * SPLAT_TILE_SIZE, "one thread per pixel of a tile");
+SPLAT_STATIC_ASSERT(SPLAT_CHUNK_THREADS % SPLAT_SIMD_WIDTH == 0 && SPLAT_CHUNK_PIXELS * SPLAT_CHUNK_THREADS == SPLAT_GROUP_SIZE,
+                    "the chunk pass: whole SIMD groups, every pixel of a tile once");
 
 // A splat of a batch in threadgroup memory: the SplatRecord's three 16-byte
 // quads, (mean2d, conic.xy), (conic.z, opacity, colour.rg), (colour.b,
@@ -157,11 +159,15 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t 
   store_float4(chunk_state, at, a, b.x, b.y, b.z);
 }
 
-// Pass 1. chunk_state[4 (SPLAT_GROUP_SIZE slot + tid) ..] = (P, L.rgb),
+// Pass 1. chunk_state[4 (SPLAT_GROUP_SIZE slot + pixel) ..] = (P, L.rgb),
 // chunk_last[..] = the last contributor's position in the chunk + 1 (0:
-// none). A pixel whose P drops below the stop stops early: the chain walks
-// that chunk splat by splat anyway. s_splats: SPLAT_GROUP_SIZE *
-// SPLAT_BATCH_FLOATS floats.
+// none). SPLAT_CHUNK_THREADS threads, SPLAT_CHUNK_PIXELS pixels each (as the
+// backward: SIMD group w holds the tile pixels from w 64, lane l the pixels
+// l and l + 32), so a splat's row test and loads serve two pixels. Once
+// both of a thread's P drop below the stop it stops early; a pixel whose P
+// did so before goes on meanwhile, harmlessly: the chain then walks that
+// chunk splat by splat and never reads its (P, L). s_splats:
+// SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats.
 SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
                                       SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
@@ -171,29 +177,48 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   TileChunk c;
   if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
   uint32_t count = c.hi - c.lo;
-  if (t.tid < count) store_batch_splat(s_splats, t.tid, records, sorted_ids[c.lo + t.tid]);
+  for (uint32_t k = t.tid; k < count; k += SPLAT_CHUNK_THREADS)
+    store_batch_splat(s_splats, k, records, sorted_ids[c.lo + k]);
   sp_group_barrier();
-  TilePixel px = tile_pixel(cam, c.tile, t.tid);
-  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  const uint32_t first_pixel = t.warp * SPLAT_CHUNK_PIXELS * SPLAT_SIMD_WIDTH;
+  TilePixel px[SPLAT_CHUNK_PIXELS];
+  vec2 pix[SPLAT_CHUNK_PIXELS];
+  ChunkBlend cb[SPLAT_CHUNK_PIXELS];
+  uint32_t last[SPLAT_CHUNK_PIXELS];
+  bool any_inside = false;
+  SPLAT_UNROLL
+  for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
+    px[p] = tile_pixel(cam, c.tile, first_pixel + (uint32_t)p * SPLAT_SIMD_WIDTH + t.lane);
+    pix[p] = make_vec2((float)px[p].x + 0.5f, (float)px[p].y + 0.5f);
+    cb[p] = chunk_blend_begin();
+    last[p] = 0u;
+    any_inside = any_inside || px[p].inside;
+  }
   float row_lo, row_hi;
-  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
-  ChunkBlend cb = chunk_blend_begin();
-  uint32_t last = 0u;
-  if (px.inside) {
+  pixel_rows(px[0].tile_y, first_pixel, first_pixel + SPLAT_CHUNK_PIXELS * SPLAT_SIMD_WIDTH - 1u, row_lo, row_hi);
+  if (any_inside) {
     for (uint32_t j = 0; j < count; ++j) {
       vec4 rows = batch_splat_rows(s_splats, j);
       if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
       BlendSplat b = load_blend_splat(s_splats, j, rows);
-      // Branch-free: a zero alpha leaves (P, L) as they were.
-      float alpha = blend_hit(b, pix, true).alpha;
-      chunk_blend_add(cb, alpha, b.color);
-      last = alpha > 0.f ? j + 1u : last;
-      if (cb.P < SPLAT_T_MIN) break;
+      float p_max = 0.f;
+      SPLAT_UNROLL
+      for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
+        // Branch-free: a zero alpha leaves (P, L) as they were.
+        float alpha = blend_hit(b, pix[p], true).alpha;
+        chunk_blend_add(cb[p], alpha, b.color);
+        last[p] = alpha > 0.f ? j + 1u : last[p];
+        p_max = sp_max(p_max, cb[p].P);
+      }
+      if (p_max < SPLAT_T_MIN) break;
     }
   }
-  uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
-  store_chunk_state(chunk_state, at, cb.P, cb.L);
-  chunk_last[at] = last;
+  SPLAT_UNROLL
+  for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
+    uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + first_pixel + (uint32_t)p * SPLAT_SIMD_WIDTH + t.lane;
+    store_chunk_state(chunk_state, at, cb[p].P, cb[p].L);
+    chunk_last[at] = last[p];
+  }
 }
 
 // Chains chunks k, k + 1, .. onto the pixel state `st` with the chunk pass's

@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> n_contrib(pixels), chunk_last(slots * SPLAT_GROUP_SIZE), stop_chunk(pixels);
 
   // The forward's four passes, as GpuDevice dispatches them.
-  simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+  simt_emu::dispatch(slots, SPLAT_CHUNK_THREADS, [&](SimtThread t) {
     SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
     rasterize_chunks_body(t, cam, rp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
                           chunk_state.data(), chunk_last.data(), s_splats);
