@@ -136,7 +136,8 @@ void CpuRasterizer::project(uint32_t sh_degree) {
       const TileCover tc = tile_cover(p.mean2d, p.conic, opacity[i], p.tile_min_x, p.tile_min_y, p.tile_max_x,
                                       p.tile_max_y);
       pairs[i] = tile_cover_count(tc);
-      vec3 c = sh_color(static_cast<int>(sh_degree), load3(g_.means, i), center, g_.sh + 3 * g_.sh_stride * i);
+      vec3 c = sh_color(static_cast<int>(sh_degree), load3(g_.means, i), center,
+                        sh_row(g_.sh + 3 * g_.sh_stride * i, sh_num_coeffs(static_cast<int>(sh_degree))));
       color[3 * i] = c.x;
       color[3 * i + 1] = c.y;
       color[3 * i + 2] = c.z;
@@ -361,9 +362,9 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       }
       vec3 mean = load3(g_.means, i);
       ShGradFactors f;
-      vec3 d_mean_color = sh_color_backward(static_cast<int>(sh_degree_), mean, center, g_.sh + 3 * stride * i,
-                                            make_vec3(s[6], s[7], s[8]), f);
       const int k_count = sh_num_coeffs(static_cast<int>(sh_degree_));
+      vec3 d_mean_color = sh_color_backward(static_cast<int>(sh_degree_), mean, center,
+                                            sh_row(g_.sh + 3 * stride * i, k_count), make_vec3(s[6], s[7], s[8]), f);
       const float dc[3] = {f.dc.x, f.dc.y, f.dc.z};
       for (int k = 0; k < k_count; ++k)
         for (int c = 0; c < 3; ++c) d_sh[3 * k + c] = f.b[k] * dc[c];

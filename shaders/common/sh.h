@@ -79,9 +79,24 @@ SPLAT_FUNC void sh_basis(int degree, vec3 d, SPLAT_THREAD float* b, SPLAT_THREAD
   db[15] = make_vec3(SH_C3_6 * (3.f * xx - 3.f * yy), -SH_C3_6 * 6.f * x * y, 0.f);
 }
 
+// One Gaussian's SH coefficients, (r, g, b) per coefficient, in registers:
+// the colour and its backward read them from here, so a GPU kernel can fetch
+// a row with 16-byte loads (load_sh_row, project.h) and the CPU element by
+// element (sh_row), with the same arithmetic after.
+struct ShRow {
+  float c[3 * SPLAT_MAX_SH_COEFFS];
+};
+
+// The first k_count coefficients at `sh` (K x 3 floats); the rest zero.
+SPLAT_FUNC ShRow sh_row(SPLAT_DEVICE_MEM const float* sh, int k_count) {
+  ShRow row;
+  SPLAT_UNROLL for (int e = 0; e < 3 * SPLAT_MAX_SH_COEFFS; ++e) row.c[e] = e < 3 * k_count ? sh[e] : 0.f;
+  return row;
+}
+
 // Colour of one Gaussian: SH(dir) + 0.5, clamped at 0 (a clamped channel has
-// zero gradient). `sh` points at the Gaussian's K x 3 coefficients.
-SPLAT_FUNC vec3 sh_color(int degree, vec3 mean, vec3 cam_center, SPLAT_DEVICE_MEM const float* sh) {
+// zero gradient), from its coefficients `sh`.
+SPLAT_FUNC vec3 sh_color(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh) {
   vec3 dir = mean - cam_center;
   float inv = sp_rsqrt(dot(dir, dir));
   dir = inv * dir;
@@ -92,9 +107,9 @@ SPLAT_FUNC vec3 sh_color(int degree, vec3 mean, vec3 cam_center, SPLAT_DEVICE_ME
   int k_count = sh_num_coeffs(degree);
   SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
     if (k >= k_count) break;
-    r += b[k] * sh[3 * k + 0];
-    g += b[k] * sh[3 * k + 1];
-    bl += b[k] * sh[3 * k + 2];
+    r += b[k] * sh.c[3 * k + 0];
+    g += b[k] * sh.c[3 * k + 1];
+    bl += b[k] * sh.c[3 * k + 2];
   }
   return make_vec3(sp_max(r, 0.f), sp_max(g, 0.f), sp_max(bl, 0.f));
 }
@@ -118,7 +133,7 @@ SPLAT_FUNC float sh_factor_grad(SPLAT_DEVICE_MEM const float* f, uint32_t k, uin
 
 // Backward of sh_color: the SH gradient's factors, and dL/d mean through the
 // view direction (returned).
-SPLAT_FUNC vec3 sh_color_backward(int degree, vec3 mean, vec3 cam_center, SPLAT_DEVICE_MEM const float* sh,
+SPLAT_FUNC vec3 sh_color_backward(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh,
                                   vec3 d_color, SPLAT_THREAD ShGradFactors& factors) {
   vec3 dir_raw = mean - cam_center;
   float inv = sp_rsqrt(dot(dir_raw, dir_raw));
@@ -131,14 +146,14 @@ SPLAT_FUNC vec3 sh_color_backward(int degree, vec3 mean, vec3 cam_center, SPLAT_
   float pre[3] = {0.5f, 0.5f, 0.5f};
   SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
     if (k >= k_count) break;
-    for (int ch = 0; ch < 3; ++ch) pre[ch] += b[k] * sh[3 * k + ch];
+    for (int ch = 0; ch < 3; ++ch) pre[ch] += b[k] * sh.c[3 * k + ch];
   }
   float dc[3] = {pre[0] < 0.f ? 0.f : d_color.x, pre[1] < 0.f ? 0.f : d_color.y,
                  pre[2] < 0.f ? 0.f : d_color.z};
   vec3 d_dir = make_vec3(0.f, 0.f, 0.f);
   SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
     if (k >= k_count) break;
-    float s = sh[3 * k + 0] * dc[0] + sh[3 * k + 1] * dc[1] + sh[3 * k + 2] * dc[2];
+    float s = sh.c[3 * k + 0] * dc[0] + sh.c[3 * k + 1] * dc[1] + sh.c[3 * k + 2] * dc[2];
     d_dir = d_dir + s * db[k];
   }
   SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) factors.b[k] = k < k_count ? b[k] : 0.f;

@@ -10,6 +10,26 @@
 #define SPLAT_SPEC_DETERMINISTIC 0
 #endif
 
+// Gaussian i's first k_count SH coefficients (rows of 3 stride floats). Where
+// rows are whole 16-byte quads (stride a multiple of 4, as the trainer's 16)
+// they are read as quads: 12 vector loads where 48 scalar ones, 192 bytes
+// apart across a SIMD group, kept both projections L1-bound. Elements past
+// 3 k_count may hold the row's other coefficients; the colour never reads them.
+SPLAT_FUNC ShRow load_sh_row(SPLAT_DEVICE_MEM const float* sh, uint32_t stride, uint32_t i, int k_count) {
+  if (stride % 4u != 0u) return sh_row(sh + 3u * stride * i, k_count);
+  ShRow row;
+  const uint32_t first = 3u * stride / 4u * i, used = 3u * (uint32_t)k_count;
+  SPLAT_UNROLL for (uint32_t q = 0; q < 3u * SPLAT_MAX_SH_COEFFS / 4u; ++q) {
+    vec4 v = make_vec4(0.f, 0.f, 0.f, 0.f);
+    if (4u * q < used) v = load_float4(sh, first + q);
+    row.c[4u * q] = v.x;
+    row.c[4u * q + 1u] = v.y;
+    row.c[4u * q + 2u] = v.z;
+    row.c[4u * q + 3u] = v.w;
+  }
+  return row;
+}
+
 SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                      SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
                                      SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
@@ -40,20 +60,15 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   TileCover tc = tile_cover(pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x, pg.tile_max_y);
   pair_count[i] = tile_cover_count(tc);
   depth_keys[i] = (uint64_t)sp_float_bits(pg.depth);
-  vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), sh + 3u * rp.sh_stride * i);
-  SPLAT_DEVICE_MEM SplatRecord& r = records[i];
-  r.mean2d[0] = pg.mean2d.x;
-  r.mean2d[1] = pg.mean2d.y;
-  r.conic[0] = pg.conic.x;
-  r.conic[1] = pg.conic.y;
-  r.conic[2] = pg.conic.z;
-  r.opacity = opacity;
-  r.color[0] = color.x;
-  r.color[1] = color.y;
-  r.color[2] = color.z;
-  r.depth = pg.depth;
-  r.pad[0] = 0.f;
-  r.pad[1] = 0.f;
+  const int k_count = sh_num_coeffs((int)rp.sh_degree);
+  ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, k_count);
+  vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), coeffs);
+  // The record's three quads (rasterize_forward.h reads it so): (mean2d,
+  // conic.xy), (conic.z, opacity, colour.rg), (colour.b, depth, pad).
+  SPLAT_DEVICE_MEM float* r = (SPLAT_DEVICE_MEM float*)records;
+  store_float4(r, 3u * i, pg.mean2d.x, pg.mean2d.y, pg.conic.x, pg.conic.y);
+  store_float4(r, 3u * i + 1u, pg.conic.z, opacity, color.x, color.y);
+  store_float4(r, 3u * i + 2u, color.z, pg.depth, 0.f, 0.f);
 }
 
 // Gradients of every parameter of Gaussian i from its accumulated blend
@@ -94,7 +109,8 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   }
   vec3 mean = load_vec3(means, i);
   ShGradFactors f;
-  vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, mean, camera_center(cam), sh + 3u * rp.sh_stride * i,
+  ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, sh_num_coeffs((int)rp.sh_degree));
+  vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, mean, camera_center(cam), coeffs,
                                         make_vec3(s[6], s[7], s[8]), f);
   // Vector stores: b in quads 0..3, then (dc, 0).
   SPLAT_UNROLL for (uint32_t q = 0; q < SPLAT_MAX_SH_COEFFS / 4; ++q)
