@@ -92,21 +92,20 @@ SPLAT_FUNC void rasterize_backward_body(
   const uint32_t tile = c.tile, start = c.start, end = c.end, batch_lo = c.lo, batch_hi = c.hi;
   const uint32_t count = batch_hi - batch_lo;
 
-  // This thread's pixels: tile pixels first_pixel + lane and + 32.
-  const uint32_t first_pixel = t.warp * SPLAT_BWD_PIXELS * SPLAT_SIMD_WIDTH;
+  // This thread's pixels (lane_pixel).
   TilePixel px[SPLAT_BWD_PIXELS];
   vec2 pix[SPLAT_BWD_PIXELS];
   uint32_t nc[SPLAT_BWD_PIXELS];
   uint32_t nc_max = 0u;
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
-    px[p] = tile_pixel(cam, tile, first_pixel + (uint32_t)p * SPLAT_SIMD_WIDTH + t.lane);
+    px[p] = tile_pixel(cam, tile, lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p));
     pix[p] = make_vec2((float)px[p].x + 0.5f, (float)px[p].y + 0.5f);
     nc[p] = px[p].inside ? n_contrib[px[p].index] : 0u;
     nc_max = nc[p] > nc_max ? nc[p] : nc_max;
   }
   float row_lo, row_hi;
-  pixel_rows(px[0].tile_y, first_pixel, first_pixel + SPLAT_BWD_PIXELS * SPLAT_SIMD_WIDTH - 1u, row_lo, row_hi);
+  warp_rows(px[0].tile_y, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
 
   // Positions (in the tile's list) this SIMD group walks; a chunk wholly
   // behind every pixel's last contributor has nothing to do.
@@ -134,7 +133,7 @@ SPLAT_FUNC void rasterize_backward_body(
     float d_a = (q.inside && bp.has_d_alpha != 0u) ? d_alpha[q.index] : 0.f;
     st[p] = blend_backward_begin(q.inside ? final_T[q.index] : 1.f, bg, d_pix, d_a);
     if (batch_hi - start < nc[p]) {
-      uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + first_pixel + (uint32_t)p * SPLAT_SIMD_WIDTH + t.lane;
+      uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p);
       SPLAT_DEVICE_MEM const float* ck = checkpoints + 4u * at;
       st[p].T = ck[0];
       st[p].behind = make_vec3(ck[1], ck[2], ck[3]);

@@ -104,10 +104,19 @@ SPLAT_FUNC void pixel_rows(uint32_t tile_y, uint32_t first, uint32_t last, SPLAT
   row_hi = (float)(tile_y * SPLAT_TILE_SIZE + last / SPLAT_TILE_SIZE) + 0.5f;
 }
 
-// The pixel-centre rows of SIMD group `warp` of a tile's threadgroup (one
-// pixel per thread).
-SPLAT_FUNC void warp_rows(uint32_t tile_y, uint32_t warp, SPLAT_THREAD float& row_lo, SPLAT_THREAD float& row_hi) {
-  pixel_rows(tile_y, warp * SPLAT_SIMD_WIDTH, warp * SPLAT_SIMD_WIDTH + SPLAT_SIMD_WIDTH - 1u, row_lo, row_hi);
+// Tile pixel p of thread t when every thread holds `per_lane` pixels: SIMD
+// group w the per_lane * 32 pixels from w per_lane 32, lane l the pixels l,
+// l + 32, ... of them (one pixel per thread: the thread id).
+SPLAT_FUNC uint32_t lane_pixel(SimtThread t, uint32_t per_lane, uint32_t p) {
+  return t.warp * per_lane * SPLAT_SIMD_WIDTH + p * SPLAT_SIMD_WIDTH + t.lane;
+}
+
+// The pixel-centre rows of SIMD group `warp` of a tile's threadgroup, each
+// thread holding `per_lane` pixels (lane_pixel).
+SPLAT_FUNC void warp_rows(uint32_t tile_y, uint32_t warp, uint32_t per_lane, SPLAT_THREAD float& row_lo,
+                          SPLAT_THREAD float& row_hi) {
+  const uint32_t first = warp * per_lane * SPLAT_SIMD_WIDTH;
+  pixel_rows(tile_y, first, first + per_lane * SPLAT_SIMD_WIDTH - 1u, row_lo, row_hi);
 }
 
 // The chunk a chunk-parallel threadgroup works on: the tile that recorded
@@ -180,7 +189,6 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   for (uint32_t k = t.tid; k < count; k += SPLAT_CHUNK_THREADS)
     store_batch_splat(s_splats, k, records, sorted_ids[c.lo + k]);
   sp_group_barrier();
-  const uint32_t first_pixel = t.warp * SPLAT_CHUNK_PIXELS * SPLAT_SIMD_WIDTH;
   TilePixel px[SPLAT_CHUNK_PIXELS];
   vec2 pix[SPLAT_CHUNK_PIXELS];
   ChunkBlend cb[SPLAT_CHUNK_PIXELS];
@@ -188,14 +196,14 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   bool any_inside = false;
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
-    px[p] = tile_pixel(cam, c.tile, first_pixel + (uint32_t)p * SPLAT_SIMD_WIDTH + t.lane);
+    px[p] = tile_pixel(cam, c.tile, lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p));
     pix[p] = make_vec2((float)px[p].x + 0.5f, (float)px[p].y + 0.5f);
     cb[p] = chunk_blend_begin();
     last[p] = 0u;
     any_inside = any_inside || px[p].inside;
   }
   float row_lo, row_hi;
-  pixel_rows(px[0].tile_y, first_pixel, first_pixel + SPLAT_CHUNK_PIXELS * SPLAT_SIMD_WIDTH - 1u, row_lo, row_hi);
+  warp_rows(px[0].tile_y, t.warp, SPLAT_CHUNK_PIXELS, row_lo, row_hi);
   if (any_inside) {
     for (uint32_t j = 0; j < count; ++j) {
       vec4 rows = batch_splat_rows(s_splats, j);
@@ -215,7 +223,7 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   }
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
-    uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + first_pixel + (uint32_t)p * SPLAT_SIMD_WIDTH + t.lane;
+    uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p);
     store_chunk_state(chunk_state, at, cb[p].P, cb[p].L);
     chunk_last[at] = last[p];
   }
@@ -317,7 +325,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
 
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
   float row_lo, row_hi;
-  warp_rows(px.tile_y, t.warp, row_lo, row_hi);
+  warp_rows(px.tile_y, t.warp, 1u, row_lo, row_hi);
   const uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
   vec4 ck = load_float4(chunk_state, at);
   BlendForwardState st = blend_forward_begin();
