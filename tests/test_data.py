@@ -98,7 +98,7 @@ def test_blender_loads_and_composites(tmp_path):
     ds = load_dataset(tmp_path, "train", background=bg)
     angle, mats, imgs = scene["train"]
     assert isinstance(ds, Dataset) and len(ds) == 4
-    assert ds.images.dtype == np.uint8 and ds.images.shape == (4, 16, 24, 3)
+    assert ds.images[0].dtype == np.uint8 and np.shape(ds.images) == (4, 16, 24, 3)
     assert (ds.width, ds.height) == (24, 16)
     assert ds.points is None and ds.point_colors is None
     assert ds.background == bg
@@ -113,8 +113,8 @@ def test_blender_loads_and_composites(tmp_path):
             (ref.fx, ref.fy, ref.cx, ref.cy, ref.width, ref.height)
         np.testing.assert_allclose(cam.center, mats[i][:3, 3], atol=1e-5)
     # fully transparent pixel is the background; fully opaque keeps its colour
-    np.testing.assert_array_equal(ds.images[0, 0, 0], np.rint(np.asarray(bg) * 255).astype(np.uint8))
-    np.testing.assert_array_equal(ds.images[0, 0, 1], imgs[0][0, 1, :3])
+    np.testing.assert_array_equal(ds.images[0][0, 0], np.rint(np.asarray(bg) * 255).astype(np.uint8))
+    np.testing.assert_array_equal(ds.images[0][0, 1], imgs[0][0, 1, :3])
 
 
 def test_blender_other_splits_extensions_and_rgb(tmp_path):
@@ -134,7 +134,7 @@ def test_blender_downscale_box_average_before_compositing(tmp_path):
     bg = (1.0, 1.0, 1.0)
     ds = load_dataset(tmp_path, background=bg, downscale=2)
     angle, mats, imgs = scene["train"]
-    assert ds.images.shape == (3, 9, 12, 3)
+    assert np.shape(ds.images) == (3, 9, 12, 3)
     full = Camera.from_blender(mats[0], angle, 25, 18)
     cam = ds.cameras[0]
     assert cam.fx == pytest.approx(full.fx / 2) and cam.fy == pytest.approx(full.fy / 2)
@@ -154,7 +154,7 @@ def test_blender_frames_subset(tmp_path):
                       ("3", [3]), (range(2), [0, 1])]:
         sub = load_dataset(tmp_path, "test", frames=spec)
         assert sub.names == [full.names[i] for i in idx]
-        np.testing.assert_array_equal(sub.images, full.images[idx])
+        np.testing.assert_array_equal(sub.images, [full.images[i] for i in idx])
         sub2 = full.subset(spec)
         assert sub2.names == sub.names
         assert sub2.scene_extent == pytest.approx(sub.scene_extent)
@@ -394,7 +394,7 @@ def test_colmap_sparse_without_subfolder_and_rgba(tmp_path):
 def test_colmap_downscale(tmp_path):
     cams, images, points, pix = make_colmap(tmp_path, n=3, h=12, w=20)
     ds = load_dataset(tmp_path, "all", downscale=2)
-    assert ds.images.shape == (3, 6, 10, 3)
+    assert np.shape(ds.images) == (3, 6, 10, 3)
     full = load_dataset(tmp_path, "all")
     for a, b in zip(ds.cameras, full.cameras):
         assert (a.fx, a.fy, a.cx, a.cy) == pytest.approx((b.fx / 2, b.fy / 2, b.cx / 2, b.cy / 2))
@@ -502,7 +502,7 @@ def test_colmap_distorted_camera_through_loader(tmp_path):
     ref = colmap_mod.undistort_image(src, "SIMPLE_RADIAL", params, bg)
     assert_close_u8(ds.images[0], np.clip(np.rint(ref * 255), 0, 255).astype(np.uint8))
     # pincushion (k > 0): the image corners map outside the source -> background
-    np.testing.assert_array_equal(ds.images[0, 0, 0], np.rint(np.asarray(bg) * 255).astype(np.uint8))
+    np.testing.assert_array_equal(ds.images[0][0, 0], np.rint(np.asarray(bg) * 255).astype(np.uint8))
     # zero distortion through the loader is exactly the source image
     cams0 = {3: ("OPENCV", w, h, [30.0, 31.0, w / 2, h / 2, 0.0, 0.0, 0.0, 0.0])}
     root = tmp_path / "zero"

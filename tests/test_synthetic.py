@@ -26,8 +26,8 @@ def scene():
 
 def test_shapes_and_fields(scene):
     train, test = scene
-    assert train.images.shape == (6, H, W, 3) and train.images.dtype == np.uint8
-    assert test.images.shape == (3, H, W, 3)
+    assert np.shape(train.images) == (6, H, W, 3) and train.images[0].dtype == np.uint8
+    assert np.shape(test.images) == (3, H, W, 3)
     assert (train.width, train.height) == (W, H)
     assert len(train.names) == 6 and len(set(train.names)) == 6
     assert len(set(train.names) | set(test.names)) == 9
@@ -94,7 +94,7 @@ def test_background_and_point_count():
                                        background=(0.0, 0.0, 0.0), n_test_views=1, n_points=30)
     assert len(train.points) == 30
     assert train.background == test.background == (0.0, 0.0, 0.0)
-    corner = train.images[:, 0, 0]
+    corner = np.stack(train.images)[:, 0, 0]
     assert np.all(corner < 40)
 
 

@@ -87,28 +87,87 @@ def select_frames(count: int, frames) -> list[int]:
     return idx
 
 
+def _image_list(images, v: int) -> list:
+    """`images` as a list of uint8 C-contiguous [H_i,W_i,3] arrays (one per view)."""
+    if isinstance(images, np.ndarray):
+        if images.dtype != np.uint8 or images.ndim != 4 or images.shape[3] != 3:
+            raise ValueError(f"[splat] images: expected a list of uint8 [H,W,3] arrays or one uint8 "
+                             f"[V,H,W,3] array, got {images.dtype} {list(images.shape)}")
+        images = list(images)
+    elif isinstance(images, (list, tuple)):
+        images = list(images)
+    else:
+        raise ValueError(f"[splat] images: expected a list of uint8 [H,W,3] arrays or one uint8 "
+                         f"[V,H,W,3] array, got {type(images).__name__}")
+    if len(images) != v:
+        raise ValueError(f"[splat] images: {len(images)} images for {v} cameras")
+    out = []
+    for i, img in enumerate(images):
+        if (not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3
+                or img.shape[2] != 3 or img.shape[0] == 0 or img.shape[1] == 0):
+            desc = f"{img.dtype} {list(img.shape)}" if isinstance(img, np.ndarray) else type(img).__name__
+            raise ValueError(f"[splat] images[{i}]: expected uint8 [H,W,3], got {desc}")
+        out.append(np.ascontiguousarray(img))
+    return out
+
+
+def _per_view(name: str, values, shapes: list, dtype, v: int, allow_none: bool) -> list | None:
+    """A per-view list of 2D arrays of `dtype` shaped like each image (None entries
+    when `allow_none`); a single [V,H,W] array is accepted for uniform sizes."""
+    if values is None:
+        return None
+    if isinstance(values, np.ndarray):
+        if values.ndim != 3:
+            raise ValueError(f"[splat] {name}: expected a list of [H,W] arrays or one [V,H,W] array, "
+                             f"got {list(values.shape)}")
+        values = list(values)
+    elif not isinstance(values, (list, tuple)):
+        raise ValueError(f"[splat] {name}: expected a list of [H,W] arrays, got {type(values).__name__}")
+    values = list(values)
+    if len(values) != v:
+        raise ValueError(f"[splat] {name}: {len(values)} entries for {v} views")
+    out = []
+    for i, (a, shape) in enumerate(zip(values, shapes)):
+        if a is None and allow_none:
+            out.append(None)
+            continue
+        if not isinstance(a, np.ndarray) or a.dtype != dtype or a.shape != shape:
+            desc = f"{a.dtype} {list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
+            raise ValueError(f"[splat] {name}[{i}]: expected {np.dtype(dtype).name} {list(shape)} "
+                             f"(the size of images[{i}]), got {desc}")
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
 @dataclass(eq=False)
 class Dataset:
     """One split of a scene.
 
-    cameras: one `Camera` per view; images: uint8 [V,H,W,3] already composited
-    on `background`; names: one per view; points / point_colors: float32 [M,3]
-    initial point cloud and its colours in [0,1] (None for Blender scenes);
-    scene_extent: see `scene_extent` (computed from the cameras when not given);
-    alphas: optional uint8 [V,H,W] coverage (only when loaded with keep_alpha).
+    cameras: one `Camera` per view; images: a list of uint8 [H_i,W_i,3] arrays
+    already composited on `background`, image i the size of cameras[i] (one
+    uint8 [V,H,W,3] array is accepted and split into the list); names: one per
+    view; points / point_colors: float32 [M,3] initial point cloud and its
+    colours in [0,1] (None for Blender scenes); scene_extent: see
+    `scene_extent` (computed from the cameras when not given); alphas: None or
+    a list of uint8 [H_i,W_i] coverage (only when loaded with keep_alpha);
+    masks: None (every pixel counts) or a list with, per view, None (every
+    pixel of that view counts) or a bool [H_i,W_i] array, True where the pixel
+    counts in the loss, the densification statistics and (with `[data]
+    eval_masked`) the metrics.
     """
 
     cameras: list
-    images: np.ndarray = field(repr=False)
+    images: list = field(repr=False)
     names: list
     points: np.ndarray | None = field(default=None, repr=False)
     point_colors: np.ndarray | None = field(default=None, repr=False)
     background: tuple = (1.0, 1.0, 1.0)
     scene_extent: float | None = None
-    alphas: np.ndarray | None = field(default=None, repr=False)
+    alphas: list | None = field(default=None, repr=False)
     path: str | None = None
     format: str | None = None
     split: str | None = None
+    masks: list | None = field(default=None, repr=False)
 
     def __post_init__(self):
         self.cameras = list(self.cameras)
@@ -119,19 +178,14 @@ class Dataset:
         for i, cam in enumerate(self.cameras):
             if not isinstance(cam, Camera):
                 raise TypeError(f"[splat] cameras[{i}]: expected splat.Camera, got {type(cam).__name__}")
-        imgs = self.images
-        if not isinstance(imgs, np.ndarray) or imgs.dtype != np.uint8 or imgs.ndim != 4 or imgs.shape[3] != 3:
-            desc = f"{imgs.dtype} {list(imgs.shape)}" if isinstance(imgs, np.ndarray) else type(imgs).__name__
-            raise ValueError(f"[splat] images: expected uint8 [V,H,W,3], got {desc}")
-        if imgs.shape[0] != v:
-            raise ValueError(f"[splat] images: {imgs.shape[0]} images for {v} cameras")
+        self.images = _image_list(self.images, v)
         if len(self.names) != v:
             raise ValueError(f"[splat] names: {len(self.names)} names for {v} cameras")
-        h, w = imgs.shape[1:3]
-        for i, cam in enumerate(self.cameras):
+        for i, (cam, img) in enumerate(zip(self.cameras, self.images)):
+            h, w = img.shape[:2]
             if (cam.width, cam.height) != (w, h):
-                raise ValueError(f"[splat] cameras[{i}]: camera is {cam.width}x{cam.height} but the "
-                                 f"images are {w}x{h}")
+                raise ValueError(f"[splat] cameras[{i}] ({self.names[i]}): camera is "
+                                 f"{cam.width}x{cam.height} but its image is {w}x{h}")
         if self.points is not None:
             self.points = np.ascontiguousarray(self.points, dtype=np.float32)
             if self.points.ndim != 2 or self.points.shape[1] != 3:
@@ -151,10 +205,11 @@ class Dataset:
         if len(bg) != 3 or not all(0.0 <= x <= 1.0 for x in bg):
             raise ValueError(f"[splat] background: expected 3 values in [0, 1], got {self.background!r}")
         self.background = bg
-        if self.alphas is not None:
-            a = self.alphas
-            if not isinstance(a, np.ndarray) or a.dtype != np.uint8 or a.shape != imgs.shape[:3]:
-                raise ValueError("[splat] alphas: expected uint8 [V,H,W] matching images")
+        shapes = [img.shape[:2] for img in self.images]
+        self.alphas = _per_view("alphas", self.alphas, shapes, np.uint8, v, allow_none=False)
+        self.masks = _per_view("masks", self.masks, shapes, np.bool_, v, allow_none=True)
+        if self.masks is not None and all(m is None for m in self.masks):
+            self.masks = None
         if self.scene_extent is None:
             self.scene_extent = scene_extent(self.cameras)
         else:
@@ -166,12 +221,39 @@ class Dataset:
         return len(self.cameras)
 
     @property
+    def sizes(self) -> list[tuple[int, int]]:
+        """(width, height) of every view."""
+        return [(c.width, c.height) for c in self.cameras]
+
+    @property
+    def uniform_size(self) -> bool:
+        return len(set(self.sizes)) == 1
+
+    def _size(self) -> tuple[int, int]:
+        sizes = sorted(set(self.sizes))
+        if len(sizes) != 1:
+            shown = ", ".join(f"{w}x{h}" for w, h in sizes[:4]) + (", ..." if len(sizes) > 4 else "")
+            raise ValueError(f"[splat] dataset: images have different sizes ({shown}); use each "
+                             f"camera's width and height")
+        return sizes[0]
+
+    @property
     def width(self) -> int:
-        return int(self.images.shape[2])
+        """The width of every image (ValueError when the sizes differ)."""
+        return self._size()[0]
 
     @property
     def height(self) -> int:
-        return int(self.images.shape[1])
+        """The height of every image (ValueError when the sizes differ)."""
+        return self._size()[1]
+
+    def size_summary(self) -> str:
+        """"800x800" for uniform datasets, else e.g. "mixed sizes 750x1000 .. 1000x750 (3 sizes)"."""
+        sizes = sorted(set(self.sizes), key=lambda s: (s[0] * s[1], s))
+        if len(sizes) == 1:
+            return f"{sizes[0][0]}x{sizes[0][1]}"
+        return (f"mixed sizes {sizes[0][0]}x{sizes[0][1]} .. {sizes[-1][0]}x{sizes[-1][1]} "
+                f"({len(sizes)} sizes)")
 
     def subset(self, frames) -> "Dataset":
         """The views selected by `frames` (slice, index list or "start:stop:step");
@@ -179,11 +261,12 @@ class Dataset:
         idx = select_frames(len(self), frames)
         return Dataset(
             cameras=[self.cameras[i] for i in idx],
-            images=self.images[idx],
+            images=[self.images[i] for i in idx],
             names=[self.names[i] for i in idx],
             points=self.points,
             point_colors=self.point_colors,
             background=self.background,
-            alphas=None if self.alphas is None else self.alphas[idx],
+            alphas=None if self.alphas is None else [self.alphas[i] for i in idx],
+            masks=None if self.masks is None else [self.masks[i] for i in idx],
             path=self.path, format=self.format, split=self.split,
         )
