@@ -1,6 +1,7 @@
 """The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
 
-    splat train [--config X.toml] [--steps N] [--out DIR] [--backend B]
+    splat train [PATH] [--config X.toml] [--data PATH] [--set section.key=value ...] [--steps N]
+                [--out DIR] [--backend B]
     splat check --config X.toml
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
     splat eval --checkpoint C --data PATH [--split test] [--frames ..] [--supersample K] [--json out.json]
@@ -29,6 +30,7 @@ __all__ = ["main"]
 BACKENDS = ("auto", "cpu", "cuda", "metal")
 SYNTHETIC_STEPS = 2000          # `splat train` with no config
 SYNTHETIC_OUT = "runs/synthetic"
+CAPTURE_RUNS = "runs"           # `splat train PATH` without a config: runs/<scene name>
 LOSS_EVERY = 10                 # read the loss back every this many steps (as Trainer.run)
 
 
@@ -76,6 +78,24 @@ def _side_by_side(render: np.ndarray, target_uint8: np.ndarray) -> np.ndarray:
 def _safe_name(name: str) -> str:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._")
     return stem or "view"
+
+
+def render_files(names) -> dict:
+    """{view name: PNG file name}: the image's name with its image extension
+    replaced (0000.jpg -> 0000.png; folders flattened with '_'); names that
+    would then collide keep their extension (a.jpg -> a_jpg.png)."""
+    from .data.images import IMAGE_EXTENSIONS
+
+    def stem(name):
+        base, ext = os.path.splitext(str(name))
+        return base if ext.lower() in IMAGE_EXTENSIONS else str(name)
+
+    names = list(names)
+    stems = [_safe_name(stem(n)) for n in names]
+    counts: dict = {}
+    for st in stems:
+        counts[st] = counts.get(st, 0) + 1
+    return {n: f"{st if counts[st] == 1 else _safe_name(n)}.png" for n, st in zip(names, stems)}
 
 
 def _pick_views(count: int, n: int) -> list[int]:
@@ -129,21 +149,72 @@ def _synthetic_setup(args):
     return cfg, train, test
 
 
+def _scene_arg(args) -> str | None:
+    """The scene folder given on the command line (PATH or --data), absolute; None if neither."""
+    scene, data = getattr(args, "scene", None), getattr(args, "data", None)
+    if scene and data and os.path.abspath(scene) != os.path.abspath(data):
+        raise UserError(f"two scene folders given: {scene} and --data {data}")
+    chosen = scene or data
+    return None if chosen is None else os.path.abspath(os.path.expanduser(chosen))
+
+
+def _parse_value(text: str):
+    """A --set value: a TOML value (3, 0.5, true, [0, 0, 0], "x"), else the text itself."""
+    from .config import _toml
+    try:
+        return _toml.loads(f"v = {text}")["v"]
+    except _toml.TOMLDecodeError:
+        return text.strip()
+
+
+def parse_overrides(items) -> dict:
+    """--set section.key=value items -> {section: {key: value}}."""
+    out: dict = {}
+    for item in items or []:
+        key, eq, text = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not eq or not dot or not section or not name or "." in name or not text.strip():
+            raise UserError(f"--set {item!r}: expected section.key=value (e.g. train.steps=7000)")
+        out.setdefault(section, {})[name] = _parse_value(text)
+    return out
+
+
+def _scene_name(path: str) -> str:
+    return _safe_name(Path(path).resolve().name) or "scene"
+
+
+def run_config(args):
+    """The run's Config: the TOML file (if any) with PATH / --data as data.path
+    and every --set written over it, validated in one pass like a file. A
+    scene without a config trains with the defaults (the 3DGS recipe; black
+    background for captures) into runs/<scene name>."""
+    from .config import Config, load_config
+    overrides = parse_overrides(getattr(args, "set", None))
+    scene = _scene_arg(args)
+    if scene is not None:
+        overrides.setdefault("data", {})["path"] = scene
+    if args.config:
+        return load_config(args.config, overrides=overrides)
+    if "dir" not in overrides.get("output", {}):
+        path = overrides.get("data", {}).get("path")
+        overrides.setdefault("output", {})["dir"] = str(Path(CAPTURE_RUNS) / _scene_name(str(path or "scene")))
+    return Config.from_dict(overrides, base_dir=Path.cwd(), check_paths=True)
+
+
 def _config_setup(args):
-    """(config, train dataset, eval dataset) from a TOML config."""
-    from .config import load_config
+    """(config, train dataset, eval dataset) from a TOML config and / or a scene folder."""
     from .data import load_dataset
-    cfg = load_config(args.config)
+    cfg = run_config(args)
     if args.steps:
         cfg.train.steps = args.steps
         errors = cfg.train.errors()
         if errors:
             from .config import ConfigError
-            raise ConfigError(errors, source=f"{args.config} with --steps {args.steps}")
+            raise ConfigError(errors, source=f"{args.config or 'the run config'} with --steps {args.steps}")
     if args.backend:
         cfg.backend = dict(cfg.backend, backend=args.backend)
     d = cfg.data
-    common = dict(background=d.background, downscale=d.downscale, test_every=d.test_every, format=d.format)
+    common = d.loader_args()
     train = load_dataset(d.path, d.train_split, frames=d.train_frames, **common)
     test = load_dataset(d.eval_path or d.path, d.eval_split, frames=d.test_frames, **common)
     return cfg, train, test
@@ -167,7 +238,7 @@ def cmd_train(args) -> int:
     from .trainer import Trainer
 
     t_begin = time.perf_counter()
-    synthetic = args.config is None
+    synthetic = args.config is None and _scene_arg(args) is None and not getattr(args, "set", None)
     cfg, train, test = _synthetic_setup(args) if synthetic else _config_setup(args)
     out = Path(args.out if args.out else cfg.output.dir)
     steps = cfg.train.steps
@@ -207,7 +278,7 @@ def cmd_train(args) -> int:
         last = evals[-1] if evals else {}
         return {
             "scene": "synthetic" if synthetic else cfg.data.path,
-            "config": None if synthetic else str(Path(args.config).resolve()),
+            "config": None if args.config is None else str(Path(args.config).resolve()),
             "backend": trainer.backend,
             "steps": trainer.step_count,
             "finished": final,
@@ -260,7 +331,8 @@ def cmd_train(args) -> int:
                     folder.mkdir(parents=True, exist_ok=True)
                     for name in show:
                         j = test.names.index(name)
-                        _write_png(folder / f"{_safe_name(name)}.png", _side_by_side(renders[name], test.images[j]))
+                        _write_png(folder / render_files(test.names)[name],
+                                   _side_by_side(renders[name], test.images[j]))
                 evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
                               "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
                               "per_view": ev.per_view})
@@ -362,11 +434,12 @@ def cmd_render(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     k = args.supersample
     t0 = time.perf_counter()
+    files = render_files(data.names)
     for cam, img, name in zip(data.cameras, data.images, data.names):
         render = trainer.render(cam.scaled(k) if k > 1 else cam, background=data.background)
         render = box_downsample(render, k)
         pixels = _side_by_side(render, img) if args.compare else _to_uint8(render)
-        _write_png(out / f"{_safe_name(name)}.png", pixels)
+        _write_png(out / files[name], pixels)
     print(f"rendered {len(data)} views of {args.data} [{args.split}] at {data.width}x{data.height}"
           + (f" (supersample {k})" if k > 1 else "") + f" on {trainer.backend} in "
           f"{time.perf_counter() - t0:.1f} s -> {out}")
@@ -409,11 +482,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"splat {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    t = sub.add_parser("train", help="train a scene (no config: the built-in synthetic scene)",
-                       description="Train on the scene of a TOML config, or without one on the built-in "
-                                   "synthetic scene. Writes metrics.json, checkpoints, point_cloud.ply, "
+    t = sub.add_parser("train", help="train a scene folder or config (neither: the built-in synthetic scene)",
+                       description="Train on a scene folder, on the scene of a TOML config, or without "
+                                   "either on the built-in synthetic scene. Writes metrics.json, checkpoints, point_cloud.ply, "
                                    "renders and training.png into the run folder.")
+    t.add_argument("scene", nargs="?", metavar="PATH",
+                   help="scene folder (COLMAP, nerfstudio or Blender); without --config it trains with "
+                        "the default recipe into runs/<scene name>")
     t.add_argument("--config", metavar="X.toml", help="run configuration (see configs/)")
+    t.add_argument("--data", metavar="PATH", help="override data.path")
+    t.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                   help="override any config key (repeatable), e.g. --set train.steps=7000")
     t.add_argument("--steps", type=positive_int, metavar="N", help="override train.steps")
     t.add_argument("--out", metavar="DIR", help=f"run folder (default: output.dir, or {SYNTHETIC_OUT})")
     t.add_argument("--backend", choices=BACKENDS, help="override backend.backend (default auto)")
@@ -466,6 +545,15 @@ def _config_error_lines(exc) -> list[str]:
     return [_clean(e) if source and e.startswith(source) else _clean(f"{where}{e}") for e in exc.errors]
 
 
+def _warnings_as_lines() -> None:
+    """Library warnings (too few SfM points, ...) print as one `splat: warning:` line."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        warn(_clean(str(message)))
+    warnings.showwarning = show
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 user error, 2 usage)."""
     parser = build_parser()
@@ -475,6 +563,7 @@ def main(argv=None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = bool(os.environ.get("SPLAT_DEBUG"))
+    _warnings_as_lines()
     try:
         from .config import ConfigError
         from .data import DatasetError
