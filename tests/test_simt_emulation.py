@@ -138,17 +138,26 @@ def assert_matches_sequential_blend(got, pairs, seed):
     assert e <= 1e-4, f"gradients: relative error {e:.3g} ({pairs} pairs); seed {seed}"
 
 
-def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path):
+@pytest.mark.parametrize("masked", [None, 0.3, 1.0])
+def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path, masked):
     """ssim_forward + ssim_backward (train_loss.h) against cpp/cpu/cpu_loss.cpp:
     the same gradient bits and the loss to rounding, on an image that is not
-    a multiple of the 16-pixel tiles."""
+    a multiple of the 16-pixel tiles; with a mask (some of the pixels, or all),
+    masked pixels' gradients are +0 on both."""
     exe = compile_check(compiler, LOSS_SOURCES, str(tmp_path / "loss_check"))
     rng, seed = make_rng()
     width, height = int(rng.integers(20, 90)), int(rng.integers(20, 90))
-    p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(width), str(height)], capture_output=True,
-                       text=True, timeout=600)
+    args = [exe, str(int(rng.integers(0, 2 ** 31))), str(width), str(height)]
+    p = subprocess.run(args + ([] if masked is None else [str(masked)]), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     got = dict(line.split() for line in p.stdout.splitlines())
+    assert int(got["masked_grad_nonzero"]) == 0, got
+    if masked == 1.0:  # every pixel masked: loss 0, gradient 0
+        assert int(got["valid_pixels"]) == 0 and float(got["cpu_loss"]) == float(got["gpu_loss"]) == 0.0, got
+        assert int(got["grad_differ"]) == 0 and float(got["grad_max"]) == 0.0, got
+        return
+    if masked is not None:
+        assert 0 < int(got["valid_pixels"]) < width * height, got
     # The mean over pixels is summed in another order (tiles, then the tiles'
     # sums), so the loss agrees to rounding; the gradient, per pixel, to the bit.
     cpu_loss, gpu_loss = float(got["cpu_loss"]), float(got["gpu_loss"])

@@ -144,7 +144,32 @@ TrainSettings settings_from_dict(nb::dict d) {
   return s;
 }
 
-std::vector<CameraParams> cameras_from(FloatIn w2c, FloatIn intrinsics, uint32_t width, uint32_t height) {
+// The training views: uint8 [H,W,3] images (one per camera, each its own
+// size) and optional uint8 [H,W] masks (None: every pixel counts).
+std::vector<TrainingImage> images_from(nb::list images, nb::object masks, size_t views) {
+  if (images.size() != views) throw ConfigError("[trainer] images: expected one uint8 [H,W,3] image per camera");
+  const bool have_masks = !masks.is_none();
+  nb::list mask_list = have_masks ? nb::cast<nb::list>(masks) : nb::list();
+  if (have_masks && mask_list.size() != views) throw ConfigError("[trainer] masks: expected one entry per camera");
+  std::vector<TrainingImage> out(views);
+  for (size_t v = 0; v < views; ++v) {
+    ByteIn im;
+    if (!nb::try_cast(images[v], im, false) || im.ndim() != 3 || im.shape(2) != 3 || im.shape(0) == 0 || im.shape(1) == 0)
+      throw ConfigError("[trainer] images[" + std::to_string(v) + "]: expected a uint8 C-contiguous [H,W,3] array");
+    out[v].rgb = im.data();
+    out[v].height = static_cast<uint32_t>(im.shape(0));
+    out[v].width = static_cast<uint32_t>(im.shape(1));
+    if (!have_masks || mask_list[v].is_none()) continue;
+    ByteIn m;
+    if (!nb::try_cast(mask_list[v], m, false) || m.ndim() != 2 || m.shape(0) != im.shape(0) || m.shape(1) != im.shape(1))
+      throw ConfigError("[trainer] masks[" + std::to_string(v) + "]: expected a uint8 C-contiguous [H,W] array the "
+                        "size of images[" + std::to_string(v) + "]");
+    out[v].mask = m.data();
+  }
+  return out;  // the arrays stay alive in the caller's lists during the upload
+}
+
+std::vector<CameraParams> cameras_from(FloatIn w2c, FloatIn intrinsics, const std::vector<TrainingImage>& images) {
   if (w2c.ndim() != 3 || w2c.shape(1) != 4 || w2c.shape(2) != 4)
     throw ConfigError("[trainer] world_to_camera: expected [V,4,4]");
   if (intrinsics.ndim() != 2 || intrinsics.shape(0) != w2c.shape(0) || intrinsics.shape(1) != 4)
@@ -152,23 +177,22 @@ std::vector<CameraParams> cameras_from(FloatIn w2c, FloatIn intrinsics, uint32_t
   std::vector<CameraParams> cams;
   for (size_t v = 0; v < w2c.shape(0); ++v) {
     const float* k = intrinsics.data() + 4 * v;
-    cams.push_back(make_camera_params(w2c.data() + 16 * v, k[0], k[1], k[2], k[3], width, height));
+    cams.push_back(make_camera_params(w2c.data() + 16 * v, k[0], k[1], k[2], k[3], images[v].width,
+                                      images[v].height));
   }
   return cams;
 }
 
 class PyTrainer {
  public:
-  PyTrainer(const BackendConfig& config, nb::dict settings, FloatIn w2c, FloatIn intrinsics, ByteIn images,
-            nb::dict state, uint32_t step) {
-    if (images.ndim() != 4 || images.shape(3) != 3 || images.shape(0) != w2c.shape(0))
-      throw ConfigError("[trainer] images: expected uint8 [V,H,W,3] with one camera per view");
-    const uint32_t height = static_cast<uint32_t>(images.shape(1)), width = static_cast<uint32_t>(images.shape(2));
-    auto cams = cameras_from(w2c, intrinsics, width, height);
+  PyTrainer(const BackendConfig& config, nb::dict settings, FloatIn w2c, FloatIn intrinsics, nb::list images,
+            nb::object masks, nb::dict state, uint32_t step) {
+    if (w2c.ndim() != 3) throw ConfigError("[trainer] world_to_camera: expected [V,4,4]");
+    std::vector<TrainingImage> views = images_from(images, masks, w2c.shape(0));
+    auto cams = cameras_from(w2c, intrinsics, views);
     TrainingState initial = state_from_dict(state);
     TrainSettings s = settings_from_dict(settings);
-    trainer_ = std::make_unique<Trainer>(create_device(config), s, std::move(cams), images.data(), width, height,
-                                         initial, step);
+    trainer_ = std::make_unique<Trainer>(create_device(config), s, std::move(cams), views, initial, step);
   }
 
   nb::dict step(bool read_loss) {
@@ -282,9 +306,12 @@ class PyTrainer {
 
 void bind_trainer(nb::module_& m) {
   nb::class_<PyTrainer>(m, "Trainer")
-      .def(nb::init<const BackendConfig&, nb::dict, FloatIn, FloatIn, ByteIn, nb::dict, uint32_t>(), nb::arg("config"),
-           nb::arg("settings"), nb::arg("world_to_camera").noconvert(), nb::arg("intrinsics").noconvert(),
-           nb::arg("images").noconvert(), nb::arg("state"), nb::arg("step") = 0)
+      .def(nb::init<const BackendConfig&, nb::dict, FloatIn, FloatIn, nb::list, nb::object, nb::dict, uint32_t>(),
+           nb::arg("config"), nb::arg("settings"), nb::arg("world_to_camera").noconvert(),
+           nb::arg("intrinsics").noconvert(), nb::arg("images"), nb::arg("masks").none(), nb::arg("state"),
+           nb::arg("step") = 0,
+           "images: a list of uint8 [H,W,3] arrays, one per camera, each its own size; masks: None or a list of "
+           "None / uint8 [H,W] (0: the pixel is left out of the loss)")
       .def("step", &PyTrainer::step, nb::arg("read_loss") = true)
       .def("run", &PyTrainer::run, nb::arg("n"))
       .def("state", &PyTrainer::state)
@@ -320,39 +347,48 @@ void bind_trainer(nb::module_& m) {
 
   m.def(
       "ssim",
-      [](FloatIn a, FloatIn b) {
+      [](FloatIn a, FloatIn b, std::optional<ByteIn> mask) {
         if (a.ndim() != 3 || a.shape(2) != 3 || b.ndim() != 3 || a.shape(0) != b.shape(0) || a.shape(1) != b.shape(1) ||
             b.shape(2) != 3)
           throw ConfigError("[ssim] images: expected two float32 [H,W,3] arrays of one shape");
+        if (mask && (mask->ndim() != 2 || mask->shape(0) != a.shape(0) || mask->shape(1) != a.shape(1)))
+          throw ConfigError("[ssim] mask: expected uint8 [H,W] the size of the images");
         cpu::CpuLoss loss(cpu::ThreadPool::shared());
         cpu::CpuLoss::SsimMeans r;
         {
           nb::gil_scoped_release release;
-          r = loss.ssim(a.data(), b.data(), static_cast<uint32_t>(a.shape(1)), static_cast<uint32_t>(a.shape(0)));
+          r = loss.ssim(a.data(), b.data(), static_cast<uint32_t>(a.shape(1)), static_cast<uint32_t>(a.shape(0)),
+                        mask ? mask->data() : nullptr);
         }
         return nb::make_tuple(r.full, r.interior);
       },
-      nb::arg("a").noconvert(), nb::arg("b").noconvert(),
-      "(mean SSIM over all pixels with zero padding, mean over the interior 5+ pixels from the border)");
+      nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("mask").noconvert().none() = nb::none(),
+      "(mean SSIM over all pixels with zero padding, mean over the interior 5+ pixels from the border); with a "
+      "uint8 [H,W] mask, both images are 0 where it is 0 and the means run over the other pixels");
 
   m.def(
       "loss_and_grad",
-      [](FloatIn rendered, ByteIn target, float ssim_weight) {
+      [](FloatIn rendered, ByteIn target, float ssim_weight, std::optional<ByteIn> mask) {
         if (rendered.ndim() != 3 || rendered.shape(2) != 3 || target.ndim() != 3 || target.shape(0) != rendered.shape(0) ||
             target.shape(1) != rendered.shape(1) || target.shape(2) != 3)
           throw ConfigError("[loss] expected float32 [H,W,3] rendered and uint8 [H,W,3] target");
+        if (mask && (mask->ndim() != 2 || mask->shape(0) != rendered.shape(0) || mask->shape(1) != rendered.shape(1)))
+          throw ConfigError("[loss] mask: expected uint8 [H,W] the size of the images");
         const uint32_t h = static_cast<uint32_t>(rendered.shape(0)), w = static_cast<uint32_t>(rendered.shape(1));
         std::vector<float> grad(static_cast<size_t>(w) * h * 3);
         cpu::CpuLoss loss(cpu::ThreadPool::shared());
         float value;
         {
           nb::gil_scoped_release release;
-          value = loss.loss_and_grad(rendered.data(), target.data(), w, h, ssim_weight, grad.data());
+          value = loss.loss_and_grad(rendered.data(), target.data(), w, h, ssim_weight, grad.data(),
+                                     mask ? mask->data() : nullptr);
         }
         return nb::make_tuple(value, float_array(grad, {h, w, 3}));
       },
       nb::arg("rendered").noconvert(), nb::arg("target").noconvert(), nb::arg("ssim_weight") = 0.2f,
-      "The training loss (1-w) L1 + w (1 - SSIM) and its gradient w.r.t. rendered (CPU schedule).");
+      nb::arg("mask").noconvert().none() = nb::none(),
+      "The training loss (1-w) L1 + w (1 - SSIM) and its gradient w.r.t. rendered (CPU schedule); mask: "
+      "uint8 [H,W], 0 leaves a pixel out (the means run over the others).");
 }
 
 }  // namespace splat::bindings

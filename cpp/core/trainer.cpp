@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "../../shaders/common/random.h"
 #include "splat/errors.h"
@@ -11,13 +12,20 @@
 namespace splat {
 
 Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, std::vector<CameraParams> cameras,
-                 const uint8_t* images, uint32_t width, uint32_t height, const TrainingState& initial, uint32_t step)
+                 const std::vector<TrainingImage>& images, const TrainingState& initial, uint32_t step)
     : device_(std::move(device)), settings_(settings), cameras_(std::move(cameras)), step_(step) {
   if (cameras_.empty()) throw ConfigError("[trainer] no training views");
-  for (const CameraParams& c : cameras_)
-    if (c.width != width || c.height != height)
-      throw ConfigError("[trainer] every training camera must match the image size");
-  device_->upload_images(images, static_cast<uint32_t>(cameras_.size()), width, height);
+  if (images.size() != cameras_.size())
+    throw ConfigError("[trainer] " + std::to_string(images.size()) + " images for " +
+                      std::to_string(cameras_.size()) + " cameras");
+  for (size_t v = 0; v < cameras_.size(); ++v) {
+    const CameraParams& c = cameras_[v];
+    if (!images[v].rgb || c.width != images[v].width || c.height != images[v].height)
+      throw ConfigError("[trainer] view " + std::to_string(v) + ": camera is " + std::to_string(c.width) + "x" +
+                        std::to_string(c.height) + " but its image is " + std::to_string(images[v].width) + "x" +
+                        std::to_string(images[v].height));
+  }
+  device_->upload_images(images);
   device_->set_training_state(initial);
   order_.resize(cameras_.size());
 }

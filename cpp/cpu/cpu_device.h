@@ -26,9 +26,7 @@ class CpuDevice final : public Device {
     return allocations_ + raster_.allocation_count() + train_raster_.allocation_count() + training_.allocation_count();
   }
 
-  void upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) override {
-    training_.upload_images(rgb, views, width, height);
-  }
+  void upload_images(const std::vector<TrainingImage>& images) override { training_.upload_images(images); }
   void set_training_state(const TrainingState& state) override { training_.set_state(state); }
   void get_training_state(TrainingState& state) override { training_.get_state(state); }
   size_t num_gaussians() const override { return training_.count(); }

@@ -25,6 +25,14 @@ class CpuRasterizer {
   void backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads);
 
   size_t allocation_count() const { return allocations_; }
+  // Sizes the per-pixel and per-tile buffers for views up to `pixels` pixels
+  // and `tiles` tiles (training: the largest view, once).
+  void reserve_pixels(size_t pixels, uint32_t tiles) {
+    final_T_.ensure(pixels, allocations_);
+    n_contrib_.ensure(pixels, allocations_);
+    tile_start_.ensure(size_t{tiles} + 1, allocations_);
+    tile_cursor_.ensure(size_t{tiles} + 1, allocations_);
+  }
   // Records ts_* timings into `registry` (null: off).
   void set_timing(TimingRegistry* registry) { timing_ = registry; }
   // The tile ranges and (tile, depth)-sorted Gaussians of the last forward.

@@ -26,16 +26,22 @@ constexpr int kMeans = 0, kLogScales = 1, kQuats = 2, kOpacity = 3, kSh = 4;
 
 }  // namespace
 
-void CpuTraining::upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) {
-  size_t bytes = static_cast<size_t>(views) * width * height * 3;
-  grow(images_, bytes, allocations_);
-  std::memcpy(images_.data(), rgb, bytes);
-  views_ = views;
-  width_ = width;
-  height_ = height;
-  grow(rendered_, static_cast<size_t>(width) * height * 3, allocations_);
-  grow(d_rendered_, static_cast<size_t>(width) * height * 3, allocations_);
-  grow(alpha_, static_cast<size_t>(width) * height, allocations_);
+void CpuTraining::upload_images(const std::vector<TrainingImage>& images) {
+  layout_ = plan_image_layout(images);
+  grow(images_, layout_.rgb_bytes, allocations_);
+  grow(masks_, layout_.mask_bytes, allocations_);
+  for (size_t v = 0; v < images.size(); ++v) {
+    const ImageSlot& slot = layout_.views[v];
+    const size_t pixels = static_cast<size_t>(slot.width) * slot.height;
+    std::memcpy(images_.data() + slot.rgb_offset, images[v].rgb, 3 * pixels);
+    if (slot.has_mask) std::memcpy(masks_.data() + slot.mask_offset, images[v].mask, pixels);
+  }
+  // Sized once for the largest view: steps on smaller ones use a prefix.
+  grow(rendered_, 3 * layout_.max_pixels, allocations_);
+  grow(d_rendered_, 3 * layout_.max_pixels, allocations_);
+  grow(alpha_, layout_.max_pixels, allocations_);
+  raster_.reserve_pixels(layout_.max_pixels, layout_.max_tiles);
+  loss_.reserve_pixels(layout_.max_pixels);
 }
 
 void CpuTraining::resize(size_t n) {
@@ -105,14 +111,18 @@ GaussiansView CpuTraining::view() const {
 
 void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index, uint32_t sh_degree,
                                    const float background[3], float ssim_weight, bool track_stats) {
-  if (view_index >= views_ || cam.width != width_ || cam.height != height_)
+  if (view_index >= layout_.views.size() || cam.width != layout_.views[view_index].width ||
+      cam.height != layout_.views[view_index].height)
     throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
+  const ImageSlot& slot = layout_.views[view_index];
   ForwardOutputs out{rendered_.data(), alpha_.data(), radii_.data()};
   raster_.forward(view(), cam, sh_degree, background, out);
-  const uint8_t* target = images_.data() + static_cast<size_t>(view_index) * width_ * height_ * 3;
+  const uint8_t* target = images_.data() + slot.rgb_offset;
+  const uint8_t* mask = slot.has_mask ? masks_.data() + slot.mask_offset : nullptr;
   {
     ScopedTiming t(timing_, "ts_ssim");
-    loss_value_ = loss_.loss_and_grad(rendered_.data(), target, width_, height_, ssim_weight, d_rendered_.data());
+    loss_value_ = loss_.loss_and_grad(rendered_.data(), target, cam.width, cam.height, ssim_weight,
+                                      d_rendered_.data(), mask);
   }
   GradientOutputs grads{grads_[kMeans].data(),   grads_[kLogScales].data(), grads_[kQuats].data(),
                         grads_[kOpacity].data(), grads_[kSh].data(),        means2d_grad_.data()};

@@ -14,7 +14,8 @@ class CpuTraining {
  public:
   CpuTraining(ThreadPool& pool, CpuRasterizer& raster) : pool_(pool), raster_(raster), loss_(pool) {}
 
-  void upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height);
+  void upload_images(const std::vector<TrainingImage>& images);
+  const ImageLayout& image_layout() const { return layout_; }
   void set_state(const TrainingState& state);
   void get_state(TrainingState& state) const;
   size_t count() const { return count_; }
@@ -48,8 +49,10 @@ class CpuTraining {
   std::vector<float> params_[5], m_[5], v_[5], grads_[5];
   std::vector<float> means2d_grad_, grad_accum_, grad_count_, max_radii_;
   std::vector<int32_t> radii_;
-  std::vector<uint8_t> images_;
-  uint32_t views_ = 0, width_ = 0, height_ = 0;
+  // Every view's RGB packed one after the other, and the masks of the views
+  // that have one (layout_ says where).
+  std::vector<uint8_t> images_, masks_;
+  ImageLayout layout_;
   std::vector<float> rendered_, d_rendered_, alpha_;
   float loss_value_ = 0.f;
   // Densification scratch (kept between calls): where each Gaussian of the

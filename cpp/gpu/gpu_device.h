@@ -25,7 +25,7 @@ class GpuDevice final : public Device {
   size_t allocation_count() const override;
 
   // Training ops on resident state (docs/architecture.md, "The GPU training step").
-  void upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) override;
+  void upload_images(const std::vector<TrainingImage>& images) override;
   void set_training_state(const TrainingState& state) override;
   void get_training_state(TrainingState& state) override;
   size_t num_gaussians() const override { return count_; }
@@ -66,7 +66,7 @@ class GpuDevice final : public Device {
     kParam0, kM0 = kParam0 + 5, kV0 = kM0 + 5,
     kGrad0 = kV0 + 5, kGradMeans2d = kGrad0 + 5,
     kGradAccum, kGradCount, kMaxRadii,
-    kImages, kLossPartials, kTileSums, kLoss,
+    kImages, kMasks, kLossPartials, kTileSums, kLoss,
     kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets,
     kSlotCount
   };
@@ -101,6 +101,9 @@ class GpuDevice final : public Device {
   ParamRefs state_params() const;
   // Sizes every per-Gaussian training buffer for n Gaussians (headroom).
   void reserve_state(size_t n);
+  // Sizes the per-pixel and per-tile buffers of a render, the loss and the
+  // backward for views up to `pixels` pixels and `tiles` tiles.
+  void reserve_pixels(size_t pixels, uint32_t tiles);
   // d_sh of the last backward, expanded from its factors into `out`.
   void expand_sh_grad(BufferRef out);
   Pipeline pipeline(Kernel k);
@@ -142,7 +145,7 @@ class GpuDevice final : public Device {
   // Training state.
   size_t count_ = 0;
   uint32_t sh_stride_ = 16;
-  uint32_t views_ = 0, image_width_ = 0, image_height_ = 0;
+  ImageLayout images_;  // where each training view's pixels (and mask) are in kImages (kMasks)
   uint32_t train_sh_degree_ = 0;  // of the last train_forward_backward (its SH gradient factors)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current

@@ -33,16 +33,34 @@ void GpuDevice::reserve_state(size_t n) {
   ensure(kMaxRadii, 4 * n, true);
 }
 
-void GpuDevice::upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) {
+void GpuDevice::reserve_pixels(size_t pixels, uint32_t tiles) {
+  ensure(kImage, 12 * pixels);
+  ensure(kAlpha, 4 * pixels);
+  ensure(kFinalT, 4 * pixels);
+  ensure(kNContrib, 4 * pixels);
+  ensure(kStopChunk, 4 * pixels);
+  ensure(kDImage, 12 * pixels);
+  ensure(kLossPartials, 9 * 4 * pixels);
+  ensure(kTileSums, 8 * size_t{tiles});
+  ensure(kRanges, 8 * (size_t{tiles} + 1));
+}
+
+void GpuDevice::upload_images(const std::vector<TrainingImage>& images) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const size_t bytes = static_cast<size_t>(views) * width * height * 3;
+  ImageLayout layout = plan_image_layout(images);
   begin(TimingLabel::Upload);
-  BufferRef images = ensure(kImages, bytes);
-  launcher_->upload(images, rgb, bytes);
+  BufferRef rgb = ensure(kImages, layout.rgb_bytes);
+  BufferRef masks = ensure(kMasks, layout.mask_bytes);
+  for (size_t v = 0; v < images.size(); ++v) {
+    const ImageSlot& slot = layout.views[v];
+    const size_t pixels = static_cast<size_t>(slot.width) * slot.height;
+    launcher_->upload(BufferRef{rgb.handle, slot.rgb_offset}, images[v].rgb, 3 * pixels);
+    if (slot.has_mask) launcher_->upload(BufferRef{masks.handle, slot.mask_offset}, images[v].mask, pixels);
+  }
+  // Sized once for the largest view, so no step on a larger view reallocates.
+  reserve_pixels(layout.max_pixels, layout.max_tiles);
   end(TimingLabel::Upload);
-  views_ = views;
-  image_width_ = width;
-  image_height_ = height;
+  images_ = std::move(layout);
   finish_op(true);
 }
 
@@ -120,8 +138,10 @@ void GpuDevice::get_training_state(TrainingState& s) {
 void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
                                        const float background[3], float ssim_weight, bool track_stats) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (view >= views_ || cam.width != image_width_ || cam.height != image_height_)
+  if (view >= images_.views.size() || cam.width != images_.views[view].width ||
+      cam.height != images_.views[view].height)
     throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
+  const ImageSlot& slot = images_.views[view];
   const size_t n = count_;
   forward_pass(state_params(), n, sh_stride_, cam, sh_degree, background);
 
@@ -129,24 +149,33 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   begin(TimingLabel::Ssim);
   const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
   const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
-  const double count = 3.0 * static_cast<double>(pixels);
+  // The means run over the pixels that count (the mask's valid count, known
+  // since the upload: no read-back); a view masked entirely has loss 0.
+  const double count = 3.0 * static_cast<double>(slot.valid_pixels);
+  const bool any = slot.valid_pixels > 0;
   LossParams lp{cam.width,
                 cam.height,
                 cam.tiles_x,
                 num_tiles,
-                static_cast<float>((1.0 - ssim_weight) / count),
-                static_cast<float>(-ssim_weight / count),
-                ssim_weight,
-                static_cast<float>(1.0 / count)};
+                any ? static_cast<float>((1.0 - ssim_weight) / count) : 0.f,
+                any ? static_cast<float>(-ssim_weight / count) : 0.f,
+                any ? ssim_weight : 0.f,
+                any ? static_cast<float>(1.0 / count) : 0.f,
+                slot.has_mask ? 1u : 0u,
+                0u,
+                0u,
+                0u};
   BufferRef partials = ensure(kLossPartials, 9 * 4 * pixels), tile_sums = ensure(kTileSums, 8 * size_t{num_tiles}),
             loss = ensure(kLoss, 16), d_image = ensure(kDImage, 12 * pixels);
-  BufferRef target{arena_[kImages].handle, static_cast<size_t>(view) * pixels * 3};
+  BufferRef target{arena_[kImages].handle, slot.rgb_offset};
+  // Without a mask the kernels never read it; any buffer will do.
+  BufferRef mask = slot.has_mask ? BufferRef{arena_[kMasks].handle, slot.mask_offset} : target;
   launch(Kernel::SsimForward, num_tiles,
-         {KernelArg::value(lp), KernelArg::buf(ref(kImage)), KernelArg::buf(target), KernelArg::buf(partials),
-          KernelArg::buf(tile_sums)});
+         {KernelArg::value(lp), KernelArg::buf(ref(kImage)), KernelArg::buf(target), KernelArg::buf(mask),
+          KernelArg::buf(partials), KernelArg::buf(tile_sums)});
   launch(Kernel::SsimBackward, num_tiles,
-         {KernelArg::value(lp), KernelArg::buf(ref(kImage)), KernelArg::buf(target), KernelArg::buf(partials),
-          KernelArg::buf(tile_sums), KernelArg::buf(d_image), KernelArg::buf(loss)});
+         {KernelArg::value(lp), KernelArg::buf(ref(kImage)), KernelArg::buf(target), KernelArg::buf(mask),
+          KernelArg::buf(partials), KernelArg::buf(tile_sums), KernelArg::buf(d_image), KernelArg::buf(loss)});
   end(TimingLabel::Ssim);
 
   const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2),

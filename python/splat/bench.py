@@ -184,12 +184,12 @@ def replay_train_config(checkpoint_train: dict, overrides: dict | None = None, *
 def make_trainer(ckpt: Checkpoint, setup: Setup, *, densify_stats: bool | None = None):
     """A Trainer in the checkpoint's state under the setup's backend config and
     [train] overrides, replaying without densification or opacity resets."""
-    from .trainer import Trainer
+    from .trainer import Trainer, check_checkpoint_sizes
     ds = setup.dataset
-    w, h = int(ckpt.meta["width"]), int(ckpt.meta["height"])
-    if (ds.width, ds.height) != (w, h):
-        raise ValueError(f"{setup.path}: its images are {ds.width}x{ds.height}, the checkpoint {ckpt.path} "
-                         f"was trained on {w}x{h}")
+    try:
+        check_checkpoint_sizes(ckpt.meta, ds, ckpt.path)
+    except ValueError as exc:
+        raise ValueError(f"{setup.path}: {str(exc).removeprefix('[splat] ')}") from None
     train = ckpt.meta["train_config"]
     if densify_stats is None:   # as a real step at this point of training would
         densify_stats = ckpt.step < int(setup.train_overrides.get("densify_until", train.get("densify_until", 0)))
@@ -346,7 +346,9 @@ class Replay:
             "end_step": self.trainer.step_count,
             "num_gaussians": self.start_gaussians,
             "num_gaussians_end": self.trainer.num_gaussians,
-            "image_size": [self.trainer.width, self.trainer.height],
+            # the largest training view; image_sizes: how many distinct sizes
+            "image_size": list(max(self.trainer.sizes, key=lambda s: (s[0] * s[1], s))),
+            "image_sizes": len(set(self.trainer.sizes)),
             "views": len(self.setup.dataset),
             "densify_stats": self.trainer.config.densify_until > 0,
             "allocations": self.allocations,
@@ -415,7 +417,8 @@ def _print_timings(console, res: dict, title: str) -> None:
 
 def _describe(res: dict) -> str:
     w, h = res["image_size"]
-    return (f"{res['num_gaussians']:,} Gaussians, {res['views']} views {w}x{h}, {res['backend']}, "
+    sizes = f"{w}x{h}" if res.get("image_sizes", 1) == 1 else f"up to {w}x{h} ({res['image_sizes']} sizes)"
+    return (f"{res['num_gaussians']:,} Gaussians, {res['views']} views {sizes}, {res['backend']}, "
             f"from step {res['start_step']} ({res['checkpoint']})")
 
 

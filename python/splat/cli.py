@@ -220,6 +220,26 @@ def _config_setup(args):
     return cfg, train, test
 
 
+def _largest_size(ds) -> list:
+    """[width, height] of the dataset's largest view."""
+    return list(max(ds.sizes, key=lambda s: (s[0] * s[1], s)))
+
+
+def _image_footprint(ds) -> str:
+    """The training images' device memory, e.g. "images 1.23 GiB on the device"."""
+    from .trainer import image_bytes
+    rgb, mask = image_bytes(ds)
+    text = f"images {_bytes(rgb + mask)} on the device"
+    return text + (f", masks {_bytes(mask)} of it" if mask else "")
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
 class _KeepSome(dict):
     """A dict that only keeps the keys it was told to (for evaluate(renders=...))."""
 
@@ -260,7 +280,7 @@ def cmd_train(args) -> int:
     scene = "built-in synthetic scene" if synthetic else cfg.data.path
     eval_desc = "synthetic test views" if synthetic else \
         f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
-    print(f"splat train: {scene}: {len(train)} views {train.width}x{train.height}, "
+    print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_image_footprint(train)}), "
           f"{trainer.num_gaussians:,} initial Gaussians, {steps} steps on {trainer.backend}; "
           f"eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
@@ -291,7 +311,7 @@ def cmd_train(args) -> int:
             "ssim": last.get("ssim"),
             "eval_views": len(test),
             "eval_supersample": supersample,
-            "eval_size": [test.width, test.height],
+            "eval_size": _largest_size(test),
             "per_view": last.get("per_view", []),
             "evals": evals,
             "history": [list(h) for h in trainer.history],
@@ -325,7 +345,8 @@ def cmd_train(args) -> int:
             if milestone in eval_steps:
                 t0 = time.perf_counter()
                 renders = _KeepSome(show)
-                ev = evaluate(trainer, test, supersample=supersample, renders=renders)
+                ev = evaluate(trainer, test, supersample=supersample, renders=renders,
+                              masked=not synthetic and cfg.data.eval_masked)
                 if show:
                     folder = out / "renders" / f"step_{milestone}"
                     folder.mkdir(parents=True, exist_ok=True)
@@ -440,7 +461,7 @@ def cmd_render(args) -> int:
         render = box_downsample(render, k)
         pixels = _side_by_side(render, img) if args.compare else _to_uint8(render)
         _write_png(out / files[name], pixels)
-    print(f"rendered {len(data)} views of {args.data} [{args.split}] at {data.width}x{data.height}"
+    print(f"rendered {len(data)} views of {args.data} [{args.split}] at {data.size_summary()}"
           + (f" (supersample {k})" if k > 1 else "") + f" on {trainer.backend} in "
           f"{time.perf_counter() - t0:.1f} s -> {out}")
     return 0

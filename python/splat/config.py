@@ -239,6 +239,8 @@ class DataConfig(_Section):
     eval_supersample: int = _f(1, "int", lo=1, hi=16,
                                doc="render eval views at this multiple of the eval image size, "
                                    "then box-average down")
+    eval_masked: bool = _f(False, "bool", doc="evaluation leaves out the pixels the eval views' masks exclude "
+                                              "(PSNR over the valid pixels, SSIM's map averaged over them)")
 
     @classmethod
     def _cross_check(cls, v, bad):

@@ -9,21 +9,44 @@ from . import _core
 from ._validate import as_float32
 
 
-def psnr(image, target) -> float:
-    """PSNR in dB of float images in [0, 1] (the render is clipped to [0, 1] first)."""
+def _as_mask(mask, shape) -> np.ndarray | None:
+    if mask is None:
+        return None
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ or m.shape != tuple(shape[:2]):
+        raise ValueError(f"[splat] mask: expected bool {list(shape[:2])}, got {m.dtype} {list(m.shape)}")
+    return m
+
+
+def psnr(image, target, mask=None) -> float:
+    """PSNR in dB of float images in [0, 1] (the render is clipped to [0, 1] first).
+    mask: optional bool [H,W]; the mean squared error runs over its True pixels."""
     a = np.clip(np.asarray(image, np.float64), 0.0, 1.0)
     b = np.asarray(target, np.float64)
-    mse = float(np.mean((a - b) ** 2))
+    m = _as_mask(mask, a.shape)
+    d2 = (a - b) ** 2
+    if m is not None:
+        if not m.any():
+            raise ValueError("[splat] mask: excludes every pixel")
+        d2 = d2[m]
+    mse = float(np.mean(d2))
     return float("inf") if mse == 0.0 else -10.0 * np.log10(mse)
 
 
-def ssim(image, target) -> float:
+def ssim(image, target, mask=None) -> float:
     """Mean SSIM (11x11 Gaussian window, sigma 1.5) over the interior at least 5
     pixels from the border: the value of scikit-image's structural_similarity
-    with gaussian_weights=True, use_sample_covariance=False, data_range=1."""
+    with gaussian_weights=True, use_sample_covariance=False, data_range=1.
+    mask: optional bool [H,W]; both images are 0 at its False pixels (as the
+    training loss sees them) and the mean runs over its True interior pixels."""
     a = as_float32("image", np.clip(np.asarray(image, np.float32), 0.0, 1.0), (None, None, 3))
     b = as_float32("target", target, a.shape)
-    return float(_core.ssim(a, b)[1])
+    m = _as_mask(mask, a.shape)
+    if m is None:
+        return float(_core.ssim(a, b)[1])
+    if not m.any():
+        raise ValueError("[splat] mask: excludes every pixel")
+    return float(_core.ssim(a, b, np.ascontiguousarray(m).view(np.uint8))[1])
 
 
 def box_downsample(image: np.ndarray, factor: int) -> np.ndarray:
@@ -44,20 +67,32 @@ class Evaluation:
         return {"psnr": self.psnr, "ssim": self.ssim, "per_view": self.per_view}
 
 
-def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = None) -> Evaluation:
-    """Mean PSNR and SSIM of `trainer`'s renders against `dataset`'s images.
+def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = None,
+             masked: bool = False) -> Evaluation:
+    """Mean PSNR and SSIM of `trainer`'s renders against `dataset`'s images,
+    each view at its own size.
 
     supersample > 1 renders each view at that multiple of the dataset's size and
     box-averages it down (e.g. an 800x800 model evaluated on 400x400 test images).
-    Pass a dict as `renders` to receive the rendered images by view name."""
+    masked: leave out the pixels the dataset's masks exclude (the `[data]
+    eval_masked` setting; views without a mask count every pixel; a view masked
+    entirely is skipped). Pass a dict as `renders` to receive the rendered
+    images by view name."""
     if isinstance(supersample, bool) or not isinstance(supersample, (int, np.integer)) or supersample < 1:
         raise ValueError(f"[splat] supersample: expected a positive integer, got {supersample!r}")
+    masks = getattr(dataset, "masks", None) if masked else None
     per_view = []
-    for cam, image, name in zip(dataset.cameras, dataset.images, dataset.names):
+    for i, (cam, image, name) in enumerate(zip(dataset.cameras, dataset.images, dataset.names)):
+        mask = None if masks is None else masks[i]
+        if mask is not None and not mask.any():
+            continue
         render = trainer.render(cam.scaled(supersample) if supersample > 1 else cam, background=dataset.background)
         render = box_downsample(render, supersample)
         target = image.astype(np.float32) / 255.0
-        per_view.append({"name": name, "psnr": psnr(render, target), "ssim": ssim(render, target)})
+        entry = {"name": name, "psnr": psnr(render, target, mask), "ssim": ssim(render, target, mask)}
+        if mask is not None:
+            entry["valid_fraction"] = float(mask.mean())
+        per_view.append(entry)
         if renders is not None:
             renders[name] = render
     if not per_view:

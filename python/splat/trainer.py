@@ -84,6 +84,25 @@ def _camera_arrays(cameras) -> tuple[np.ndarray, np.ndarray]:
     return w2c, intr
 
 
+def _native_images(dataset) -> tuple[list, list | None]:
+    """The dataset's images as the native trainer takes them (uint8 C-contiguous,
+    one array per view) and its masks as uint8 0/1 (None where a view has none)."""
+    images = [np.ascontiguousarray(im, dtype=np.uint8) for im in dataset.images]
+    masks = getattr(dataset, "masks", None)
+    if masks is not None:
+        masks = [None if m is None else np.ascontiguousarray(m, dtype=bool).view(np.uint8) for m in masks]
+    return images, masks
+
+
+def image_bytes(dataset) -> tuple[int, int]:
+    """(RGB bytes, mask bytes) the training images take on the device: 3 bytes
+    a pixel packed view after view, 1 byte a pixel for each view with a mask."""
+    rgb = sum(3 * c.width * c.height for c in dataset.cameras)
+    masks = getattr(dataset, "masks", None)
+    mask = 0 if masks is None else sum(m.size for m in masks if m is not None)
+    return int(rgb), int(mask)
+
+
 class Trainer:
     """Trains Gaussians on a dataset; every step runs natively with the GIL released."""
 
@@ -98,12 +117,14 @@ class Trainer:
         self.backend_config = backend_config
         self.scene_extent = float(dataset.scene_extent if scene_extent is None else scene_extent)
         self.background = tuple(float(b) for b in dataset.background)
-        self.width, self.height = dataset.width, dataset.height
+        # (width, height) of every training view: each view trains at its own size.
+        self.sizes = [(int(c.width), int(c.height)) for c in dataset.cameras]
         settings = {k: getattr(train_config, k) for k in _NATIVE_SETTINGS}
         settings.update(scene_extent=self.scene_extent, background=self.background)
         w2c, intr = _camera_arrays(dataset.cameras)
-        images = np.ascontiguousarray(dataset.images, dtype=np.uint8)
-        self._native = _core.Trainer(backend_config, settings, w2c, intr, images, state, int(step))
+        images, masks = _native_images(dataset)
+        self.masked_views = 0 if masks is None else sum(m is not None for m in masks)
+        self._native = _core.Trainer(backend_config, settings, w2c, intr, images, masks, state, int(step))
         self.history: list[tuple[int, float, int]] = []  # (step, loss, #Gaussians)
 
     @classmethod
@@ -133,6 +154,23 @@ class Trainer:
     @property
     def num_gaussians(self) -> int:
         return self._native.num_gaussians
+
+    @property
+    def width(self) -> int:
+        """The width of every training view (ValueError when the sizes differ; see `sizes`)."""
+        return self._uniform_size()[0]
+
+    @property
+    def height(self) -> int:
+        """The height of every training view (ValueError when the sizes differ; see `sizes`)."""
+        return self._uniform_size()[1]
+
+    def _uniform_size(self) -> tuple[int, int]:
+        distinct = sorted(set(self.sizes))
+        if len(distinct) != 1:
+            raise ValueError(f"[splat] trainer: the training views have different sizes "
+                             f"({', '.join(f'{w}x{h}' for w, h in distinct[:4])}{', ...' if len(distinct) > 4 else ''})")
+        return distinct[0]
 
     @property
     def backend(self) -> str:
@@ -196,9 +234,13 @@ class Trainer:
         """Everything needed to continue exactly: parameters, Adam moments,
         densification statistics, step (the random streams are counter-based:
         seed + step is their whole state) and the configs. Written atomically."""
+        # width / height: the largest training view (what a render of the model
+        # defaults to); sizes: every training view's, which load_checkpoint checks.
+        w, h = max(self.sizes, key=lambda s: (s[0] * s[1], s))
         meta = dict(version=CHECKPOINT_VERSION, step=self.step_count, train_config=self.config.to_dict(),
                     backend_config=self.backend_config.to_dict(), scene_extent=self.scene_extent,
-                    background=list(self.background), width=self.width, height=self.height)
+                    background=list(self.background), width=w, height=h,
+                    sizes=[list(s) for s in self.sizes])
         buf = io.BytesIO()
         np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **self.state())
         with atomic_write(path, "wb") as f:
@@ -208,13 +250,41 @@ class Trainer:
     def load_checkpoint(cls, path, dataset, backend_config=None) -> "Trainer":
         """A trainer in exactly the saved state, training on `dataset` (the same views)."""
         meta, arrays = read_checkpoint(path)
-        if (dataset.width, dataset.height) != (meta["width"], meta["height"]):
-            raise ValueError(f"[splat] dataset: images are {dataset.width}x{dataset.height}, the checkpoint "
-                             f"was trained on {meta['width']}x{meta['height']}")
+        check_checkpoint_sizes(meta, dataset, path)
         config = TrainConfig(**meta["train_config"])
         if backend_config is None:
             backend_config = _core.BackendConfig(meta["backend_config"])
         return cls(dataset, config, backend_config, arrays, step=meta["step"], scene_extent=meta["scene_extent"])
+
+
+def checkpoint_sizes(meta: dict) -> list[tuple[int, int]] | None:
+    """Every training view's (width, height) of a checkpoint header; None for
+    checkpoints that recorded one size only (then every view had it)."""
+    sizes = meta.get("sizes")
+    if sizes is None:
+        return None
+    return [(int(w), int(h)) for w, h in sizes]
+
+
+def check_checkpoint_sizes(meta: dict, dataset, path) -> None:
+    """ValueError unless `dataset`'s views have the sizes the checkpoint was trained on."""
+    got = [(c.width, c.height) for c in dataset.cameras]
+    want = checkpoint_sizes(meta)
+    if want is None:
+        want = [(int(meta["width"]), int(meta["height"]))] * len(got)
+    if len(want) == len(got):  # the same views: each its own size
+        for i, (g, w) in enumerate(zip(got, want)):
+            if g != w:
+                raise ValueError(f"[splat] dataset: view {dataset.names[i]} is {g[0]}x{g[1]}, the checkpoint "
+                                 f"{path} was trained on {w[0]}x{w[1]} there")
+        return
+    # Other views (a render stand-in, a subset): each must have a trained size.
+    known = set(want)
+    for i, g in enumerate(got):
+        if g not in known:
+            shown = ", ".join(f"{w}x{h}" for w, h in sorted(known)[:4]) + (", ..." if len(known) > 4 else "")
+            raise ValueError(f"[splat] dataset: view {dataset.names[i]} is {g[0]}x{g[1]}, the checkpoint {path} "
+                             f"was trained on {shown}")
 
 
 def read_checkpoint(path) -> tuple[dict, dict]:
@@ -230,6 +300,7 @@ def read_checkpoint(path) -> tuple[dict, dict]:
         if not isinstance(meta, dict):
             raise ValueError("its header is not an object")
         int(meta["step"]), int(meta["width"]), int(meta["height"]), dict(meta["train_config"])
+        checkpoint_sizes(meta)
     except Exception as exc:  # any failure to parse means: not a usable checkpoint
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"[splat] checkpoint {path}: not a readable splat checkpoint ({reason})") from None

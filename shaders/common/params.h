@@ -116,15 +116,19 @@ SPLAT_STATIC_ASSERT(sizeof(BackwardParams) == 16, "BackwardParams layout");
 // ---------------------------------------------------------------------------
 
 // The fused loss (1 - w) L1 + w (1 - SSIM) over a [H,W,3] render. d_l1 and
-// d_map are the host's (1 - w) / (3 H W) and -w / (3 H W), rounded once.
+// d_map are the host's (1 - w) / (3 V) and -w / (3 V), rounded once, V the
+// pixels that count (H W without a mask; with a mask of none, all three 0
+// and ssim_weight 0: the loss and its gradient are 0).
 struct LossParams {
   uint32_t width, height;
   uint32_t tiles_x, num_tiles;
   float d_l1, d_map;
   float ssim_weight;
-  float inv_count;  // 1 / (3 H W)
+  float inv_count;  // 1 / (3 V)
+  uint32_t has_mask;  // the mask argument holds 1 byte a pixel, 0: the pixel does not count
+  uint32_t pad0, pad1, pad2;
 };
-SPLAT_STATIC_ASSERT(sizeof(LossParams) == 32, "LossParams layout");
+SPLAT_STATIC_ASSERT(sizeof(LossParams) == 48, "LossParams layout");
 
 // One fused Adam step over every parameter group: the five arrays are one
 // virtual array of count * (11 + sh_width) floats.

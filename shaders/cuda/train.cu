@@ -6,21 +6,21 @@
 #include "train_optim.h"
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_ssim_forward(LossParams p, const float* image, const splat_byte* target, float* partials,
-                       float* tile_sums) {
+    splat_ssim_forward(LossParams p, const float* image, const splat_byte* target, const splat_byte* mask,
+                       float* partials, float* tile_sums) {
   SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
-  ssim_forward_body(SPLAT_THREAD_CTX(), p, image, target, partials, tile_sums, s_in, s_h, s_red);
+  ssim_forward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, s_in, s_h, s_red);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_ssim_backward(LossParams p, const float* image, const splat_byte* target, const float* partials,
-                        const float* tile_sums, float* d_image, float* loss) {
+    splat_ssim_backward(LossParams p, const float* image, const splat_byte* target, const splat_byte* mask,
+                        const float* partials, const float* tile_sums, float* d_image, float* loss) {
   SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
-  ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
+  ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -14,6 +14,8 @@
 // The blur sums its 11 taps in index order with zeros outside the image, the
 // same float operations as the CPU schedule (cpp/cpu/cpu_loss.cpp), so both
 // produce the same bits; the per-pixel math is shaders/common/ssim.h.
+// With a mask (p.has_mask), a masked pixel is read as outside the image (render
+// and target 0), adds nothing to the sums and gets a zero gradient.
 #pragma once
 #include "ssim.h"
 #include "simt_util.h"
@@ -48,6 +50,11 @@ SPLAT_FUNC float loss_block_sum(SimtThread t, float v, SPLAT_TG_MEM float* red) 
   return s;
 }
 
+// Whether pixel `i` (row-major) counts in the loss.
+SPLAT_FUNC bool loss_counts(SPLAT_CONST_MEM const LossParams& p, SPLAT_DEVICE_MEM const splat_byte* mask, uint32_t i) {
+  return p.has_mask == 0u || mask[i] != 0;
+}
+
 // The tile a loss threadgroup covers and the pixel of this thread.
 struct LossTile {
   uint32_t tile, plane, pix;  // pix: row-major index (0 outside the image)
@@ -69,8 +76,15 @@ SPLAT_FUNC LossTile loss_tile(SimtThread t, SPLAT_CONST_MEM const LossParams& p)
   return g;
 }
 
+// A thread's pixel: inside the image and counted (not masked).
+SPLAT_FUNC bool loss_pixel_counts(SPLAT_CONST_MEM const LossParams& p, SPLAT_DEVICE_MEM const splat_byte* mask,
+                                  LossTile g) {
+  return g.inside && loss_counts(p, mask, g.pix);
+}
+
 SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams& p,
                                   SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const splat_byte* target,
+                                  SPLAT_DEVICE_MEM const splat_byte* mask,
                                   SPLAT_DEVICE_MEM float* partials, SPLAT_DEVICE_MEM float* tile_sums,
                                   SPLAT_TG_MEM float* s_in,   // SPLAT_LOSS_FWD_IN
                                   SPLAT_TG_MEM float* s_h,    // SPLAT_LOSS_FWD_H
@@ -79,7 +93,7 @@ SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams
   const uint32_t tile = g.tile;
   const int ox = g.ox, oy = g.oy, W = g.W, H = g.H;
   const uint32_t plane = g.plane, pix = g.pix;
-  const bool inside = g.inside;
+  const bool inside = g.inside, counts = loss_pixel_counts(p, mask, g);
   SPLAT_TG_MEM float* s_x = s_in;
   SPLAT_TG_MEM float* s_y = s_in + SPLAT_LOSS_HALO;
   float l1 = 0.f, ssim_sum = 0.f;
@@ -87,7 +101,7 @@ SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams
     for (uint32_t k = t.tid; k < SPLAT_LOSS_HALO; k += SPLAT_GROUP_SIZE) {
       int gx = ox + (int)(k % SPLAT_LOSS_SPAN) - SSIM_RADIUS, gy = oy + (int)(k / SPLAT_LOSS_SPAN) - SSIM_RADIUS;
       float x = 0.f, y = 0.f;
-      if (gx >= 0 && gx < W && gy >= 0 && gy < H) {
+      if (gx >= 0 && gx < W && gy >= 0 && gy < H && loss_counts(p, mask, (uint32_t)(gy * W + gx))) {
         uint32_t e = 3u * (uint32_t)(gy * W + gx) + c;
         x = image[e];
         y = (float)target[e] * (1.f / 255.f);
@@ -135,13 +149,15 @@ SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams
       st.xy = v[4];
       float map = ssim_value(st);
       vec3 g = ssim_value_grad(st);
-      partials[(3u * c) * plane + pix] = p.d_map * g.x;
-      partials[(3u * c + 1u) * plane + pix] = p.d_map * g.y;
-      partials[(3u * c + 2u) * plane + pix] = p.d_map * g.z;
-      uint32_t centre = (row0 + SSIM_RADIUS) * SPLAT_LOSS_SPAN + col + SSIM_RADIUS;
-      float d = s_x[centre] - s_y[centre];
-      l1 += d < 0.f ? -d : d;
-      ssim_sum += map;
+      partials[(3u * c) * plane + pix] = counts ? p.d_map * g.x : 0.f;
+      partials[(3u * c + 1u) * plane + pix] = counts ? p.d_map * g.y : 0.f;
+      partials[(3u * c + 2u) * plane + pix] = counts ? p.d_map * g.z : 0.f;
+      if (counts) {
+        uint32_t centre = (row0 + SSIM_RADIUS) * SPLAT_LOSS_SPAN + col + SSIM_RADIUS;
+        float d = s_x[centre] - s_y[centre];
+        l1 += d < 0.f ? -d : d;
+        ssim_sum += map;
+      }
     }
     sp_group_barrier();  // the halo is reloaded for the next channel
   }
@@ -155,6 +171,7 @@ SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams
 
 SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParams& p,
                                    SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const splat_byte* target,
+                                   SPLAT_DEVICE_MEM const splat_byte* mask,
                                    SPLAT_DEVICE_MEM const float* partials, SPLAT_DEVICE_MEM const float* tile_sums,
                                    SPLAT_DEVICE_MEM float* d_image, SPLAT_DEVICE_MEM float* loss,
                                    SPLAT_TG_MEM float* s_in,   // SPLAT_LOSS_BWD_IN
@@ -163,7 +180,7 @@ SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParam
   const LossTile g = loss_tile(t, p);
   const int ox = g.ox, oy = g.oy, W = g.W, H = g.H;
   const uint32_t plane = g.plane, pix = g.pix;
-  const bool inside = g.inside;
+  const bool inside = g.inside, counts = loss_pixel_counts(p, mask, g);
   for (uint32_t c = 0; c < 3u; ++c) {
     for (uint32_t k = t.tid; k < SPLAT_LOSS_HALO; k += SPLAT_GROUP_SIZE) {
       int gx = ox + (int)(k % SPLAT_LOSS_SPAN) - SSIM_RADIUS, gy = oy + (int)(k / SPLAT_LOSS_SPAN) - SSIM_RADIUS;
@@ -195,7 +212,7 @@ SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParam
       float x = image[e], y = (float)target[e] * (1.f / 255.f);
       float diff = x - y;
       float sign = diff > 0.f ? 1.f : (diff < 0.f ? -1.f : 0.f);
-      d_image[e] = p.d_l1 * sign + b[0] + 2.f * x * b[1] + y * b[2];
+      d_image[e] = counts ? p.d_l1 * sign + b[0] + 2.f * x * b[1] + y * b[2] : 0.f;
     }
     sp_group_barrier();
   }

@@ -5,22 +5,24 @@
 #include "train_optim.h"
 
 kernel void splat_ssim_forward(constant LossParams& p [[buffer(0)]], device const float* image [[buffer(1)]],
-                               device const uchar* target [[buffer(2)]], device float* partials [[buffer(3)]],
-                               device float* tile_sums [[buffer(4)]], SPLAT_THREAD_ATTRS) {
+                               device const uchar* target [[buffer(2)]], device const uchar* mask [[buffer(3)]],
+                               device float* partials [[buffer(4)]], device float* tile_sums [[buffer(5)]],
+                               SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
-  ssim_forward_body(SPLAT_THREAD_CTX(), p, image, target, partials, tile_sums, s_in, s_h, s_red);
+  ssim_forward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, s_in, s_h, s_red);
 }
 
 kernel void splat_ssim_backward(constant LossParams& p [[buffer(0)]], device const float* image [[buffer(1)]],
-                                device const uchar* target [[buffer(2)]], device const float* partials [[buffer(3)]],
-                                device const float* tile_sums [[buffer(4)]], device float* d_image [[buffer(5)]],
-                                device float* loss [[buffer(6)]], SPLAT_THREAD_ATTRS) {
+                                device const uchar* target [[buffer(2)]], device const uchar* mask [[buffer(3)]],
+                                device const float* partials [[buffer(4)]], device const float* tile_sums [[buffer(5)]],
+                                device float* d_image [[buffer(6)]], device float* loss [[buffer(7)]],
+                                SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
-  ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
+  ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
 }
 
 kernel void splat_adam(constant AdamParams& p [[buffer(0)]], device float* means [[buffer(1)]],

@@ -31,8 +31,10 @@ class Device {
   virtual size_t allocation_count() const = 0;
 
   // --- Training: state resident on the device -------------------------------
-  // Uploads the training images once (uint8 RGB [V,H,W,3]).
-  virtual void upload_images(const uint8_t* rgb, uint32_t views, uint32_t width, uint32_t height) = 0;
+  // Uploads the training images once, each view its own size, packed as
+  // plan_image_layout() lays them out (masks likewise, for the views that
+  // have one). Sizes the per-pixel buffers for the largest view.
+  virtual void upload_images(const std::vector<TrainingImage>& images) = 0;
   // Replaces the resident training state (parameters, moments, statistics).
   virtual void set_training_state(const TrainingState& state) = 0;
   virtual void get_training_state(TrainingState& state) = 0;

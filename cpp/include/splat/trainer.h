@@ -46,9 +46,10 @@ struct StepStats {
 
 class Trainer {
  public:
-  // images: uint8 RGB [views, height, width, 3], one camera per view.
+  // One camera and one image per view; image v has camera v's size (and
+  // optionally a mask of the pixels that count).
   Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, std::vector<CameraParams> cameras,
-          const uint8_t* images, uint32_t width, uint32_t height, const TrainingState& initial, uint32_t step = 0);
+          const std::vector<TrainingImage>& images, const TrainingState& initial, uint32_t step = 0);
 
   // One step. The loss is read back only when read_loss (a sync on GPUs).
   StepStats step(bool read_loss = true);

@@ -10,6 +10,62 @@
 
 namespace splat {
 
+// One training view's pixels as the host holds them, for upload_images.
+struct TrainingImage {
+  const uint8_t* rgb = nullptr;   // [height, width, 3]
+  const uint8_t* mask = nullptr;  // [height, width], nonzero: the pixel counts; null: every pixel counts
+  uint32_t width = 0, height = 0;
+};
+
+// Where a view lives in the packed image storage of a device: one uint8
+// buffer of every view's RGB one after the other (no padding to the largest
+// view; each view starts on kImageAlign bytes) and one of the masks of the
+// views that have one (1 byte a pixel).
+struct ImageSlot {
+  size_t rgb_offset = 0;
+  size_t mask_offset = 0;  // meaningful only when has_mask
+  uint32_t width = 0, height = 0;
+  uint64_t valid_pixels = 0;  // pixels that count in the loss (width * height without a mask)
+  bool has_mask = false;
+};
+
+struct ImageLayout {
+  static constexpr size_t kImageAlign = 16;
+  std::vector<ImageSlot> views;
+  size_t rgb_bytes = 0, mask_bytes = 0;
+  size_t max_pixels = 0;
+  uint32_t max_tiles = 0;  // most SPLAT_TILE_SIZE tiles of any view
+};
+
+// The packed layout of `images` (counts each mask's valid pixels).
+inline ImageLayout plan_image_layout(const std::vector<TrainingImage>& images) {
+  ImageLayout layout;
+  const auto align = [](size_t x) { return (x + ImageLayout::kImageAlign - 1) & ~(ImageLayout::kImageAlign - 1); };
+  for (const TrainingImage& im : images) {
+    ImageSlot v;
+    v.width = im.width;
+    v.height = im.height;
+    const size_t pixels = static_cast<size_t>(im.width) * im.height;
+    v.rgb_offset = layout.rgb_bytes;
+    layout.rgb_bytes = align(layout.rgb_bytes + 3 * pixels);
+    v.has_mask = im.mask != nullptr;
+    v.valid_pixels = pixels;
+    if (v.has_mask) {
+      v.mask_offset = layout.mask_bytes;
+      layout.mask_bytes = align(layout.mask_bytes + pixels);
+      uint64_t valid = 0;
+      for (size_t p = 0; p < pixels; ++p) valid += im.mask[p] != 0;
+      v.valid_pixels = valid;
+    }
+    const uint32_t tiles = ((im.width + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE) *
+                           ((im.height + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE);
+    layout.max_pixels = pixels > layout.max_pixels ? pixels : layout.max_pixels;
+    layout.max_tiles = tiles > layout.max_tiles ? tiles : layout.max_tiles;
+    layout.views.push_back(v);
+  }
+  return layout;
+}
+
 // Learning rates of the parameter groups for one Adam step.
 struct AdamSettings {
   float lr_means, lr_log_scales, lr_quats, lr_opacity, lr_sh_dc, lr_sh_rest;
