@@ -102,3 +102,5 @@ def test_render_file_names():
     assert files["a.jpg"] != files["a.png"] and files["a.jpg"].endswith(".png")
     assert files["noext"] == "noext.png"
     assert len(set(files.values())) == len(files)
+    ns = cli.render_files(["images/frame_00001.jpg", "images/frame_00002.jpg"])
+    assert list(ns.values()) == ["frame_00001.png", "frame_00002.png"]

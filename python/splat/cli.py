@@ -82,8 +82,9 @@ def _safe_name(name: str) -> str:
 
 def render_files(names) -> dict:
     """{view name: PNG file name}: the image's name with its image extension
-    replaced (0000.jpg -> 0000.png; folders flattened with '_'); names that
-    would then collide keep their extension (a.jpg -> a_jpg.png)."""
+    replaced (0000.jpg -> 0000.png; a folder all names share left out, other
+    folders flattened with '_'); names that would then collide keep their
+    extension (a.jpg -> a_jpg.png)."""
     from .data.images import IMAGE_EXTENSIONS
 
     def stem(name):
@@ -91,11 +92,15 @@ def render_files(names) -> dict:
         return base if ext.lower() in IMAGE_EXTENSIONS else str(name)
 
     names = list(names)
-    stems = [_safe_name(stem(n)) for n in names]
+    # a folder every name shares (nerfstudio's "images/") says nothing: left out
+    dirs = {os.path.dirname(str(n)) for n in names}
+    shared = dirs.pop() if len(dirs) == 1 else ""
+    short = [str(n)[len(shared) + 1:] if shared else str(n) for n in names]
+    stems = [_safe_name(stem(n)) for n in short]
     counts: dict = {}
     for st in stems:
         counts[st] = counts.get(st, 0) + 1
-    return {n: f"{st if counts[st] == 1 else _safe_name(n)}.png" for n, st in zip(names, stems)}
+    return {n: f"{st if counts[st] == 1 else _safe_name(sh)}.png" for n, sh, st in zip(names, short, stems)}
 
 
 def _pick_views(count: int, n: int) -> list[int]:

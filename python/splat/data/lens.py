@@ -176,34 +176,38 @@ def _inverse_radius(model: str, coeffs, rd: float, r_max: float) -> float:
     return lo
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Undistortion:
     """How one lens at one image size becomes a pinhole image.
 
-    `source_x`, `source_y`: float64 [h, w] source pixel-index coordinates
-    (pixel i's centre at i) sampled for each target pixel; `intrinsics`:
-    (fx, fy, cx, cy) of the target; `width`, `height`: its size.
+    `intrinsics`: (fx, fy, cx, cy) of the target; `width`, `height`: its size;
+    per target pixel, `index` (int32) is the flat index of its top-left
+    bilinear tap in the source padded by one column and row, `wx`, `wy`
+    (float32) the tap weights; `source_size`, `intrinsics_source`: the
+    source image size and pinhole part the plan was made for.
     """
 
     intrinsics: tuple
     width: int
     height: int
-    source_x: np.ndarray
-    source_y: np.ndarray
+    index: np.ndarray
+    wx: np.ndarray
+    wy: np.ndarray
     source_size: tuple
+    intrinsics_source: tuple = ()
 
-    def taps(self):
-        """(flat indices into the source, weights) of the four bilinear taps."""
-        sw, sh = self.source_size
-        x0 = np.clip(np.floor(self.source_x), 0, sw - 1).astype(np.int64)
-        y0 = np.clip(np.floor(self.source_y), 0, sh - 1).astype(np.int64)
-        x1 = np.minimum(x0 + 1, sw - 1)
-        y1 = np.minimum(y0 + 1, sh - 1)
-        wx = (self.source_x - x0).astype(np.float32).ravel()[:, None]
-        wy = (self.source_y - y0).astype(np.float32).ravel()[:, None]
-        idx = [(y0 * sw + x0).ravel(), (y0 * sw + x1).ravel(), (y1 * sw + x0).ravel(), (y1 * sw + x1).ravel()]
-        wts = [(1 - wx) * (1 - wy), wx * (1 - wy), (1 - wx) * wy, wx * wy]
-        return idx, wts
+    @classmethod
+    def from_coords(cls, intrinsics, sx: np.ndarray, sy: np.ndarray, source_size,
+                    intrinsics_source=()) -> "Undistortion":
+        """From source pixel-index coordinates (pixel i's centre at i) inside [0, W-1] x [0, H-1]."""
+        sw, sh = source_size
+        x0 = np.clip(np.floor(sx), 0, sw - 1)
+        y0 = np.clip(np.floor(sy), 0, sh - 1)
+        index = (y0.astype(np.int64) * (sw + 1) + x0.astype(np.int64)).astype(np.int32).ravel()
+        wx = (sx - x0).astype(np.float32).ravel()[:, None]
+        wy = (sy - y0).astype(np.float32).ravel()[:, None]
+        h, w = sx.shape
+        return cls(intrinsics, w, h, index, wx, wy, tuple(source_size), tuple(intrinsics_source))
 
     def apply(self, image: np.ndarray) -> np.ndarray:
         """Resample float [H, W, C] (or [H, W]) source -> float32 [h, w, C] (or [h, w])."""
@@ -213,12 +217,17 @@ class Undistortion:
         if (sw, sh) != tuple(self.source_size):
             raise ValueError(f"[splat] undistort: image is {sw}x{sh}, the plan is for "
                              f"{self.source_size[0]}x{self.source_size[1]}")
-        flat = src.reshape(-1, c).astype(np.float32, copy=False)
-        idx, wts = self.taps()
-        out = flat[idx[0]] * wts[0]
-        for t, w in zip(idx[1:], wts[1:]):
-            out += flat[t] * w
-        out = out.reshape(self.height, self.width, c)
+        padded = np.empty((sh + 1, sw + 1, c), np.float32)     # the edge repeated: taps of weight 0
+        padded[:sh, :sw] = src
+        padded[sh, :sw] = src[sh - 1]
+        padded[:, sw] = padded[:, sw - 1]
+        flat = padded.reshape(-1, c)
+        i = self.index
+        a, b = np.take(flat, i, axis=0), np.take(flat, i + 1, axis=0)
+        top = a + self.wx * (b - a)
+        a, b = np.take(flat, i + (sw + 1), axis=0), np.take(flat, i + (sw + 2), axis=0)
+        bottom = a + self.wx * (b - a)
+        out = (top + self.wy * (bottom - top)).reshape(self.height, self.width, c)
         return out[..., 0] if flat_in else out
 
 
@@ -320,6 +329,5 @@ def plan_undistortion(lens: Lens) -> Undistortion:
         raise DatasetError(f"[splat] lens: {lens.model} {lens.width}x{lens.height} with parameters "
                            f"{[lens.fx, lens.fy, lens.cx, lens.cy, *lens.coeffs]} leaves no valid undistorted region around the principal point")
     l, t, r, b = rect
-    return Undistortion(intrinsics=(fx, fy, tcx - l, tcy - t), width=r - l, height=b - t,
-                        source_x=np.ascontiguousarray(sx[t:b, l:r]), source_y=np.ascontiguousarray(sy[t:b, l:r]),
-                        source_size=(lens.width, lens.height))
+    return Undistortion.from_coords((fx, fy, tcx - l, tcy - t), sx[t:b, l:r], sy[t:b, l:r],
+                                    (lens.width, lens.height), lens.intrinsics)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,16 +157,24 @@ def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
     images: list = [None] * n
     masks: list = [None] * n
     alphas: list = [None] * n
+    # One plan per camera, shared by its views and dropped after its last one
+    # (captures with a camera per image would otherwise hold a plan per image).
     plans: dict = {}
+    uses = Counter((v.lens, v.prescaled) for v in views)
     plans_lock = threading.Lock()
 
-    def plan_for(lens: Lens):
+    def plan_for(key, lens: Lens):
         with plans_lock:
-            plan = plans.get(lens)
-        if plan is None:
+            plan = plans.get(key)
+        if plan is None or plan.source_size != (lens.width, lens.height) or \
+                plan.intrinsics_source != lens.intrinsics:
             plan = plan_undistortion(lens)
-            with plans_lock:
-                plans[lens] = plan
+        with plans_lock:
+            uses[key] -= 1
+            if uses[key] > 0:
+                plans[key] = plan
+            else:
+                plans.pop(key, None)
         return plan
 
     def load_one(i: int):
@@ -195,7 +204,7 @@ def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
         rgb, a, mask = _prepare(raw, mask, factor, bg, alpha_mode)
         intr = lens.intrinsics
         if not lens.is_pinhole:
-            plan = plan_for(lens)
+            plan = plan_for((v.lens, v.prescaled), lens)
             chans = [rgb] + ([a[..., None]] if a is not None else []) + \
                 ([mask[..., None]] if mask is not None else [])
             out = plan.apply(np.concatenate(chans, axis=2) if len(chans) > 1 else rgb)
