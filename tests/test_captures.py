@@ -334,3 +334,19 @@ def test_tiny_sfm_cloud_falls_back_with_a_warning(tmp_path):
     full.point_colors = np.full_like(full.points, 0.3)
     p2, _, note2 = capture_points(full, 500)
     assert note2 is None and p2 is full.points
+
+
+def test_trainer_warns_and_starts_in_the_view_volume(tmp_path):
+    from _pkg import NATIVE
+    if not NATIVE:
+        pytest.skip("needs the native module splat._core")
+    truth = _colmap_mixed(tmp_path)
+    names = sorted(truth)
+    cams = {1: ("PINHOLE", 40, 30, [35.0, 36.0, 20.3, 14.8]), 2: ("PINHOLE", 30, 40, [36.0, 35.0, 15.2, 19.9])}
+    cap.write_colmap_text(tmp_path, cams, [(n, 1 + k % 2, truth[n][0]) for k, n in enumerate(names)], None)
+    ds = load_dataset(tmp_path, "train")
+    assert len(ds.points) == 0
+    with pytest.warns(UserWarning, match="no SfM points"):
+        tr = splat.Trainer.from_dataset(ds, splat.TrainConfig(init_points=300, steps=5),
+                                        splat.BackendConfig(backend="cpu"))
+    assert tr.num_gaussians == 300

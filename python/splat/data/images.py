@@ -10,8 +10,8 @@ from .dataset import DatasetError
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 
-# Decoding releases the GIL, so a couple of threads overlap file reads and decoding.
-LOAD_WORKERS = max(1, min(2, os.cpu_count() or 1))
+# Decoding and the numpy resampling release the GIL: threads overlap them (up to 8).
+LOAD_WORKERS = max(1, min(8, os.cpu_count() or 1))
 
 
 def read_image(path) -> np.ndarray:
