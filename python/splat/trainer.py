@@ -133,11 +133,14 @@ class Trainer:
         """A trainer initialised from the dataset's point cloud (random points when it has none)."""
         config = train_config if train_config is not None else TrainConfig()
         if initial is None:
-            if dataset.points is not None or dataset.format in CAPTURE_FORMATS:
+            if dataset.format in CAPTURE_FORMATS:
                 points, colors, note = capture_points(dataset, config.init_points, config.seed)
                 if note:
                     warnings.warn(f"[splat] {note}", stacklevel=2)
                 initial = initial_gaussians(points, colors, config)
+            elif dataset.points is not None and len(dataset.points):
+                colors = dataset.point_colors if dataset.point_colors is not None else np.full_like(dataset.points, 0.5)
+                initial = initial_gaussians(dataset.points, colors, config)
             else:
                 initial = initial_gaussians(*random_points(config), config)
         elif not isinstance(initial, Gaussians):
