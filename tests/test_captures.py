@@ -350,3 +350,20 @@ def test_trainer_warns_and_starts_in_the_view_volume(tmp_path):
         tr = splat.Trainer.from_dataset(ds, splat.TrainConfig(init_points=300, steps=5),
                                         splat.BackendConfig(backend="cpu"))
     assert tr.num_gaussians == 300
+
+
+def test_nerfstudio_downscaled_folder_and_config_check(tmp_path):
+    from splat.config import check_config
+    _, ns = _nerfstudio(tmp_path, n=3, coeffs={"k1": 0.0}, ply=False)
+    small = {}
+    for p in sorted((ns / "images").iterdir()):
+        img = rng.integers(0, 256, (15, 20, 3), dtype=np.uint8)
+        cap.save_image(ns / "images_2" / p.name, img)
+        small[f"images/{p.name}"] = img
+    ds = load_dataset(ns, "all", downscale=2)
+    for cam, img, name in zip(ds.cameras, ds.images, ds.names):
+        np.testing.assert_array_equal(img, small[name])        # the copy, not a box average
+        assert cam.fx == pytest.approx(36.0 / 2) and (cam.width, cam.height) == (20, 15)
+    assert check_config({"data": {"path": str(ns)}}) == []
+    errs = check_config({"data": {"path": str(tmp_path), "format": "nerfstudio"}})
+    assert errs and "transforms.json" in errs[0]
