@@ -1,0 +1,97 @@
+"""The GPU training step on views of different sizes and intrinsics, with
+masks, against the CPU backend (tolerances as in test_cuda_training.py), and
+its packed image storage: noise under the masks leaves deterministic training
+unchanged, no step allocates once every view was seen.
+Run on a GPU: `pytest -m cuda tests/test_cuda_mixed_sizes.py`.
+"""
+import numpy as np
+import pytest
+
+import splat
+from splat.data.dataset import Dataset
+from _parity import rel_err
+from _scenes import make_rng
+from test_cuda_training import PARAMS, TINY, assert_states_close, trainers
+from test_mixed_sizes import SIZES, mixed_dataset, no_densify, random_gaussians
+
+pytestmark = pytest.mark.cuda
+
+_ok, _why = splat.backend_available("cuda")
+if not _ok:
+    pytest.skip(f"CUDA backend not available: {_why}", allow_module_level=True)
+
+
+def with_blank_view(ds):
+    """ds plus a view masked entirely (its loss and gradient are 0)."""
+    masks = list(ds.masks) + [np.zeros(ds.images[0].shape[:2], bool)]
+    return Dataset(cameras=ds.cameras + ds.cameras[:1], images=ds.images + ds.images[:1],
+                   names=ds.names + ["blank"], masks=masks, points=ds.points, point_colors=ds.point_colors)
+
+
+def test_every_view_size_and_mask_matches_cpu():
+    """Two epochs over five sizes (landscape, portrait, off-tile sizes, off-centre
+    principal points), masked and unmasked views and one masked entirely: each
+    step's loss, gradients and state agree with the CPU backend."""
+    rng, seed = make_rng()
+    ds = with_blank_view(mixed_dataset(rng, random_gaussians(rng, 150)))
+    cfg = no_densify(sh_degree=1, sh_degree_interval=1)
+    cpu, gpu = trainers(ds, cfg, initial=random_gaussians(rng, 120))
+    for t in range(2 * len(ds)):
+        v = cpu._native.view_for_step(t + 1)
+        a, b = cpu.step(), gpu.step()
+        if ds.names[v] == "blank":
+            assert a.loss == 0.0 and b.loss == 0.0, seed
+        else:
+            assert abs(a.loss - b.loss) <= 1e-5 * abs(a.loss), (t, v, a.loss, b.loss, seed)
+        sa, sb = cpu._native.debug_snapshot(), gpu._native.debug_snapshot()
+        for name in PARAMS + ("means2d",):
+            if ds.names[v] == "blank":
+                assert not np.any(sb["grad." + name]), (name, seed)
+                continue
+            err = rel_err(sb["grad." + name], sa["grad." + name], TINY)
+            assert err <= 1e-4, (f"step {t + 1} view {v} {ds.cameras[v].width}x{ds.cameras[v].height}", name,
+                                 err, seed)
+        assert_states_close(cpu.state(), gpu.state(), seed, f"step {t + 1}")
+    for cam in ds.cameras:
+        r_cpu, r_gpu = cpu.render(cam), gpu.render(cam)
+        assert r_gpu.shape == (cam.height, cam.width, 3)
+        assert np.mean(np.abs(r_gpu - r_cpu) > 1e-4) < 0.01, seed
+
+
+def test_noise_under_the_masks_does_not_change_training():
+    rng, seed = make_rng()
+    ds = mixed_dataset(rng, random_gaussians(rng, 120))
+    noisy_images = []
+    for im, m in zip(ds.images, ds.masks):
+        im = im.copy()
+        if m is not None:
+            im[~m] = rng.integers(0, 256, (int((~m).sum()), 3), dtype=np.uint8)
+        noisy_images.append(im)
+    noisy = Dataset(cameras=ds.cameras, images=noisy_images, names=ds.names, masks=ds.masks,
+                    points=ds.points, point_colors=ds.point_colors)
+    cfg = splat.TrainConfig(steps=120, sh_degree=1, sh_degree_interval=40, densify_from=20, densify_until=100,
+                            densify_every=20, opacity_reset_every=60)
+    states = []
+    for d in (ds, noisy):
+        tr = splat.Trainer.from_dataset(d, cfg, splat.BackendConfig(backend="cuda", deterministic=True))
+        tr.run(cfg.steps, progress=False)
+        states.append(tr.state())
+    a, b = states
+    for k in a:
+        assert a[k].tobytes() == b[k].tobytes(), (k, seed)
+
+
+def test_warm_steps_on_every_size_do_not_allocate():
+    rng, seed = make_rng()
+    ds = mixed_dataset(rng, random_gaussians(rng, 100), sizes=SIZES + [(64, 18), (18, 64)])
+    tr = splat.Trainer.from_dataset(ds, no_densify(), splat.BackendConfig(backend="cuda"))
+    for _ in range(2 * len(ds)):
+        tr.step(read_loss=False)
+    warm = tr._native.allocation_count
+    for _ in range(2 * len(ds)):
+        tr.step(read_loss=False)
+    s = tr.step()
+    assert tr._native.allocation_count == warm, seed
+    assert np.isfinite(s.loss)
+    ev = splat.evaluate(tr, ds, masked=True)
+    assert len(ev.per_view) == len(ds) and np.isfinite(ev.psnr)
