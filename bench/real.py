@@ -5,6 +5,7 @@ nerfstudio scenes, one table.
     python bench/real.py --scenes thermos --steps 7000     # one piece of the run
     python bench/real.py --gsplat --max-seconds 540        # with gsplat, stop before 9 minutes
     python bench/real.py path/to/capture --backend cpu --steps 50 --set train.init_points=500
+    python bench/real.py --scenes room --steps 30000 --breakdown   # and the ts_* of a step at the end
 
 Per scene and step count (7000 and 30000 by default): the test PSNR and SSIM
 (splat.metrics on both trainers' renders), the number of Gaussians, the
@@ -114,7 +115,7 @@ def warm_up(train, backend: str) -> None:
     tr.run(40, progress=False)
 
 
-def run_splat(scene, train, test, marks, overrides, backend, budget, log):
+def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None):
     if backend != "cpu":
         warm_up(train, backend)
     _memory_peak_reset(backend)
@@ -141,7 +142,21 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log):
             f"SSIM {ev.ssim:.4f} {trainer.num_gaussians:,} Gaussians {seconds:.1f} s")
         if stopped:
             break
+    if breakdowns is not None and backend != "cpu" and not rows[-1]["stopped"]:
+        from gate import step_breakdown
+        breakdowns[scene] = (step_breakdown(train, trainer, cfg, backend), trainer.num_gaussians)
     return rows
+
+
+def print_breakdowns(breakdowns, out=sys.stdout):
+    from gate import TS_ORDER
+    for scene, (ts, n) in breakdowns.items():
+        print(f"\nts_* per call, {scene} at {n:,} Gaussians (ms, GPU time; calls in brackets):", file=out)
+        keys = [k for k in TS_ORDER if k in ts] + sorted(k for k in ts if k not in TS_ORDER)
+        for k in keys:
+            print(f"  {k:<30} {ts[k][0]:9.3f}  ({ts[k][1]})", file=out)
+        total = sum(ts[k][0] for k in TS_ORDER if k in ts and k != "ts_densify")
+        print(f"  {'sum of a step (w/o densify)':<30} {total:9.3f}", file=out)
 
 
 def gsplat_available() -> tuple[bool, str]:
@@ -198,10 +213,10 @@ def print_table(rows, skipped, out=sys.stdout):
 
 
 def parse_sets(items) -> dict:
-    from splat.cli import UserError, parse_overrides
+    from splat._cli_data import parse_overrides
     try:
         out = parse_overrides(items)
-    except UserError as exc:
+    except ValueError as exc:
         raise SystemExit(f"real.py: error: {exc}") from None
     bad = set(out) - {"train", "data"}
     if bad:
@@ -230,6 +245,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-splat", action="store_true", help="train gsplat only (with --gsplat)")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda", "metal"))
     p.add_argument("--set", action="append", metavar="train.KEY=VALUE", help="recipe / data override (repeatable)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="after each splat run, the ts_* GPU time per step at its final size (bench/gate.py)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = p.parse_args(argv)
     try:
@@ -253,6 +270,7 @@ def main(argv=None) -> int:
         if not use_gsplat:
             log(f"real.py: --gsplat: {why}; splat only")
     rows, skipped = [], []
+    breakdowns = {} if args.breakdown else None
     for path in scenes:
         if budget.spent():
             skipped.append(f"{path.name} (--max-seconds reached)")
@@ -263,13 +281,15 @@ def main(argv=None) -> int:
             f"{0 if train.points is None else len(train.points):,} SfM points, background "
             f"{train.background}; loaded in {time.perf_counter() - t0:.1f} s")
         if not args.no_splat:
-            rows += run_splat(path.name, train, test, marks, overrides, backend, budget, log)
+            rows += run_splat(path.name, train, test, marks, overrides, backend, budget, log, breakdowns)
         if use_gsplat:
             if budget.spent():
                 skipped.append(f"{path.name} gsplat (--max-seconds reached)")
             else:
                 rows += run_gsplat(path.name, train, test, marks, overrides, budget, log)
     print_table(rows, skipped)
+    if breakdowns:
+        print_breakdowns(breakdowns)
     if args.json:
         from splat._cli_common import write_json
         write_json(args.json, {"backend": backend, "marks": marks, "rows": rows, "skipped": skipped})

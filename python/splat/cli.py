@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from ._cli_common import one_line, positive_int, warn, write_json
+from ._cli_data import render_files, run_config, scene_arg
 
 __all__ = ["main"]
 
 BACKENDS = ("auto", "cpu", "cuda", "metal")
 SYNTHETIC_STEPS = 2000          # `splat train` with no config
 SYNTHETIC_OUT = "runs/synthetic"
-CAPTURE_RUNS = "runs"           # `splat train PATH` without a config: runs/<scene name>
 LOSS_EVERY = 10                 # read the loss back every this many steps (as Trainer.run)
 
 
@@ -73,34 +73,6 @@ def _side_by_side(render: np.ndarray, target_uint8: np.ndarray) -> np.ndarray:
     h = r.shape[0]
     gap = np.full((h, max(2, r.shape[1] // 100), 3), 128, np.uint8)
     return np.concatenate([r, gap, target_uint8], axis=1)
-
-
-def _safe_name(name: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._")
-    return stem or "view"
-
-
-def render_files(names) -> dict:
-    """{view name: PNG file name}: the image's name with its image extension
-    replaced (0000.jpg -> 0000.png; a folder all names share left out, other
-    folders flattened with '_'); names that would then collide keep their
-    extension (a.jpg -> a_jpg.png)."""
-    from .data.images import IMAGE_EXTENSIONS
-
-    def stem(name):
-        base, ext = os.path.splitext(str(name))
-        return base if ext.lower() in IMAGE_EXTENSIONS else str(name)
-
-    names = list(names)
-    # a folder every name shares (nerfstudio's "images/") says nothing: left out
-    dirs = {os.path.dirname(str(n)) for n in names}
-    shared = dirs.pop() if len(dirs) == 1 else ""
-    short = [str(n)[len(shared) + 1:] if shared else str(n) for n in names]
-    stems = [_safe_name(stem(n)) for n in short]
-    counts: dict = {}
-    for st in stems:
-        counts[st] = counts.get(st, 0) + 1
-    return {n: f"{st if counts[st] == 1 else _safe_name(sh)}.png" for n, sh, st in zip(names, short, stems)}
 
 
 def _pick_views(count: int, n: int) -> list[int]:
@@ -152,58 +124,6 @@ def _synthetic_setup(args):
                               checkpoint_steps=[], render_views=4, save_ply=True)
     cfg.backend = {"backend": args.backend or "auto"}
     return cfg, train, test
-
-
-def _scene_arg(args) -> str | None:
-    """The scene folder given on the command line (PATH or --data), absolute; None if neither."""
-    scene, data = getattr(args, "scene", None), getattr(args, "data", None)
-    if scene and data and os.path.abspath(scene) != os.path.abspath(data):
-        raise UserError(f"two scene folders given: {scene} and --data {data}")
-    chosen = scene or data
-    return None if chosen is None else os.path.abspath(os.path.expanduser(chosen))
-
-
-def _parse_value(text: str):
-    """A --set value: a TOML value (3, 0.5, true, [0, 0, 0], "x"), else the text itself."""
-    from .config import _toml
-    try:
-        return _toml.loads(f"v = {text}")["v"]
-    except _toml.TOMLDecodeError:
-        return text.strip()
-
-
-def parse_overrides(items) -> dict:
-    """--set section.key=value items -> {section: {key: value}}."""
-    out: dict = {}
-    for item in items or []:
-        key, eq, text = item.partition("=")
-        section, dot, name = key.strip().partition(".")
-        if not eq or not dot or not section or not name or "." in name or not text.strip():
-            raise UserError(f"--set {item!r}: expected section.key=value (e.g. train.steps=7000)")
-        out.setdefault(section, {})[name] = _parse_value(text)
-    return out
-
-
-def _scene_name(path: str) -> str:
-    return _safe_name(Path(path).resolve().name) or "scene"
-
-
-def run_config(args):
-    """The run's Config: the TOML file (if any) with PATH / --data as data.path
-    and every --set written over it, validated in one pass like a file. A
-    scene without a config trains with the defaults (the 3DGS recipe; black
-    background for captures) into runs/<scene name>."""
-    from .config import Config, load_config
-    overrides = parse_overrides(getattr(args, "set", None))
-    scene = _scene_arg(args)
-    if scene is not None:
-        overrides.setdefault("data", {})["path"] = scene
-    if args.config:
-        return load_config(args.config, overrides=overrides)
-    if "dir" not in overrides.get("output", {}):
-        path = overrides.get("data", {}).get("path")
-        overrides.setdefault("output", {})["dir"] = str(Path(CAPTURE_RUNS) / _scene_name(str(path or "scene")))
-    return Config.from_dict(overrides, base_dir=Path.cwd(), check_paths=True)
 
 
 def _config_setup(args):
@@ -263,7 +183,7 @@ def cmd_train(args) -> int:
     from .trainer import Trainer
 
     t_begin = time.perf_counter()
-    synthetic = args.config is None and _scene_arg(args) is None and not getattr(args, "set", None)
+    synthetic = args.config is None and scene_arg(args) is None and not getattr(args, "set", None)
     cfg, train, test = _synthetic_setup(args) if synthetic else _config_setup(args)
     out = Path(args.out if args.out else cfg.output.dir)
     steps = cfg.train.steps
