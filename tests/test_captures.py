@@ -367,3 +367,18 @@ def test_nerfstudio_downscaled_folder_and_config_check(tmp_path):
     assert check_config({"data": {"path": str(ns)}}) == []
     errs = check_config({"data": {"path": str(tmp_path), "format": "nerfstudio"}})
     assert errs and "transforms.json" in errs[0]
+
+
+def test_downscaled_copies_with_full_size_masks(tmp_path):
+    """images_2/ copies with masks/ at the full size: each mask is box-reduced
+    (all four pixels must count) to its copy's size."""
+    truth, masks = _masked_colmap(tmp_path, "replace")
+    for name, (_, img) in truth.items():
+        h, w = img.shape[:2]
+        cap.save_image(tmp_path / "images_2" / name, img[::2, ::2])
+    ds = load_dataset(tmp_path, "all", downscale=2)
+    for name, img, m, cam in zip(ds.names, ds.images, ds.masks, ds.cameras):
+        full = masks[name]
+        h, w = full.shape[0] // 2, full.shape[1] // 2
+        assert img.shape[:2] == (h, w) and (cam.width, cam.height) == (w, h)
+        np.testing.assert_array_equal(m, full.reshape(h, 2, w, 2).all(axis=(1, 3)))
