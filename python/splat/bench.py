@@ -125,8 +125,7 @@ def load_setup(path, datasets: dict | None = None) -> Setup:
     for w in bc.validate():
         warn(f"{path}: {one_line(w)}")
     d = cfg.data
-    common = dict(background=tuple(d.background), downscale=d.downscale, test_every=d.test_every,
-                  format=d.format)
+    common = d.loader_args()
     key = (d.path, d.train_split, repr(d.train_frames), repr(sorted(common.items())))
     datasets = {} if datasets is None else datasets
     if key not in datasets:

@@ -1,6 +1,7 @@
 """The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
 
-    splat train [--config X.toml] [--steps N] [--out DIR] [--backend B]
+    splat train [PATH] [--config X.toml] [--data PATH] [--set section.key=value ...] [--steps N]
+                [--out DIR] [--backend B]
     splat check --config X.toml
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
     splat eval --checkpoint C --data PATH [--split test] [--frames ..] [--supersample K] [--json out.json]
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ._cli_common import one_line, positive_int, warn, write_json
+from ._cli_data import render_files, run_config, scene_arg
 
 __all__ = ["main"]
 
@@ -71,11 +73,6 @@ def _side_by_side(render: np.ndarray, target_uint8: np.ndarray) -> np.ndarray:
     h = r.shape[0]
     gap = np.full((h, max(2, r.shape[1] // 100), 3), 128, np.uint8)
     return np.concatenate([r, gap, target_uint8], axis=1)
-
-
-def _safe_name(name: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._")
-    return stem or "view"
 
 
 def _pick_views(count: int, n: int) -> list[int]:
@@ -130,20 +127,19 @@ def _synthetic_setup(args):
 
 
 def _config_setup(args):
-    """(config, train dataset, eval dataset) from a TOML config."""
-    from .config import load_config
+    """(config, train dataset, eval dataset) from a TOML config and / or a scene folder."""
     from .data import load_dataset
-    cfg = load_config(args.config)
+    cfg = run_config(args)
     if args.steps:
         cfg.train.steps = args.steps
         errors = cfg.train.errors()
         if errors:
             from .config import ConfigError
-            raise ConfigError(errors, source=f"{args.config} with --steps {args.steps}")
+            raise ConfigError(errors, source=f"{args.config or 'the run config'} with --steps {args.steps}")
     if args.backend:
         cfg.backend = dict(cfg.backend, backend=args.backend)
     d = cfg.data
-    common = dict(background=d.background, downscale=d.downscale, test_every=d.test_every, format=d.format)
+    common = d.loader_args()
     train = load_dataset(d.path, d.train_split, frames=d.train_frames, **common)
     test = load_dataset(d.eval_path or d.path, d.eval_split, frames=d.test_frames, **common)
     return cfg, train, test
@@ -189,7 +185,7 @@ def cmd_train(args) -> int:
     from .trainer import Trainer
 
     t_begin = time.perf_counter()
-    synthetic = args.config is None
+    synthetic = args.config is None and scene_arg(args) is None and not getattr(args, "set", None)
     cfg, train, test = _synthetic_setup(args) if synthetic else _config_setup(args)
     out = Path(args.out if args.out else cfg.output.dir)
     steps = cfg.train.steps
@@ -230,7 +226,7 @@ def cmd_train(args) -> int:
         last = evals[-1] if evals else {}
         return {
             "scene": "synthetic" if synthetic else cfg.data.path,
-            "config": None if synthetic else str(Path(args.config).resolve()),
+            "config": None if args.config is None else str(Path(args.config).resolve()),
             "backend": trainer.backend,
             "steps": trainer.step_count,
             "finished": final,
@@ -284,7 +280,8 @@ def cmd_train(args) -> int:
                     folder.mkdir(parents=True, exist_ok=True)
                     for name in show:
                         j = test.names.index(name)
-                        _write_png(folder / f"{_safe_name(name)}.png", _side_by_side(renders[name], test.images[j]))
+                        _write_png(folder / render_files(test.names)[name],
+                                   _side_by_side(renders[name], test.images[j]))
                 evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
                               "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
                               "per_view": ev.per_view})
@@ -412,11 +409,12 @@ def cmd_render(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     k = args.supersample
     t0 = time.perf_counter()
+    files = render_files(data.names)
     for cam, img, name in zip(data.cameras, data.images, data.names):
         render = trainer.render(cam.scaled(k) if k > 1 else cam, background=data.background)
         render = box_downsample(render, k)
         pixels = _side_by_side(render, img) if args.compare else _to_uint8(render)
-        _write_png(out / f"{_safe_name(name)}.png", pixels)
+        _write_png(out / files[name], pixels)
     print(f"rendered {len(data)} views of {args.data} [{args.split}] at {data.size_summary()}"
           + (f" (supersample {k})" if k > 1 else "") + f" on {trainer.backend} in "
           f"{time.perf_counter() - t0:.1f} s -> {out}")
@@ -459,11 +457,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"splat {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    t = sub.add_parser("train", help="train a scene (no config: the built-in synthetic scene)",
-                       description="Train on the scene of a TOML config, or without one on the built-in "
-                                   "synthetic scene. Writes metrics.json, checkpoints, point_cloud.ply, "
+    t = sub.add_parser("train", help="train a scene folder or config (neither: the built-in synthetic scene)",
+                       description="Train on a scene folder, on the scene of a TOML config, or without "
+                                   "either on the built-in synthetic scene. Writes metrics.json, checkpoints, point_cloud.ply, "
                                    "renders and training.png into the run folder.")
+    t.add_argument("scene", nargs="?", metavar="PATH",
+                   help="scene folder (COLMAP, nerfstudio or Blender); without --config it trains with "
+                        "the default recipe into runs/<scene name>")
     t.add_argument("--config", metavar="X.toml", help="run configuration (see configs/)")
+    t.add_argument("--data", metavar="PATH", help="override data.path")
+    t.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                   help="override any config key (repeatable), e.g. --set train.steps=7000")
     t.add_argument("--steps", type=positive_int, metavar="N", help="override train.steps")
     t.add_argument("--out", metavar="DIR", help=f"run folder (default: output.dir, or {SYNTHETIC_OUT})")
     t.add_argument("--backend", choices=BACKENDS, help="override backend.backend (default auto)")
@@ -516,6 +520,15 @@ def _config_error_lines(exc) -> list[str]:
     return [_clean(e) if source and e.startswith(source) else _clean(f"{where}{e}") for e in exc.errors]
 
 
+def _warnings_as_lines() -> None:
+    """Library warnings (too few SfM points, ...) print as one `splat: warning:` line."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        warn(_clean(str(message)))
+    warnings.showwarning = show
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 user error, 2 usage)."""
     parser = build_parser()
@@ -525,6 +538,7 @@ def main(argv=None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = bool(os.environ.get("SPLAT_DEBUG"))
+    _warnings_as_lines()
     try:
         from .config import ConfigError
         from .data import DatasetError

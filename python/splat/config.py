@@ -28,8 +28,8 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10 (pyproject depends on tomli there)
     import tomli as _toml
 
-__all__ = ["Config", "ConfigError", "DataConfig", "OutputConfig", "TrainConfig", "check_config",
-           "load_config", "SECTIONS"]
+__all__ = ["Config", "ConfigError", "DataConfig", "OutputConfig", "TrainConfig", "apply_overrides",
+           "check_config", "load_config", "SECTIONS"]
 
 
 class ConfigError(ValueError):
@@ -50,7 +50,8 @@ class ConfigError(ValueError):
 
 
 def _f(default, kind: str, *, lo=None, hi=None, lo_open=False, hi_open=False, choices=None, doc=""):
-    """A config field: `kind` is int, float, bool, str, ints, color, frames or optpath."""
+    """A config field: `kind` is int, float, bool, str, ints, color, optcolor (a colour or
+    None), frames or optpath."""
     meta = {"kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open,
             "choices": choices, "doc": doc}
     if isinstance(default, list):
@@ -123,7 +124,9 @@ def _coerce(meta, v):
         if bad:
             return list(v), f"steps must be >= {meta['lo'] or 0}, got {bad[0]}"
         return sorted(set(v)), None
-    if kind == "color":
+    if kind == "optcolor" and v is None:
+        return None, None
+    if kind in ("color", "optcolor"):
         if not isinstance(v, (list, tuple)) or len(v) != 3 or not all(_is_num(x) for x in v):
             return v, f"expected 3 numbers (r, g, b) in [0, 1], got {v!r}"
         v = tuple(float(x) for x in v)
@@ -217,12 +220,18 @@ class DataConfig(_Section):
     """[data]: the scene folder and how to load it (see splat.load_dataset)."""
 
     SECTION: ClassVar[str] = "data"
-    path: str | None = _f(None, "optpath", doc="scene folder (Blender or COLMAP); relative to the config file")
-    format: str = _f("auto", "str", choices=("auto", "blender", "colmap"), doc="dataset format")
+    path: str | None = _f(None, "optpath",
+                          doc="scene folder (Blender, nerfstudio or COLMAP); relative to the config file")
+    format: str = _f("auto", "str", choices=("auto", "blender", "nerfstudio", "colmap"), doc="dataset format")
     train_split: str = _f("train", "str", choices=("train", "val", "test", "all"), doc="split trained on")
     eval_split: str = _f("test", "str", choices=("train", "val", "test", "all"), doc="split evaluated on")
     downscale: int = _f(1, "int", lo=1, doc="integer image downscale (box average)")
-    background: tuple = _f((1.0, 1.0, 1.0), "color", doc="RGB background images are composited on")
+    background: tuple | None = _f(None, "optcolor",
+                                  doc="RGB background images are composited on and rendered over "
+                                      "(unset: white for Blender scenes, black for captures)")
+    alpha: str = _f("composite", "str", choices=("composite", "mask"),
+                    doc="RGBA images: composite on the background, or leave transparent pixels "
+                        "(alpha < 0.5) out of the loss as a mask")
     test_every: int = _f(8, "int", lo=2, doc="COLMAP: every n-th image (sorted by name) is held out for test")
     train_frames: Any = _f(None, "frames", doc="subset of the train split: 'start:stop:step' or index list")
     test_frames: Any = _f(None, "frames", doc="subset of the eval split: 'start:stop:step' or index list")
@@ -251,6 +260,13 @@ class DataConfig(_Section):
                 if v[key] == "all":
                     errors.append(f"data.{key}: Blender scenes have splits train, val, test")
         return errors
+
+    def loader_args(self) -> dict:
+        """The keyword arguments of splat.load_dataset these settings give (all but
+        the path, split and frames)."""
+        return dict(background=None if self.background is None else tuple(self.background),
+                    downscale=self.downscale, test_every=self.test_every, format=self.format,
+                    alpha=self.alpha)
 
 
 @dataclass(init=False)
@@ -435,7 +451,11 @@ def _check_data_paths(d: DataConfig) -> list[str]:
         has_colmap = find_sparse_dir(p) is not None
         blender = d.format == "blender" or (d.format == "auto" and any(
             (p / f"transforms_{s}.json").is_file() for _, s in splits))
-        if blender:
+        nerfstudio = d.format == "nerfstudio" or (d.format == "auto" and (p / "transforms.json").is_file())
+        if nerfstudio and not blender:
+            if not (p / "transforms.json").is_file():
+                errors.append(f"data.{key}: {p / 'transforms.json'} not found")
+        elif blender:
             for split_key, s in splits:
                 if not (p / f"transforms_{s}.json").is_file():
                     errors.append(f"data.{split_key}: {p / f'transforms_{s}.json'} not found")
@@ -447,7 +467,8 @@ def _check_data_paths(d: DataConfig) -> list[str]:
             errors.append(f"data.{key}: no COLMAP model in {root} (looked for sparse/0 and sparse)")
         else:
             wanted = ", ".join(f"transforms_{s}.json" for _, s in splits)
-            errors.append(f"data.{key}: {root} has neither {wanted} (Blender) nor sparse/0 (COLMAP)")
+            errors.append(f"data.{key}: {root} has neither {wanted} (Blender), transforms.json "
+                          f"(nerfstudio) nor sparse/0 (COLMAP)")
 
     if d.eval_path is None or os.path.abspath(d.eval_path) == os.path.abspath(d.path):
         check(d.path, "path", [("train_split", d.train_split), ("eval_split", d.eval_split)])
@@ -546,13 +567,25 @@ def check_config(config) -> list[str]:
     return _build(raw, base, check_paths=True)[1]
 
 
-def load_config(path, *, check_paths: bool = True) -> Config:
+def apply_overrides(raw: dict, overrides: dict | None) -> dict:
+    """A copy of the TOML-shaped `raw` with `overrides` ({section: {key: value}})
+    written over it; the result is validated like a file by the callers."""
+    out = {sec: (dict(t) if isinstance(t, dict) else t) for sec, t in raw.items()}
+    for sec, table in (overrides or {}).items():
+        cur = out.get(sec)
+        out[sec] = dict(cur if isinstance(cur, dict) else {}, **table)
+    return out
+
+
+def load_config(path, *, check_paths: bool = True, overrides: dict | None = None) -> Config:
     """Read a TOML config; raises ConfigError listing every problem.
-    `check_paths=False` skips checking that the data folders exist."""
+    `check_paths=False` skips checking that the data folders exist;
+    `overrides` ({section: {key: value}}) replace values of the file before
+    it is checked."""
     path = Path(path)
     raw, errors = _read_toml(path)
     if not errors:
-        cfg, errors = _build(raw, path.resolve().parent, check_paths)
+        cfg, errors = _build(apply_overrides(raw, overrides), path.resolve().parent, check_paths)
     if errors:
         raise ConfigError(errors, source=str(path))
     cfg.source = str(path)

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,11 +16,14 @@ from ._validate import as_float32
 from ._validate import backend_config as as_backend_config
 from .camera import Camera
 from .config import TrainConfig
+from .data.points import capture_points
 from .gaussians import Gaussians, sh_coeffs
 from .io.atomic import atomic_write
 from .io.ply import save_ply
 
 SH_C0 = 0.28209479177387814
+# Dataset formats that start from SfM points (random points in the views when too few).
+CAPTURE_FORMATS = ("colmap", "nerfstudio")
 CHECKPOINT_VERSION = 1
 # TrainConfig fields that the native step reads (the rest shape initialisation).
 _NATIVE_SETTINGS = (
@@ -141,7 +145,12 @@ class Trainer:
         the cpu backend streams only when given one)."""
         config = train_config if train_config is not None else TrainConfig()
         if initial is None:
-            if dataset.points is not None and len(dataset.points):
+            if dataset.format in CAPTURE_FORMATS:
+                points, colors, note = capture_points(dataset, config.init_points, config.seed)
+                if note:
+                    warnings.warn(f"[splat] {note}", stacklevel=2)
+                initial = initial_gaussians(points, colors, config)
+            elif dataset.points is not None and len(dataset.points):
                 colors = dataset.point_colors if dataset.point_colors is not None else np.full_like(dataset.points, 0.5)
                 initial = initial_gaussians(dataset.points, colors, config)
             else:

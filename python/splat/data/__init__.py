@@ -1,4 +1,4 @@
-"""Scene loading: NeRF-synthetic (Blender) and COLMAP folders -> `Dataset`."""
+"""Scene loading: NeRF-synthetic (Blender), nerfstudio (transforms.json) and COLMAP folders -> `Dataset`."""
 from __future__ import annotations
 
 import math
@@ -9,15 +9,20 @@ import numpy as np
 
 from .dataset import Dataset, DatasetError, parse_frames, scene_extent, select_frames
 
-__all__ = ["Dataset", "DatasetError", "load_dataset", "detect_format", "scene_extent",
-           "parse_frames", "select_frames"]
+__all__ = ["Dataset", "DatasetError", "load_dataset", "detect_format", "default_background",
+           "scene_extent", "parse_frames", "select_frames"]
 
-FORMATS = ("auto", "blender", "colmap")
+FORMATS = ("auto", "blender", "nerfstudio", "colmap")
+# The background captures are composited on when none is asked for: black, as
+# 3DGS and gsplat train COLMAP scenes (NeRF-synthetic scenes keep white).
+CAPTURE_BACKGROUND = (0.0, 0.0, 0.0)
+BLENDER_BACKGROUND = (1.0, 1.0, 1.0)
 
 
 def detect_format(path, split: str = "train") -> str:
-    """"blender" if transforms_{split}.json exists, "colmap" if a sparse model
-    exists (sparse/0 or sparse), else DatasetError naming what was looked for."""
+    """"blender" if transforms_{split}.json exists, "nerfstudio" if
+    transforms.json exists, "colmap" if a sparse model exists (sparse/0 or
+    sparse), else DatasetError naming what was looked for."""
     from .colmap import find_sparse_dir
     root = Path(path)
     if not root.exists():
@@ -26,6 +31,8 @@ def detect_format(path, split: str = "train") -> str:
         raise DatasetError(f"[splat] {root}: not a folder")
     if (root / f"transforms_{split}.json").is_file():
         return "blender"
+    if (root / "transforms.json").is_file():
+        return "nerfstudio"
     if find_sparse_dir(root) is not None:
         return "colmap"
     others = sorted(p.name for p in root.glob("transforms_*.json"))
@@ -33,8 +40,15 @@ def detect_format(path, split: str = "train") -> str:
         raise DatasetError(f"[splat] {root}: no transforms_{split}.json for split {split!r} "
                            f"(found {', '.join(others)})")
     raise DatasetError(f"[splat] {root}: not a recognised dataset: looked for transforms_{split}.json "
-                       f"(Blender / NeRF-synthetic) and sparse/0/cameras.bin|txt or "
-                       f"sparse/cameras.bin|txt (COLMAP)")
+                       f"(Blender / NeRF-synthetic), transforms.json (nerfstudio) and "
+                       f"sparse/0/cameras.bin|txt or sparse/cameras.bin|txt (COLMAP)")
+
+
+def default_background(path, split: str = "train", format: str = "auto") -> tuple:
+    """The background a scene is composited on when none is given: white for
+    Blender scenes, black for captures (COLMAP, nerfstudio)."""
+    fmt = detect_format(path, split) if format == "auto" else format
+    return BLENDER_BACKGROUND if fmt == "blender" else CAPTURE_BACKGROUND
 
 
 def _check_background(background) -> tuple:
@@ -47,21 +61,25 @@ def _check_background(background) -> tuple:
     return bg
 
 
-def load_dataset(path, split: str = "train", *, background=(1.0, 1.0, 1.0), downscale: int = 1,
+def load_dataset(path, split: str = "train", *, background=None, downscale: int = 1,
                  test_every: int = 8, frames=None, format: str = "auto",
-                 keep_alpha: bool = False) -> Dataset:
+                 keep_alpha: bool = False, alpha: str = "composite") -> Dataset:
     """Load one split of a scene folder.
 
-    path: a Blender / NeRF-synthetic folder (transforms_{split}.json) or a
-        COLMAP folder (sparse/0 or sparse, images/); detected unless `format`
-        is "blender" or "colmap".
+    path: a Blender / NeRF-synthetic folder (transforms_{split}.json), a
+        nerfstudio folder (transforms.json) or a COLMAP folder (sparse/0 or
+        sparse, images/); detected unless `format` says which.
     split: "train", "val", "test" (Blender); "train", "test", "all" (COLMAP,
-        where images sorted by name with index % test_every == 0 are test).
-    background: RGB in [0, 1] the images are composited on (rgb a + bg (1 - a)).
+        where images sorted by name with index % test_every == 0 are test);
+        nerfstudio: its *_filenames lists, else as COLMAP (val = test).
+    background: RGB in [0, 1] the images are composited on (rgb a + bg (1 - a));
+        None: white for Blender scenes, black for captures.
     downscale: integer factor; images are box-averaged, intrinsics divided.
     frames: optional subset of the split: a slice, a list of indices or a
         string like "0::2".
     keep_alpha: also return the per-pixel coverage as `Dataset.alphas`.
+    alpha: "composite" (RGBA images are put on the background) or "mask"
+        (transparent pixels are left out of `Dataset.masks`).
     """
     if isinstance(path, (str, os.PathLike)):
         root = Path(path)
@@ -73,15 +91,23 @@ def load_dataset(path, split: str = "train", *, background=(1.0, 1.0, 1.0), down
         raise ValueError(f"[splat] format: expected one of {', '.join(FORMATS)}, got {format!r}")
     if isinstance(downscale, bool) or not isinstance(downscale, (int, np.integer)) or downscale < 1:
         raise ValueError(f"[splat] downscale: expected an integer >= 1, got {downscale!r}")
-    bg = _check_background(background)
+    from .views import ALPHA_MODES
+    if alpha not in ALPHA_MODES:
+        raise ValueError(f"[splat] alpha: expected one of {', '.join(ALPHA_MODES)}, got {alpha!r}")
     frames = parse_frames(frames)
     fmt = detect_format(root, split) if format == "auto" else format
     if not root.is_dir():
         raise DatasetError(f"[splat] {root}: dataset folder does not exist")
+    if background is None:
+        background = BLENDER_BACKGROUND if fmt == "blender" else CAPTURE_BACKGROUND
+    bg = _check_background(background)
+    common = dict(background=bg, downscale=int(downscale), frames=frames, keep_alpha=keep_alpha,
+                  alpha_mode=alpha)
     if fmt == "blender":
         from .blender import load_blender
-        return load_blender(root, split, background=bg, downscale=int(downscale), frames=frames,
-                            keep_alpha=keep_alpha)
+        return load_blender(root, split, **common)
+    if fmt == "nerfstudio":
+        from .nerfstudio import load_nerfstudio
+        return load_nerfstudio(root, split, test_every=test_every, **common)
     from .colmap import load_colmap
-    return load_colmap(root, split, background=bg, downscale=int(downscale), frames=frames,
-                       test_every=test_every, keep_alpha=keep_alpha)
+    return load_colmap(root, split, test_every=test_every, **common)

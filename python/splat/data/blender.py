@@ -4,7 +4,10 @@ The json holds `camera_angle_x` (horizontal field of view, radians) and a list
 of `frames`, each with `file_path` (relative to the scene folder; ".png" is
 appended when it has no image extension) and `transform_matrix`, the
 camera-to-world matrix in OpenGL axes. The instant-ngp variant with explicit
-`fl_x`, `fl_y`, `cx`, `cy` (pixels at full resolution) is accepted too.
+`fl_x`, `fl_y`, `cx`, `cy` (pixels at full resolution) is accepted too, with
+its distortion keys (`k1 k2 k3 k4 p1 p2`, `camera_model`, `is_fisheye`, global
+or per frame) honoured as in nerfstudio files (see splat.data.nerfstudio) or
+rejected naming the key.
 
 With `downscale` d the straight RGBA is box-averaged over d x d blocks before
 compositing (the released lego_400 images are exactly that average of the
@@ -18,9 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from PIL import Image, UnidentifiedImageError
+
 from ..camera import Camera
 from .dataset import Dataset, DatasetError, select_frames
-from .images import IMAGE_EXTENSIONS, finish_rgb, load_all, prepare_image, read_image, to_uint8
+from .images import IMAGE_EXTENSIONS
+from .lens import Lens
+from .nerfstudio import INTRINSIC_KEYS, lens_from_keys
+from .views import ViewSource, load_views
 
 SPLITS = ("train", "val", "test")
 
@@ -69,7 +77,7 @@ def image_path(root: Path, file_path: str) -> Path:
 
 
 def load_blender(root, split: str = "train", *, background=(1.0, 1.0, 1.0), downscale: int = 1,
-                 frames=None, keep_alpha: bool = False) -> Dataset:
+                 frames=None, keep_alpha: bool = False, alpha_mode: str = "composite") -> Dataset:
     root = Path(root)
     if split not in SPLITS:
         raise ValueError(f"[splat] split: Blender scenes have splits {', '.join(SPLITS)}; got {split!r}")
@@ -79,52 +87,45 @@ def load_blender(root, split: str = "train", *, background=(1.0, 1.0, 1.0), down
     chosen = [all_frames[i] for i in idx]
     paths = [image_path(root, fr["file_path"]) for fr in chosen]
     names = [fr["file_path"][2:] if fr["file_path"].startswith("./") else fr["file_path"] for fr in chosen]
-    bg = tuple(background)
-    full_sizes: list = [None] * len(paths)
-
-    def load_one(i, p):
-        raw = read_image(p)
-        full_sizes[i] = (raw.shape[1], raw.shape[0])
-        try:
-            rgb, a = prepare_image(raw, downscale, bg)
-        except ValueError as exc:
-            raise DatasetError(f"[splat] {p}: {str(exc).removeprefix('[splat] ')}") from None
-        alpha = None if a is None or not keep_alpha else to_uint8(a * np.float32(255.0))
-        return finish_rgb(rgb), alpha
-
-    images, alphas = load_all(paths, load_one, keep_alpha=keep_alpha)
-    full_w, full_h = full_sizes[0]
-    for p, size in zip(paths, full_sizes):
-        if size != (full_w, full_h):
-            raise DatasetError(f"[splat] {p}: image is {size[0]}x{size[1]} but {paths[0]} is "
-                               f"{full_w}x{full_h}; all images of a split must share one size")
-    h, w = images.shape[1:3]
-    d = float(downscale)
-
-    if "fl_x" in meta:
-        fx = _number(tf, meta, "fl_x")
-        fy = _number(tf, meta, "fl_y") if "fl_y" in meta else fx
-        cx = _number(tf, meta, "cx", positive=False) if "cx" in meta else 0.5 * full_w
-        cy = _number(tf, meta, "cy", positive=False) if "cy" in meta else 0.5 * full_h
-        angle = 2.0 * math.atan(0.5 * full_w / fx)
-    else:
+    angle = None
+    if "fl_x" not in meta:
         angle = _number(tf, meta, "camera_angle_x")
         if angle >= math.pi:
             raise DatasetError(f"[splat] {tf}: 'camera_angle_x' must be below pi, got {angle}")
-        fx = fy = cx = cy = None
-
-    cameras = []
-    for i, fr in zip(idx, chosen):
+    global_keys = {k: meta[k] for k in INTRINSIC_KEYS + ("is_fisheye",) if k in meta}
+    views = []
+    for i, fr, p, name in zip(idx, chosen, paths, names):
+        keys = dict(global_keys)
+        keys.update({k: fr[k] for k in INTRINSIC_KEYS + ("is_fisheye",) if k in fr})
+        if "w" in keys and "h" in keys:
+            width, height = int(keys["w"]), int(keys["h"])
+        else:
+            width, height = image_size(p)
+        default_fx = None if angle is None else 0.5 * width / math.tan(0.5 * angle)
+        lens = lens_from_keys(f"{tf}: frames[{i}]", keys, width, height, default_fx=default_fx)
         try:
-            base = Camera.from_blender(fr["transform_matrix"], angle, full_w, full_h)
+            base = Camera.from_blender(fr["transform_matrix"], angle if angle is not None else
+                                       2.0 * math.atan(0.5 * width / lens.fx), width, height)
         except (ValueError, np.linalg.LinAlgError) as exc:
             raise DatasetError(f"[splat] {tf}: frames[{i}] 'transform_matrix': "
                                f"{str(exc).removeprefix('[splat] ')}") from None
-        if fx is None:  # exactly what from_blender derives from camera_angle_x
-            cam_fx, cam_fy, cam_cx, cam_cy = base.fx, base.fy, base.cx, base.cy
-        else:
-            cam_fx, cam_fy, cam_cx, cam_cy = fx, fy, cx, cy
-        cameras.append(Camera(base.world_to_camera, cam_fx / d, cam_fy / d, cam_cx / d, cam_cy / d, w, h))
+        if angle is not None:   # exactly what from_blender derives from camera_angle_x
+            lens = Lens(lens.model, width, height, base.fx, base.fy, base.cx, base.cy, lens.coeffs)
+        views.append(ViewSource(name=name, image_path=p, lens=lens, world_to_camera=base.world_to_camera))
+    bg = tuple(background)
+    loaded = load_views(views, downscale=downscale, background=bg, alpha_mode=alpha_mode,
+                        keep_alpha=keep_alpha)
+    return Dataset(cameras=loaded.cameras, images=loaded.images, names=names, points=None,
+                   point_colors=None, background=bg, alphas=loaded.alphas, masks=loaded.masks,
+                   path=str(root), format="blender", split=split)
 
-    return Dataset(cameras=cameras, images=images, names=names, points=None, point_colors=None,
-                   background=bg, alphas=alphas, path=str(root), format="blender", split=split)
+
+def image_size(p: Path) -> tuple[int, int]:
+    """(width, height) of an image file from its header."""
+    if not p.is_file():
+        raise DatasetError(f"[splat] {p}: image file not found")
+    try:
+        with Image.open(p) as im:
+            return im.size
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise DatasetError(f"[splat] {p}: cannot decode image ({exc})") from None

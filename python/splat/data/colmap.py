@@ -4,11 +4,13 @@ Both the binary and the text model formats are read (binary preferred when
 both exist). COLMAP stores, per registered image, the world-to-camera rotation
 as a unit quaternion (w, x, y, z) and the translation, in the OpenCV camera
 convention, which is splat's. Cameras PINHOLE and SIMPLE_PINHOLE are used as
-they are; SIMPLE_RADIAL, RADIAL and OPENCV images are resampled to the ideal
-pinhole camera with the same focal lengths and principal point: each target
-pixel centre is pushed through the distortion model and the source image is
-sampled bilinearly there; samples outside the source image take the
-background colour (and alpha 0).
+they are; SIMPLE_RADIAL, RADIAL, OPENCV, FULL_OPENCV and OPENCV_FISHEYE images
+are undistorted to a pinhole camera cropped to the region the source covers
+(splat.data.lens); the other models are rejected.
+
+A `masks/` folder beside `images/` holds one mask per image, named like the
+image with `.png` appended or replacing its extension (white = use, black =
+ignore); with it, every image needs its mask.
 
 Downscale d: images come from `images_d/` when that folder exists (the
 intrinsics are scaled by the actual image size over the camera size), else the
@@ -18,15 +20,14 @@ from __future__ import annotations
 
 import math
 import struct
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..camera import Camera
 from .dataset import Dataset, DatasetError, select_frames
-from .images import finish_rgb, load_all, prepare_image, read_image, to_uint8
+from .lens import SUPPORTED_MODELS, Lens
+from .views import ViewSource, find_mask, load_views
 
 SPLITS = ("train", "test", "all")
 
@@ -46,7 +47,6 @@ CAMERA_MODELS = {
     11: ("RAD_TAN_THIN_PRISM_FISHEYE", 16),
 }
 _MODEL_PARAMS = {name: count for name, count in CAMERA_MODELS.values()}
-SUPPORTED_MODELS = ("SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL", "OPENCV")
 
 
 @dataclass(frozen=True)
@@ -330,99 +330,12 @@ def qvec_to_rotmat(q) -> np.ndarray:
     ])
 
 
-def pinhole_intrinsics(model: str, params) -> tuple[tuple[float, float, float, float], tuple]:
-    """((fx, fy, cx, cy), distortion coefficients) of a supported model."""
-    p = tuple(float(v) for v in params)
-    if model in ("SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL"):
-        return (p[0], p[0], p[1], p[2]), p[3:]
-    if model in ("PINHOLE", "OPENCV"):
-        return (p[0], p[1], p[2], p[3]), p[4:]
-    raise ValueError(f"[splat] model: unsupported camera model {model}")
-
-
-def distort(model: str, coeffs, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Apply a COLMAP distortion model to normalized image coordinates."""
-    if model in ("SIMPLE_PINHOLE", "PINHOLE"):
-        return x, y
-    r2 = x * x + y * y
-    if model == "SIMPLE_RADIAL":
-        (k,) = coeffs
-        radial = k * r2
-        return x + x * radial, y + y * radial
-    if model == "RADIAL":
-        k1, k2 = coeffs
-        radial = k1 * r2 + k2 * r2 * r2
-        return x + x * radial, y + y * radial
-    if model == "OPENCV":
-        k1, k2, p1, p2 = coeffs
-        radial = k1 * r2 + k2 * r2 * r2
-        xy = x * y
-        dx = x * radial + 2.0 * p1 * xy + p2 * (r2 + 2.0 * x * x)
-        dy = y * radial + 2.0 * p2 * xy + p1 * (r2 + 2.0 * y * y)
-        return x + dx, y + dy
-    raise ValueError(f"[splat] model: unsupported camera model {model}")
-
-
-class _SampleMap:
-    """Bilinear taps (flat indices into the 1-pixel padded source) and weights."""
-
-    def __init__(self, model, intrinsics, coeffs, width, height):
-        fx, fy, cx, cy = intrinsics
-        u = np.arange(width, dtype=np.float64) + 0.5
-        v = np.arange(height, dtype=np.float64) + 0.5
-        x, y = np.meshgrid((u - cx) / fx, (v - cy) / fy)
-        xd, yd = distort(model, coeffs, x, y)
-        # source pixel-index coordinates (pixel i has its centre at i + 0.5)
-        sx = fx * xd + cx - 0.5
-        sy = fy * yd + cy - 0.5
-        sx = np.clip(np.nan_to_num(sx, nan=-2.0), -2.0, width + 1.0)
-        sy = np.clip(np.nan_to_num(sy, nan=-2.0), -2.0, height + 1.0)
-        x0 = np.floor(sx)
-        y0 = np.floor(sy)
-        wx = (sx - x0).astype(np.float32)
-        wy = (sy - y0).astype(np.float32)
-        pw = width + 2
-        # padded coordinates: source index -1 and width/height are the fill border
-        x0i = np.clip(x0.astype(np.int64) + 1, 0, width + 1)
-        x1i = np.clip(x0.astype(np.int64) + 2, 0, width + 1)
-        y0i = np.clip(y0.astype(np.int64) + 1, 0, height + 1)
-        y1i = np.clip(y0.astype(np.int64) + 2, 0, height + 1)
-        self.taps = [(y0i * pw + x0i).ravel(), (y0i * pw + x1i).ravel(),
-                     (y1i * pw + x0i).ravel(), (y1i * pw + x1i).ravel()]
-        self.weights = [((1 - wx) * (1 - wy)).ravel()[:, None], (wx * (1 - wy)).ravel()[:, None],
-                        ((1 - wx) * wy).ravel()[:, None], (wx * wy).ravel()[:, None]]
-        self.shape = (height, width)
-
-
-def undistort_image(image: np.ndarray, model: str, params, fill) -> np.ndarray:
-    """Resample `image` (float [H,W,C]) taken with a COLMAP camera to the ideal
-    pinhole camera with the same focal lengths and principal point.
-
-    `params` are the COLMAP parameters of `model` for this image size; `fill`
-    (C values) is used where a target pixel maps outside the source image.
-    """
-    intr, coeffs = pinhole_intrinsics(model, params)
-    h, w = image.shape[:2]
-    return _undistort(image, _SampleMap(model, intr, coeffs, w, h), fill)
-
-
-def _undistort(image: np.ndarray, smap: _SampleMap, fill) -> np.ndarray:
-    h, w, c = image.shape
-    padded = np.empty((h + 2, w + 2, c), dtype=np.float32)
-    padded[...] = np.asarray(fill, dtype=np.float32)
-    padded[1:-1, 1:-1] = image
-    flat = padded.reshape(-1, c)
-    out = flat[smap.taps[0]] * smap.weights[0]
-    for t, wt in zip(smap.taps[1:], smap.weights[1:]):
-        out += flat[t] * wt
-    return out.reshape(h, w, c)
-
-
 # --------------------------------------------------------------------------- loader
 
 
-def load_colmap(root, split: str = "train", *, background=(1.0, 1.0, 1.0), downscale: int = 1,
-                frames=None, test_every: int = 8, keep_alpha: bool = False) -> Dataset:
+def load_colmap(root, split: str = "train", *, background=(0.0, 0.0, 0.0), downscale: int = 1,
+                frames=None, test_every: int = 8, keep_alpha: bool = False,
+                alpha_mode: str = "composite") -> Dataset:
     root = Path(root)
     if split not in SPLITS:
         raise ValueError(f"[splat] split: COLMAP scenes have splits {', '.join(SPLITS)}; got {split!r}")
@@ -445,74 +358,47 @@ def load_colmap(root, split: str = "train", *, background=(1.0, 1.0, 1.0), downs
                                f"every {test_every}th held out for test)")
     chosen = [chosen[i] for i in select_frames(len(chosen), frames)]
 
+    lenses = {}
     for im in chosen:
         cam = cams[im.camera_id]
         if cam.model not in SUPPORTED_MODELS:
             raise DatasetError(f"[splat] {sparse}: camera {cam.id} (used by {im.name}) has model "
                                f"{cam.model}; supported: {', '.join(SUPPORTED_MODELS)} (undistort the "
                                f"images with COLMAP's image_undistorter first)")
+        if cam.id not in lenses:
+            try:
+                lenses[cam.id] = Lens.from_colmap(cam.model, cam.width, cam.height, cam.params)
+            except ValueError as exc:
+                raise DatasetError(f"[splat] {sparse}: camera {cam.id}: "
+                                   f"{str(exc).removeprefix('[splat] ')}") from None
 
-    own_scale = True
+    prescaled = False
     image_dir = root / "images"
     if downscale > 1 and (root / f"images_{downscale}").is_dir():
         image_dir = root / f"images_{downscale}"
-        own_scale = False
+        prescaled = True
     if not image_dir.is_dir():
         raise DatasetError(f"[splat] {image_dir}: image folder not found")
-    paths = [image_dir / im.name for im in chosen]
-    bg = tuple(float(b) for b in background)
-    intrinsics: list = [None] * len(chosen)
-    maps: dict = {}
-    maps_lock = threading.Lock()
-
-    def load_one(i, p):
-        im = chosen[i]
-        cam = cams[im.camera_id]
-        raw = read_image(p)
-        rh, rw = raw.shape[:2]
-        if own_scale:
-            if (rw, rh) != (cam.width, cam.height):
-                raise DatasetError(f"[splat] {p}: image is {rw}x{rh} but its camera {cam.id} in {sparse} "
-                                   f"is {cam.width}x{cam.height}")
-            try:
-                rgb, a = prepare_image(raw, downscale, bg)
-            except ValueError as exc:
-                raise DatasetError(f"[splat] {p}: {str(exc).removeprefix('[splat] ')}") from None
-            sx = sy = 1.0 / downscale
-        else:
-            if abs(rw - cam.width / downscale) > 1.0 or abs(rh - cam.height / downscale) > 1.0:
-                raise DatasetError(f"[splat] {p}: image is {rw}x{rh}, expected about {cam.width}/"
-                                   f"{downscale} x {cam.height}/{downscale} for camera {cam.id}")
-            rgb, a = prepare_image(raw, 1, bg)
-            sx, sy = rw / cam.width, rh / cam.height
-        (fx, fy, cx, cy), coeffs = pinhole_intrinsics(cam.model, cam.params)
-        fx, fy, cx, cy = fx * sx, fy * sy, cx * sx, cy * sy
-        intrinsics[i] = (fx, fy, cx, cy)
-        if any(c != 0.0 for c in coeffs):
-            h, w = rgb.shape[:2]
-            key = (cam.id, w, h, sx, sy)
-            with maps_lock:
-                smap = maps.get(key)
-                if smap is None:
-                    smap = maps[key] = _SampleMap(cam.model, (fx, fy, cx, cy), coeffs, w, h)
-            x = rgb.astype(np.float32) * np.float32(1.0 / 255.0) if rgb.dtype == np.uint8 else rgb
-            if a is None:
-                a = np.ones((h, w), dtype=np.float32)
-            both = _undistort(np.concatenate([x, a[..., None]], axis=2), smap, bg + (0.0,))
-            rgb, a = both[..., :3], both[..., 3]
-        alpha = None
-        if keep_alpha and a is not None:
-            alpha = to_uint8(a * np.float32(255.0))
-        return finish_rgb(rgb), alpha
-
-    images, alphas = load_all(paths, load_one, keep_alpha=keep_alpha)
-    h, w = images.shape[1:3]
-    cameras = []
-    for im, (fx, fy, cx, cy) in zip(chosen, intrinsics):
+    mask_dir = root / "masks"
+    if prescaled and (root / f"masks_{downscale}").is_dir():
+        mask_dir = root / f"masks_{downscale}"
+    has_masks = mask_dir.is_dir()
+    views = []
+    for im in chosen:
         w2c = np.eye(4)
         w2c[:3, :3] = qvec_to_rotmat(im.qvec)
         w2c[:3, 3] = im.tvec
-        cameras.append(Camera(w2c.astype(np.float32), fx, fy, cx, cy, w, h))
-    return Dataset(cameras=cameras, images=images, names=[im.name for im in chosen], points=points,
-                   point_colors=colors, background=bg, alphas=alphas, path=str(root), format="colmap",
-                   split=split)
+        mask = None
+        if has_masks:
+            mask = find_mask(mask_dir, im.name)
+            if mask is None:
+                raise DatasetError(f"[splat] {mask_dir}: no mask for {im.name} (looked for "
+                                   f"{im.name}.png and {Path(im.name).with_suffix('.png')})")
+        views.append(ViewSource(name=im.name, image_path=image_dir / im.name, lens=lenses[im.camera_id],
+                                world_to_camera=w2c, mask_path=mask, prescaled=prescaled))
+    bg = tuple(float(b) for b in background)
+    loaded = load_views(views, downscale=downscale, background=bg, alpha_mode=alpha_mode,
+                        keep_alpha=keep_alpha)
+    return Dataset(cameras=loaded.cameras, images=loaded.images, names=[im.name for im in chosen],
+                   points=points, point_colors=colors, background=bg, alphas=loaded.alphas,
+                   masks=loaded.masks, path=str(root), format="colmap", split=split)

@@ -147,8 +147,9 @@ def _find_rest(path: str, names: list[str]) -> list[str]:
     return [rest[i] for i in range(count)]
 
 
-def load_ply(path) -> Gaussians:
-    """Read a 3DGS PLY file (as written by `save_ply` or other 3DGS tools)."""
+def _vertex_columns(path: str):
+    """(property names, {name: column array}, vertex count, {name: declared numpy type})
+    of a PLY file's vertex element."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
@@ -178,12 +179,6 @@ def load_ply(path) -> Gaussians:
     names = [p for p, _ in vertex.props]
     if len(set(names)) != len(names):
         raise ValueError(f"[splat] {path}: duplicate vertex property names")
-    rest = _find_rest(path, names)
-    required = ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity",
-                "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3"]
-    missing = [p for p in required if p not in names]
-    if missing:
-        raise ValueError(f"[splat] {path}: missing vertex properties {', '.join(missing)}")
     n = vertex.count
 
     if fmt == "ascii":
@@ -207,6 +202,19 @@ def load_ply(path) -> Gaussians:
                              f"file has {max(0, len(data) - offset)}")
         rec = np.frombuffer(data, dtype=dtype, count=n, offset=offset)
         col = {name: rec[name] for name in names}
+    return names, col, n, dict(vertex.props)
+
+
+def load_ply(path) -> Gaussians:
+    """Read a 3DGS PLY file (as written by `save_ply` or other 3DGS tools)."""
+    path = os.fspath(path)
+    names, col, n, _ = _vertex_columns(path)
+    rest = _find_rest(path, names)
+    required = ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity",
+                "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3"]
+    missing = [p for p in required if p not in names]
+    if missing:
+        raise ValueError(f"[splat] {path}: missing vertex properties {', '.join(missing)}")
 
     def stack(keys):
         return np.stack([np.asarray(col[k], dtype=np.float32) for k in keys], axis=1) if keys \
@@ -228,3 +236,22 @@ def load_ply(path) -> Gaussians:
     except (TypeError, ValueError) as exc:
         msg = str(exc).removeprefix("[splat] ")
         raise ValueError(f"[splat] {path}: {msg}") from None
+
+
+def load_point_cloud(path) -> tuple[np.ndarray, np.ndarray | None]:
+    """A plain point cloud PLY (x, y, z and optionally red, green, blue):
+    (float32 [N,3] positions, float32 [N,3] colours in [0, 1] or None)."""
+    path = os.fspath(path)
+    names, col, n, types = _vertex_columns(path)
+    missing = [p for p in ("x", "y", "z") if p not in names]
+    if missing:
+        raise ValueError(f"[splat] {path}: missing vertex properties {', '.join(missing)}")
+    xyz = np.stack([np.asarray(col[k], dtype=np.float32) for k in ("x", "y", "z")], axis=1).reshape(n, 3)
+    rgb = None
+    if all(k in names for k in ("red", "green", "blue")):
+        raw = [np.asarray(col[k]) for k in ("red", "green", "blue")]
+        scale = 1.0 if np.issubdtype(np.dtype(types["red"]), np.floating) else 1.0 / 255.0
+        rgb = np.clip(np.stack(raw, axis=1).astype(np.float32) * np.float32(scale), 0.0, 1.0).reshape(n, 3)
+    if not np.all(np.isfinite(xyz)):
+        raise ValueError(f"[splat] {path}: non-finite point coordinates")
+    return xyz, rgb

@@ -1,0 +1,300 @@
+"""Real captures: splat (and, side by side, gsplat) trained on COLMAP /
+nerfstudio scenes, one table.
+
+    python bench/real.py                                   # every scene under ../shared/data/captures
+    python bench/real.py --scenes thermos --steps 7000     # one piece of the run
+    python bench/real.py --gsplat --max-seconds 540        # with gsplat, stop before 9 minutes
+    python bench/real.py path/to/capture --backend cpu --steps 50 --set train.init_points=500
+    python bench/real.py --scenes room --steps 30000 --breakdown   # and the ts_* of a step at the end
+
+Per scene and step count (7000 and 30000 by default): the test PSNR and SSIM
+(splat.metrics on both trainers' renders), the number of Gaussians, the
+training time (the step loop only, the device synchronized at each mark;
+loading, kernel warm-up and evaluation excluded) and the peak device memory
+(splat: the resident arena's high-water mark; gsplat: torch's
+max_memory_allocated). Both trainers get the same images (uint8 on the
+device), split (every 8th image by name is test), SfM initialisation
+(splat's initial_gaussians of the same points), background (the loader's
+default: black for captures), 3DGS recipe (the same TrainConfig: learning
+rates, SH schedule, loss weights, densification schedule and thresholds),
+views in shuffled passes; gsplat densifies with its DefaultStrategy
+(bench/gsplat_side.py). With --gsplat the
+ratios gsplat / splat follow the table.
+
+--max-seconds bounds the whole command: a run still training when it is
+reached stops at once and is evaluated at the step it got to (marked '*');
+runs not started are listed as skipped. --steps, --scenes and --max-seconds
+let a long benchmark run in pieces.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import splat
+from splat import _core
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_STEPS = (7000, 30000)
+
+
+def default_root() -> Path:
+    for cand in ((REPO / ".." / "shared" / "data" / "captures").resolve(), REPO / "shared" / "data" / "captures"):
+        if cand.is_dir():
+            return cand
+    return (REPO / ".." / "shared" / "data" / "captures").resolve()
+
+
+def find_scenes(paths, root: Path, names) -> list[Path]:
+    if paths:
+        scenes = [Path(p).resolve() for p in paths]
+    else:
+        if not root.is_dir():
+            raise SystemExit(f"real.py: error: {root}: no captures folder (give scene paths or --root)")
+        scenes = sorted(p for p in root.iterdir() if p.is_dir() and (
+            (p / "sparse").is_dir() or (p / "transforms.json").is_file()))
+    if names:
+        wanted = set(names)
+        unknown = wanted - {p.name for p in scenes}
+        if unknown:
+            raise SystemExit(f"real.py: error: unknown scene(s) {', '.join(sorted(unknown))}; "
+                             f"have {', '.join(p.name for p in scenes)}")
+        scenes = [p for p in scenes if p.name in wanted]
+    if not scenes:
+        raise SystemExit("real.py: error: no scenes to run")
+    return scenes
+
+
+def train_config(steps: int, overrides: dict) -> splat.TrainConfig:
+    return splat.TrainConfig(**dict({"steps": steps}, **overrides.get("train", {})))
+
+
+class Budget:
+    """Wall-clock budget of the whole command (None: unbounded)."""
+
+    def __init__(self, seconds):
+        self.end = None if seconds is None else time.perf_counter() + seconds
+
+    def left(self) -> float:
+        return math.inf if self.end is None else self.end - time.perf_counter()
+
+    def spent(self) -> bool:
+        return self.left() <= 0
+
+
+def _memory_peak_reset(backend: str) -> None:
+    if backend != "cpu" and hasattr(_core, "gpu_memory"):
+        try:
+            _core.gpu_memory(reset_peaks=True)
+        except (RuntimeError, TypeError):
+            pass
+
+
+def _memory_peak(backend: str):
+    if backend == "cpu" or not hasattr(_core, "gpu_memory"):
+        return None
+    try:
+        return int(_core.gpu_memory().get("arena_peak_bytes", 0))
+    except (RuntimeError, TypeError):
+        return None
+
+
+def warm_up(train, backend: str) -> None:
+    """Compile (or load) every kernel on a throwaway run so the timed run excludes it."""
+    small = train.subset([0, min(1, len(train) - 1)])
+    cfg = splat.TrainConfig(steps=40, init_points=2000, densify_from=0, densify_every=10, densify_until=40,
+                            opacity_reset_every=20)
+    tr = splat.Trainer.from_dataset(small, cfg, splat.BackendConfig(backend=backend))
+    tr.run(40, progress=False)
+
+
+def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None):
+    if backend != "cpu":
+        warm_up(train, backend)
+    _memory_peak_reset(backend)
+    cfg = train_config(marks[-1], overrides)
+    trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend))
+    rows, seconds, done = [], 0.0, 0
+    for mark in marks:
+        t0 = time.perf_counter()
+        stopped = False
+        while trainer.step_count < mark:
+            n = min(mark - trainer.step_count, 100)
+            for _ in range(n - 1):
+                trainer.step(read_loss=False)
+            trainer.step(read_loss=True)        # synchronizes the device
+            if budget.spent() and trainer.step_count < mark:
+                stopped = True
+                break
+        seconds += time.perf_counter() - t0
+        ev = splat.evaluate(trainer, test)
+        rows.append(dict(scene=scene, trainer="splat", steps=trainer.step_count, target=mark, stopped=stopped,
+                         psnr=ev.psnr, ssim=ev.ssim, gaussians=trainer.num_gaussians, seconds=seconds,
+                         peak_bytes=_memory_peak(backend)))
+        log(f"[{scene}] splat {trainer.step_count} steps{' (stopped)' if stopped else ''}: PSNR {ev.psnr:.2f} "
+            f"SSIM {ev.ssim:.4f} {trainer.num_gaussians:,} Gaussians {seconds:.1f} s")
+        if stopped:
+            break
+    if breakdowns is not None and backend != "cpu" and not rows[-1]["stopped"]:
+        from gate import step_breakdown
+        breakdowns[scene] = (step_breakdown(train, trainer, cfg, backend), trainer.num_gaussians)
+    return rows
+
+
+def print_breakdowns(breakdowns, out=sys.stdout):
+    from gate import TS_ORDER
+    for scene, (ts, n) in breakdowns.items():
+        print(f"\nts_* per call, {scene} at {n:,} Gaussians (ms, GPU time; calls in brackets):", file=out)
+        keys = [k for k in TS_ORDER if k in ts] + sorted(k for k in ts if k not in TS_ORDER)
+        for k in keys:
+            print(f"  {k:<30} {ts[k][0]:9.3f}  ({ts[k][1]})", file=out)
+        total = sum(ts[k][0] for k in TS_ORDER if k in ts and k != "ts_densify")
+        print(f"  {'sum of a step (w/o densify)':<30} {total:9.3f}", file=out)
+
+
+def gsplat_available() -> tuple[bool, str]:
+    try:
+        import gsplat  # noqa: F401
+        import torch
+    except ImportError as exc:
+        return False, f"gsplat is not importable ({exc})"
+    if not torch.cuda.is_available():
+        return False, "gsplat needs a CUDA device"
+    return True, ""
+
+
+def run_gsplat(scene, train, test, marks, overrides, budget, log):
+    from gsplat_side import train_gsplat
+    cfg = train_config(marks[-1], overrides)
+    return train_gsplat(scene, train, test, marks, cfg, budget, log)
+
+
+def gib(n) -> str:
+    return "-" if n is None else f"{n / 2 ** 30:.2f}"
+
+
+def print_table(rows, skipped, out=sys.stdout):
+    head = (f"{'scene':<10} {'trainer':<7} {'steps':>6} {'PSNR':>6} {'SSIM':>6} {'#Gaussians':>11} "
+            f"{'train s':>8} {'peak GiB':>9}")
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for r in rows:
+        steps = f"{r['steps']}{'*' if r['stopped'] else ''}"
+        print(f"{r['scene']:<10} {r['trainer']:<7} {steps:>6} {r['psnr']:>6.2f} {r['ssim']:>6.4f} "
+              f"{r['gaussians']:>11,} {r['seconds']:>8.1f} {gib(r['peak_bytes']):>9}", file=out)
+    pairs = {}
+    for r in rows:
+        pairs.setdefault((r["scene"], r["target"]), {})[r["trainer"]] = r
+    ratio_lines = []
+    for (scene, target), by in pairs.items():
+        a, b = by.get("splat"), by.get("gsplat")
+        if a is None or b is None:
+            continue
+        mem = (f"{b['peak_bytes'] / a['peak_bytes']:.2f}x" if a["peak_bytes"] and b["peak_bytes"] else "-")
+        ratio_lines.append(f"{scene:<10} {target:>6}: PSNR {a['psnr'] - b['psnr']:+.2f} dB, SSIM "
+                           f"{a['ssim'] - b['ssim']:+.4f}, time gsplat/splat {b['seconds'] / max(a['seconds'], 1e-9):.2f}x, "
+                           f"memory gsplat/splat {mem}, #Gaussians splat/gsplat "
+                           f"{a['gaussians'] / max(b['gaussians'], 1):.2f}x")
+    if ratio_lines:
+        print("\nsplat against gsplat (PSNR / SSIM: splat - gsplat)", file=out)
+        for ln in ratio_lines:
+            print(ln, file=out)
+    if any(r["stopped"] for r in rows):
+        print("* stopped by --max-seconds before the step count asked for", file=out)
+    for s in skipped:
+        print(f"skipped: {s}", file=out)
+
+
+def parse_sets(items) -> dict:
+    from splat._cli_data import parse_overrides
+    try:
+        out = parse_overrides(items)
+    except ValueError as exc:
+        raise SystemExit(f"real.py: error: {exc}") from None
+    bad = set(out) - {"train", "data"}
+    if bad:
+        raise SystemExit(f"real.py: error: --set takes train.* and data.* keys, got {', '.join(sorted(bad))}")
+    return out
+
+
+def load_scene(path: Path, overrides: dict):
+    d = splat.config.DataConfig(**overrides.get("data", {}))
+    args = d.loader_args()
+    train = splat.load_dataset(path, "train", frames=d.train_frames, **args)
+    test = splat.load_dataset(path, "test", frames=d.test_frames, **args)
+    return train, test
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="real.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="*", metavar="SCENE", help="scene folders (default: every scene under --root)")
+    p.add_argument("--root", type=Path, default=None, help="folder of captures (default ../shared/data/captures)")
+    p.add_argument("--scenes", help="comma-separated scene names to run (default all)")
+    p.add_argument("--steps", default=",".join(map(str, DEFAULT_STEPS)),
+                   help="comma-separated step counts to evaluate at (default 7000,30000)")
+    p.add_argument("--max-seconds", type=float, default=None, help="wall-clock budget of the whole command")
+    p.add_argument("--gsplat", action="store_true", help="train gsplat side by side (needs gsplat and CUDA)")
+    p.add_argument("--no-splat", action="store_true", help="train gsplat only (with --gsplat)")
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda", "metal"))
+    p.add_argument("--set", action="append", metavar="train.KEY=VALUE", help="recipe / data override (repeatable)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="after each splat run, the ts_* GPU time per step at its final size (bench/gate.py)")
+    p.add_argument("--json", type=Path, help="also write the rows as JSON")
+    args = p.parse_args(argv)
+    try:
+        marks = sorted({int(s) for s in args.steps.split(",") if s.strip()})
+    except ValueError:
+        raise SystemExit(f"real.py: error: --steps: expected comma-separated integers, got {args.steps!r}") from None
+    if not marks or marks[0] < 1:
+        raise SystemExit("real.py: error: --steps: need positive step counts")
+    overrides = parse_sets(args.set)
+    scenes = find_scenes(args.paths, args.root or default_root(), args.scenes.split(",") if args.scenes else None)
+    backend = splat.resolve_backend(args.backend)
+    budget = Budget(args.max_seconds)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    use_gsplat = False
+    if args.gsplat:
+        use_gsplat, why = gsplat_available()
+        if not use_gsplat:
+            log(f"real.py: --gsplat: {why}; splat only")
+    rows, skipped = [], []
+    breakdowns = {} if args.breakdown else None
+    for path in scenes:
+        if budget.spent():
+            skipped.append(f"{path.name} (--max-seconds reached)")
+            continue
+        t0 = time.perf_counter()
+        train, test = load_scene(path, overrides)
+        log(f"[{path.name}] {len(train)} train views ({train.size_summary()}), {len(test)} test views, "
+            f"{0 if train.points is None else len(train.points):,} SfM points, background "
+            f"{train.background}; loaded in {time.perf_counter() - t0:.1f} s")
+        if not args.no_splat:
+            rows += run_splat(path.name, train, test, marks, overrides, backend, budget, log, breakdowns)
+        if use_gsplat:
+            if budget.spent():
+                skipped.append(f"{path.name} gsplat (--max-seconds reached)")
+            else:
+                rows += run_gsplat(path.name, train, test, marks, overrides, budget, log)
+    print_table(rows, skipped)
+    if breakdowns:
+        print_breakdowns(breakdowns)
+    if args.json:
+        from splat._cli_common import write_json
+        write_json(args.json, {"backend": backend, "marks": marks, "rows": rows, "skipped": skipped})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

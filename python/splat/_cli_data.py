@@ -1,0 +1,90 @@
+"""Command-line data arguments of `splat train`: the scene folder (PATH /
+--data), `--set section.key=value` overrides, the run configuration they
+give, and the file names renders are written under."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+CAPTURE_RUNS = "runs"           # `splat train PATH` without a config: runs/<scene name>
+
+
+def _safe_name(name: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._")
+    return stem or "view"
+
+
+def render_files(names) -> dict:
+    """{view name: PNG file name}: the image's name with its image extension
+    replaced (0000.jpg -> 0000.png; a folder all names share left out, other
+    folders flattened with '_'); names that would then collide keep their
+    extension (a.jpg -> a_jpg.png)."""
+    from .data.images import IMAGE_EXTENSIONS
+
+    def stem(name):
+        base, ext = os.path.splitext(str(name))
+        return base if ext.lower() in IMAGE_EXTENSIONS else str(name)
+
+    names = list(names)
+    # a folder every name shares (nerfstudio's "images/") says nothing: left out
+    dirs = {os.path.dirname(str(n)) for n in names}
+    shared = dirs.pop() if len(dirs) == 1 else ""
+    short = [str(n)[len(shared) + 1:] if shared else str(n) for n in names]
+    stems = [_safe_name(stem(n)) for n in short]
+    counts: dict = {}
+    for st in stems:
+        counts[st] = counts.get(st, 0) + 1
+    return {n: f"{st if counts[st] == 1 else _safe_name(sh)}.png" for n, sh, st in zip(names, short, stems)}
+
+
+def scene_arg(args) -> str | None:
+    """The scene folder given on the command line (PATH or --data), absolute; None if neither."""
+    scene, data = getattr(args, "scene", None), getattr(args, "data", None)
+    if scene and data and os.path.abspath(scene) != os.path.abspath(data):
+        raise ValueError(f"two scene folders given: {scene} and --data {data}")
+    chosen = scene or data
+    return None if chosen is None else os.path.abspath(os.path.expanduser(chosen))
+
+
+def _parse_value(text: str):
+    """A --set value: a TOML value (3, 0.5, true, [0, 0, 0], "x"), else the text itself."""
+    from .config import _toml
+    try:
+        return _toml.loads(f"v = {text}")["v"]
+    except _toml.TOMLDecodeError:
+        return text.strip()
+
+
+def parse_overrides(items) -> dict:
+    """--set section.key=value items -> {section: {key: value}}."""
+    out: dict = {}
+    for item in items or []:
+        key, eq, text = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not eq or not dot or not section or not name or "." in name or not text.strip():
+            raise ValueError(f"--set {item!r}: expected section.key=value (e.g. train.steps=7000)")
+        out.setdefault(section, {})[name] = _parse_value(text)
+    return out
+
+
+def _scene_name(path: str) -> str:
+    return _safe_name(Path(path).resolve().name) or "scene"
+
+
+def run_config(args):
+    """The run's Config: the TOML file (if any) with PATH / --data as data.path
+    and every --set written over it, validated in one pass like a file. A
+    scene without a config trains with the defaults (the 3DGS recipe; black
+    background for captures) into runs/<scene name>."""
+    from .config import Config, load_config
+    overrides = parse_overrides(getattr(args, "set", None))
+    scene = scene_arg(args)
+    if scene is not None:
+        overrides.setdefault("data", {})["path"] = scene
+    if args.config:
+        return load_config(args.config, overrides=overrides)
+    if "dir" not in overrides.get("output", {}):
+        path = overrides.get("data", {}).get("path")
+        overrides.setdefault("output", {})["dir"] = str(Path(CAPTURE_RUNS) / _scene_name(str(path or "scene")))
+    return Config.from_dict(overrides, base_dir=Path.cwd(), check_paths=True)

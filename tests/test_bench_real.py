@@ -1,0 +1,93 @@
+"""bench/real.py on the CPU: a tiny step count on small COLMAP captures made here
+(the gsplat side only where gsplat and CUDA are present)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pkg import NATIVE, ROOT, splat  # noqa: E402,F401
+import _captures as cap  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
+rng = np.random.default_rng()
+TINY = ["--set", "train.densify_from=2", "--set", "train.densify_until=6", "--set", "train.densify_every=2",
+        "--set", "train.sh_degree=1", "--set", "train.sh_degree_interval=4"]
+
+
+def _real():
+    spec = importlib.util.spec_from_file_location("bench_real", os.path.join(ROOT, "bench", "real.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_scene(root, n=9, w=32, h=24):
+    images = []
+    for k in range(n):     # landscape and portrait views alternate
+        name = f"{k:04d}.jpg"
+        shape = (h, w, 3) if k % 2 == 0 else (w, h, 3)
+        cap.save_image(root / "images" / name, rng.integers(20, 230, shape, dtype=np.uint8))
+        images.append((name, 1 + k % 2, cap.random_w2c(rng)))
+    cams = {1: ("SIMPLE_RADIAL", w, h, [27.0, w / 2, h / 2, 0.05]), 2: ("PINHOLE", h, w, [27.0, 27.0, h / 2, w / 2])}
+    cap.write_colmap_text(root, cams, images, rng.normal(size=(400, 3)) * 0.4)
+    return root
+
+
+def test_real_bench_cpu(tmp_path, capsys):
+    root = tmp_path / "captures"
+    make_scene(root / "alpha")
+    make_scene(root / "beta", n=10)
+    out = tmp_path / "real.json"
+    rc = _real().main(["--root", str(root), "--steps", "4,8", "--backend", "cpu", "--json", str(out), *TINY])
+    assert rc == 0
+    text = capsys.readouterr().out
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["scene"], r["steps"]) for r in rows] == [("alpha", 4), ("alpha", 8), ("beta", 4), ("beta", 8)]
+    for r in rows:
+        assert r["trainer"] == "splat" and np.isfinite(r["psnr"]) and 0 < r["ssim"] < 1 and r["gaussians"] > 0
+        assert r["seconds"] > 0 and not r["stopped"]
+    assert rows[1]["seconds"] >= rows[0]["seconds"]
+    for word in ("PSNR", "SSIM", "#Gaussians", "train s", "peak GiB", "alpha", "beta"):
+        assert word in text
+
+
+def test_real_bench_pieces_and_budget(tmp_path, capsys):
+    root = tmp_path / "captures"
+    make_scene(root / "alpha")
+    make_scene(root / "beta")
+    mod = _real()
+    out = tmp_path / "r.json"
+    assert mod.main(["--root", str(root), "--scenes", "beta", "--steps", "3", "--backend", "cpu",
+                     "--json", str(out), *TINY]) == 0
+    assert [r["scene"] for r in json.loads(out.read_text())["rows"]] == ["beta"]
+    # a spent budget: nothing starts, every scene is listed as skipped
+    assert mod.main(["--root", str(root), "--steps", "3", "--backend", "cpu", "--max-seconds", "0",
+                     "--json", str(out), *TINY]) == 0
+    data = json.loads(out.read_text())
+    assert data["rows"] == [] and len(data["skipped"]) == 2
+    with pytest.raises(SystemExit, match="unknown scene"):
+        mod.main(["--root", str(root), "--scenes", "gamma"])
+    with pytest.raises(SystemExit, match="--set"):
+        mod.main(["--root", str(root), "--set", "output.dir=x"])
+
+
+def test_real_bench_gsplat_side_by_side(tmp_path, capsys):
+    pytest.importorskip("gsplat")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("gsplat needs a CUDA device")
+    root = tmp_path / "captures"
+    make_scene(root / "alpha")
+    out = tmp_path / "g.json"
+    assert _real().main(["--root", str(root), "--steps", "20", "--gsplat", "--json", str(out), *TINY]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["trainer"] for r in rows} == {"splat", "gsplat"}
+    for r in rows:
+        assert np.isfinite(r["psnr"]) and r["gaussians"] > 0 and r["peak_bytes"]
+    assert "splat against gsplat" in capsys.readouterr().out

@@ -1,0 +1,106 @@
+"""`splat train PATH` on a capture without a config, `--set` and `--data`
+overrides, render file names."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pkg import NATIVE, splat  # noqa: E402,F401
+import _captures as cap  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
+
+if NATIVE:
+    from splat import cli  # noqa: E402
+
+rng = np.random.default_rng()
+FAST = ["--set", "train.steps=12", "--set", "output.eval_steps=[12]", "--set", "train.densify_from=4",
+        "--set", "train.densify_until=8", "--set", "train.densify_every=4", "--set", "train.init_points=200",
+        "--set", "output.render_views=2", "--set", "train.sh_degree=0", "--backend", "cpu", "--quiet"]
+
+
+def make_capture(root, n=9, w=32, h=24, ext="jpg"):
+    cams = {1: ("PINHOLE", w, h, [28.0, 28.0, w / 2, h / 2])}
+    images = []
+    for k in range(n):
+        name = f"{k:04d}.{ext}"
+        img = rng.integers(30, 220, (h, w, 3), dtype=np.uint8)
+        cap.save_image(root / "images" / name, img)
+        images.append((name, 1, cap.random_w2c(rng)))
+    cap.write_colmap_text(root, cams, images, rng.normal(size=(300, 3)) * 0.5)
+    return root
+
+
+def run(capsys, *argv):
+    rc = cli.main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_train_a_capture_folder_without_config(tmp_path, capsys, monkeypatch):
+    scene = make_capture(tmp_path / "garden")
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(capsys, "train", scene, *FAST)
+    assert rc == 0, err
+    run_dir = tmp_path / "runs" / "garden"
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["steps"] == 12 and metrics["finished"]
+    assert metrics["scene"] == str(scene.resolve())
+    renders = sorted(p.name for p in (run_dir / "renders" / "step_12").iterdir())
+    assert renders == ["0000.png", "0008.png"]          # the test views, named like their images
+    text = (run_dir / "config.toml").read_text()
+    assert "steps = 12" in text and 'alpha = "composite"' in text
+
+
+def test_set_and_data_override_a_config(tmp_path, capsys, monkeypatch):
+    scene = make_capture(tmp_path / "a")
+    other = make_capture(tmp_path / "b", n=10)
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'[data]\npath = "{scene}"\n[output]\ndir = "{tmp_path / "out"}"\n')
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(capsys, "train", "--config", cfg, "--data", other, *FAST,
+                       "--set", "data.background=[0.5, 0.5, 0.5]")
+    assert rc == 0, err
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["scene"] == str(other.resolve())
+    text = (tmp_path / "out" / "config.toml").read_text()
+    assert "background = [0.5, 0.5, 0.5]" in text
+
+
+@pytest.mark.parametrize("item, words", [
+    ("train.stepz=5", ["train.stepz", "unknown key", "steps"]),
+    ("train.steps=many", ["train.steps", "integer"]),
+    ("data.alpha=blend", ["data.alpha", "composite"]),
+    ("nosection=3", ["--set", "section.key=value"]),
+    ("render.x=1", ["render", "unknown section"]),
+])
+def test_set_errors_name_the_key(tmp_path, capsys, item, words):
+    scene = make_capture(tmp_path / "s", n=3)
+    rc, out, err = run(capsys, "train", scene, "--set", item, "--backend", "cpu")
+    assert rc == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("splat: error:"), err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def test_two_scene_folders_is_an_error(tmp_path, capsys):
+    a, b = make_capture(tmp_path / "a", n=3), make_capture(tmp_path / "b", n=3)
+    rc, _, err = run(capsys, "train", a, "--data", b)
+    assert rc == 1 and "two scene folders" in err
+
+
+def test_render_file_names():
+    files = cli.render_files(["0000.jpg", "0001.JPG", "sub/dir/x.png", "a.jpg", "a.png", "noext"])
+    assert files["0000.jpg"] == "0000.png" and files["0001.JPG"] == "0001.png"
+    assert files["sub/dir/x.png"] == "sub_dir_x.png"
+    assert files["a.jpg"] != files["a.png"] and files["a.jpg"].endswith(".png")
+    assert files["noext"] == "noext.png"
+    assert len(set(files.values())) == len(files)
+    ns = cli.render_files(["images/frame_00001.jpg", "images/frame_00002.jpg"])
+    assert list(ns.values()) == ["frame_00001.png", "frame_00002.png"]
