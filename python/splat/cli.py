@@ -425,7 +425,7 @@ def cmd_eval(args) -> int:
     from .metrics import evaluate
     trainer, data = _load_model(args)
     t0 = time.perf_counter()
-    ev = evaluate(trainer, data, supersample=args.supersample)
+    ev = evaluate(trainer, data, supersample=args.supersample, masked=args.masked)
     seconds = time.perf_counter() - t0
     if args.per_view:
         for v in ev.per_view:
@@ -435,7 +435,7 @@ def cmd_eval(args) -> int:
     if args.json:
         result = ev.to_dict() | {"checkpoint": str(Path(args.checkpoint).resolve()),
                                  "data": str(Path(args.data).resolve()), "split": args.split,
-                                 "frames": args.frames, "supersample": args.supersample,
+                                 "frames": args.frames, "supersample": args.supersample, "masked": args.masked,
                                  "views": len(data), "num_gaussians": trainer.num_gaussians,
                                  "step": trainer.step_count, "backend": trainer.backend,
                                  "seconds": seconds}
@@ -498,6 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(e)
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
+    e.add_argument("--masked", action="store_true",
+                   help="leave out the pixels the views' masks exclude (as [data] eval_masked = true)")
     e.set_defaults(func=cmd_eval)
 
     b = sub.add_parser("bench", help="replay benchmark, A/B comparison and parity checks (splat bench -h)",
