@@ -280,3 +280,31 @@ def test_mixed_sizes_evaluate_checkpoint_and_allocate_once(tmp_path):
     swapped = Dataset(cameras=ds.cameras[::-1], images=ds.images[::-1], names=ds.names[::-1])
     with pytest.raises(ValueError, match=r"view v4 is 24x41.*48x32"):
         splat.Trainer.load_checkpoint(path, swapped)
+
+
+def test_streamed_images_train_as_resident_ones():
+    """Over a budget the images stay in host memory and each step's view is
+    staged a step ahead: the same bytes after training as resident images."""
+    rng, seed = make_rng()
+    ds = mixed_dataset(rng, random_gaussians(rng, 100))
+    cfg = splat.TrainConfig(steps=60, sh_degree=1, sh_degree_interval=20, densify_from=10, densify_until=50,
+                            densify_every=10, opacity_reset_every=30)
+    rgb, mask = splat.trainer.image_bytes(ds)
+    align = lambda x: -(-x // 16) * 16   # packed, each view on 16 bytes
+    assert rgb == sum(align(3 * w * h) for w, h in SIZES)
+    assert mask == sum(align(m.size) for m in ds.masks if m is not None)
+    states, storages = [], []
+    for budget in (0, rgb + mask, rgb + mask - 1, 1):
+        tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"), image_budget=budget)
+        tr.run(cfg.steps, progress=False)
+        states.append(tr.state())
+        storages.append(tr.image_storage)
+    assert [s["streamed"] for s in storages] == [False, False, True, True]
+    assert storages[0]["device_bytes"] == storages[0]["image_bytes"] == rgb + mask
+    big = max(w * h for w, h in SIZES)
+    assert storages[3]["device_bytes"] < rgb + mask and storages[3]["device_bytes"] >= 2 * 3 * big
+    for s in states[1:]:
+        for k in states[0]:
+            assert s[k].tobytes() == states[0][k].tobytes(), (k, seed)
+    with pytest.raises(ValueError, match="image_budget"):
+        splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"), image_budget=-1)

@@ -136,6 +136,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(random_background);
   SPLAT_READ(max_gaussians);
   SPLAT_READ(scene_extent);
+  SPLAT_READ(image_budget_bytes);
 #undef SPLAT_READ
   if (d.contains("background")) {
     nb::sequence bg = nb::cast<nb::sequence>(d["background"]);
@@ -290,6 +291,16 @@ class PyTrainer {
     return d;
   }
 
+  nb::dict image_storage() {
+    const ImageStorage st = trainer_->device().image_storage();
+    nb::dict d;
+    d["image_bytes"] = st.image_bytes;
+    d["device_bytes"] = st.device_bytes;
+    d["budget_bytes"] = st.budget_bytes;
+    d["streamed"] = st.streamed;
+    return d;
+  }
+
   uint32_t step_count() const { return trainer_->step_count(); }
   uint32_t active_sh_degree() const { return trainer_->active_sh_degree(); }
   size_t num_gaussians() { return trainer_->device().num_gaussians(); }
@@ -323,6 +334,8 @@ void bind_trainer(nb::module_& m) {
       .def("render", &PyTrainer::render, nb::arg("world_to_camera").noconvert(), nb::arg("fx"), nb::arg("fy"),
            nb::arg("cx"), nb::arg("cy"), nb::arg("width"), nb::arg("height"),
            nb::arg("background").noconvert().none() = nb::none())
+      .def("image_storage", &PyTrainer::image_storage,
+           "{image_bytes, device_bytes, budget_bytes, streamed}: where the training images live")
       .def_prop_ro("step_count", &PyTrainer::step_count)
       .def_prop_ro("active_sh_degree", &PyTrainer::active_sh_degree)
       .def_prop_ro("num_gaussians", &PyTrainer::num_gaussians)

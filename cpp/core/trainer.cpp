@@ -25,7 +25,7 @@ Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, 
                         std::to_string(c.height) + " but its image is " + std::to_string(images[v].width) + "x" +
                         std::to_string(images[v].height));
   }
-  device_->upload_images(images);
+  device_->upload_images(images, static_cast<size_t>(settings_.image_budget_bytes));
   device_->set_training_state(initial);
   order_.resize(cameras_.size());
 }
@@ -100,6 +100,8 @@ StepStats Trainer::step(bool read_loss) {
   }
   if (densifying && t % s.opacity_reset_every == 0) device_->reset_opacity(s.opacity_reset_value);
 
+  // The next step's image, while this one's work runs (streamed images).
+  device_->prefetch_image(view_for_step(t + 1));
   stats.num_gaussians = static_cast<uint32_t>(device_->num_gaussians());
   stats.loss = read_loss ? device_->last_loss() : std::nanf("");
   stats.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

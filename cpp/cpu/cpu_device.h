@@ -26,7 +26,13 @@ class CpuDevice final : public Device {
     return allocations_ + raster_.allocation_count() + train_raster_.allocation_count() + training_.allocation_count();
   }
 
-  void upload_images(const std::vector<TrainingImage>& images) override { training_.upload_images(images); }
+  // The host is the device here: the images stay resident unless a budget
+  // is given (streaming then stages the same bytes, for parity tests).
+  void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes) override {
+    training_.upload_images(images, budget_bytes);
+  }
+  void prefetch_image(uint32_t view) override { training_.prefetch_image(view); }
+  ImageStorage image_storage() const override { return training_.image_storage(); }
   void set_training_state(const TrainingState& state) override { training_.set_state(state); }
   void get_training_state(TrainingState& state) override { training_.get_state(state); }
   size_t num_gaussians() const override { return training_.count(); }

@@ -26,8 +26,24 @@ constexpr int kMeans = 0, kLogScales = 1, kQuats = 2, kOpacity = 3, kSh = 4;
 
 }  // namespace
 
-void CpuTraining::upload_images(const std::vector<TrainingImage>& images) {
+void CpuTraining::upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes) {
   layout_ = plan_image_layout(images);
+  storage_ = ImageStorage{};
+  storage_.image_bytes = layout_.rgb_bytes + layout_.mask_bytes;
+  storage_.budget_bytes = budget_bytes;
+  storage_.streamed = budget_bytes > 0 && storage_.image_bytes > budget_bytes;
+  storage_.device_bytes = storage_.image_bytes;
+  if (storage_.streamed) {
+    size_t max_mask = 0;
+    for (const ImageSlot& v : layout_.views)
+      if (v.has_mask) max_mask = std::max(max_mask, static_cast<size_t>(v.width) * v.height);
+    for (int k = 0; k < 2; ++k) {
+      grow(staged_rgb_[k], 3 * layout_.max_pixels, allocations_);
+      grow(staged_mask_[k], max_mask, allocations_);
+      staged_view_[k] = -1;
+    }
+    storage_.device_bytes = 2 * (3 * layout_.max_pixels + max_mask);
+  }
   grow(images_, layout_.rgb_bytes, allocations_);
   grow(masks_, layout_.mask_bytes, allocations_);
   for (size_t v = 0; v < images.size(); ++v) {
@@ -42,6 +58,29 @@ void CpuTraining::upload_images(const std::vector<TrainingImage>& images) {
   grow(alpha_, layout_.max_pixels, allocations_);
   raster_.reserve_pixels(layout_.max_pixels, layout_.max_tiles);
   loss_.reserve_pixels(layout_.max_pixels);
+}
+
+void CpuTraining::prefetch_image(uint32_t view) {
+  if (!storage_.streamed || view >= layout_.views.size()) return;
+  if (staged_view_[0] == view || staged_view_[1] == view) return;
+  // The slot the last step did not read (a GPU copies into it while that
+  // step runs; here the copy is the same bytes, in order).
+  const int k = 1 - current_slot_;
+  const ImageSlot& slot = layout_.views[view];
+  const size_t pixels = static_cast<size_t>(slot.width) * slot.height;
+  std::memcpy(staged_rgb_[k].data(), images_.data() + slot.rgb_offset, 3 * pixels);
+  if (slot.has_mask) std::memcpy(staged_mask_[k].data(), masks_.data() + slot.mask_offset, pixels);
+  staged_view_[k] = view;
+}
+
+std::pair<const uint8_t*, const uint8_t*> CpuTraining::view_pixels(uint32_t view) {
+  const ImageSlot& slot = layout_.views[view];
+  if (!storage_.streamed)
+    return {images_.data() + slot.rgb_offset, slot.has_mask ? masks_.data() + slot.mask_offset : nullptr};
+  if (staged_view_[0] != view && staged_view_[1] != view) prefetch_image(view);  // not fetched ahead
+  const int k = staged_view_[0] == view ? 0 : 1;
+  current_slot_ = k;
+  return {staged_rgb_[k].data(), slot.has_mask ? staged_mask_[k].data() : nullptr};
 }
 
 void CpuTraining::resize(size_t n) {
@@ -114,11 +153,9 @@ void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index,
   if (view_index >= layout_.views.size() || cam.width != layout_.views[view_index].width ||
       cam.height != layout_.views[view_index].height)
     throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
-  const ImageSlot& slot = layout_.views[view_index];
   ForwardOutputs out{rendered_.data(), alpha_.data(), radii_.data()};
   raster_.forward(view(), cam, sh_degree, background, out);
-  const uint8_t* target = images_.data() + slot.rgb_offset;
-  const uint8_t* mask = slot.has_mask ? masks_.data() + slot.mask_offset : nullptr;
+  const auto [target, mask] = view_pixels(view_index);
   {
     ScopedTiming t(timing_, "ts_ssim");
     loss_value_ = loss_.loss_and_grad(rendered_.data(), target, cam.width, cam.height, ssim_weight,

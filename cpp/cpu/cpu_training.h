@@ -2,6 +2,7 @@
 // backward, fused Adam, densification statistics, densification in place.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "cpu_loss.h"
@@ -14,8 +15,11 @@ class CpuTraining {
  public:
   CpuTraining(ThreadPool& pool, CpuRasterizer& raster) : pool_(pool), raster_(raster), loss_(pool) {}
 
-  void upload_images(const std::vector<TrainingImage>& images);
-  const ImageLayout& image_layout() const { return layout_; }
+  // budget_bytes > 0 and below the images' bytes: streamed (the host copy
+  // and two staging slots; the same bytes reach the loss either way).
+  void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes);
+  void prefetch_image(uint32_t view);
+  ImageStorage image_storage() const { return storage_; }
   void set_state(const TrainingState& state);
   void get_state(TrainingState& state) const;
   size_t count() const { return count_; }
@@ -53,6 +57,14 @@ class CpuTraining {
   // that have one (layout_ says where).
   std::vector<uint8_t> images_, masks_;
   ImageLayout layout_;
+  ImageStorage storage_;
+  // Streamed: two slots of the largest view (RGB and mask), the view each
+  // holds (-1: none) and the slot the last step read.
+  std::vector<uint8_t> staged_rgb_[2], staged_mask_[2];
+  int64_t staged_view_[2] = {-1, -1};
+  int current_slot_ = 0;
+  // The view's RGB and mask (null without one), staged first when streamed.
+  std::pair<const uint8_t*, const uint8_t*> view_pixels(uint32_t view);
   std::vector<float> rendered_, d_rendered_, alpha_;
   float loss_value_ = 0.f;
   // Densification scratch (kept between calls): where each Gaussian of the

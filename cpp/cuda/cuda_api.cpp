@@ -77,6 +77,8 @@ const Driver* driver(std::string* error) {
       bind(lib, d.cuGetErrorName, "cuGetErrorName", missing);
       bind(lib, d.cuGetErrorString, "cuGetErrorString", missing);
       bind_optional(lib, d.cuMemGetInfo, "cuMemGetInfo_v2");
+      bind_optional(lib, d.cuMemAllocHost, "cuMemAllocHost_v2");
+      bind_optional(lib, d.cuMemFreeHost, "cuMemFreeHost");
       bind_optional(lib, d.cuCtxGetLimit, "cuCtxGetLimit");
       bind_optional(lib, d.cuCtxSetLimit, "cuCtxSetLimit");
       if (!missing.empty()) {

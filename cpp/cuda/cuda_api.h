@@ -65,6 +65,8 @@ struct Driver {
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuMemGetInfo)(size_t*, size_t*);  // may be null
+  CUresult (*cuMemAllocHost)(void**, size_t);   // may be null (page-locked host memory)
+  CUresult (*cuMemFreeHost)(void*);             // may be null
   CUresult (*cuCtxGetLimit)(size_t*, int);      // may be null
   CUresult (*cuCtxSetLimit)(int, size_t);       // may be null
 };

@@ -275,6 +275,22 @@ std::vector<double> CudaLauncher::take_timings() {
   return out;
 }
 
+void* CudaLauncher::allocate_host(size_t bytes) {
+  if (!cu_->cuMemAllocHost || !cu_->cuMemFreeHost) return gpu::Launcher::allocate_host(bytes);
+  Scope scope(*this);
+  void* p = nullptr;
+  check(cu_->cuMemAllocHost(&p, bytes ? bytes : 1), "cuMemAllocHost(" + std::to_string(bytes) + " bytes)");
+  return p;
+}
+
+void CudaLauncher::release_host(void* p) {
+  if (!p) return;
+  if (!cu_->cuMemAllocHost || !cu_->cuMemFreeHost) return gpu::Launcher::release_host(p);
+  Scope scope(*this);
+  check(cu_->cuStreamSynchronize(stream_), "cuStreamSynchronize");  // a copy may still read it
+  check(cu_->cuMemFreeHost(p), "cuMemFreeHost");
+}
+
 bool CudaLauncher::memory_info(size_t* free_bytes, size_t* total_bytes) {
   if (!cu_->cuMemGetInfo) return false;
   Scope scope(*this);

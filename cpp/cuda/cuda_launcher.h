@@ -37,6 +37,8 @@ class CudaLauncher final : public gpu::Launcher {
   void end_label(gpu::TimingLabel label) override;
   std::vector<double> take_timings() override;
   bool memory_info(size_t* free_bytes, size_t* total_bytes) override;
+  void* allocate_host(size_t bytes) override;
+  void release_host(void* p) override;
 
  private:
   struct PipelineState {

@@ -38,6 +38,10 @@ GpuDevice::~GpuDevice() {
     launcher_->synchronize();
   } catch (...) {
   }
+  try {
+    if (host_images_) launcher_->release_host(host_images_);
+  } catch (...) {
+  }
   for (auto& b : arena_) {
     if (b.capacity == 0) continue;
     try {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "../core/timing_registry.h"
 #include "launcher.h"
@@ -25,7 +26,9 @@ class GpuDevice final : public Device {
   size_t allocation_count() const override;
 
   // Training ops on resident state (docs/architecture.md, "The GPU training step").
-  void upload_images(const std::vector<TrainingImage>& images) override;
+  void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes) override;
+  void prefetch_image(uint32_t view) override;
+  ImageStorage image_storage() const override { return storage_; }
   void set_training_state(const TrainingState& state) override;
   void get_training_state(TrainingState& state) override;
   size_t num_gaussians() const override { return count_; }
@@ -146,6 +149,18 @@ class GpuDevice final : public Device {
   size_t count_ = 0;
   uint32_t sh_stride_ = 16;
   ImageLayout images_;  // where each training view's pixels (and mask) are in kImages (kMasks)
+  ImageStorage storage_;
+  // Streamed images: the packed images in host memory (allocate_host), and
+  // kImages / kMasks hold two slots of the largest view; the view each slot
+  // holds (-1: none) and the slot the last step read.
+  uint8_t* host_images_ = nullptr;
+  size_t slot_rgb_bytes_ = 0, slot_mask_bytes_ = 0;
+  int64_t staged_view_[2] = {-1, -1};
+  int current_slot_ = 0;
+  // Enqueues the copy of `view` into the slot the last step did not read.
+  void stage_view(uint32_t view);
+  // The view's target and mask buffers (the mask: any buffer without one).
+  std::pair<BufferRef, BufferRef> view_pixels(uint32_t view);
   uint32_t train_sh_degree_ = 0;  // of the last train_forward_backward (its SH gradient factors)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current

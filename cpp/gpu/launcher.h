@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +116,11 @@ class Launcher {
   // After synchronize(): milliseconds per label since the last call (labels
   // not run report -1).
   virtual std::vector<double> take_timings() = 0;
+
+  // Host memory that upload() can copy from asynchronously (CUDA:
+  // page-locked); it must stay unchanged until the copies from it are done.
+  virtual void* allocate_host(size_t bytes) { return ::operator new(bytes ? bytes : 1); }
+  virtual void release_host(void* p) { ::operator delete(p); }
 
   // Device memory as the driver reports it (bytes); false when unknown.
   virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) {

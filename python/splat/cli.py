@@ -150,12 +150,14 @@ def _largest_size(ds) -> list:
     return list(max(ds.sizes, key=lambda s: (s[0] * s[1], s)))
 
 
-def _image_footprint(ds) -> str:
-    """The training images' device memory, e.g. "images 1.23 GiB on the device"."""
-    from .trainer import image_bytes
-    rgb, mask = image_bytes(ds)
-    text = f"images {_bytes(rgb + mask)} on the device"
-    return text + (f", masks {_bytes(mask)} of it" if mask else "")
+def _storage_text(trainer) -> str:
+    """Where the training images live, e.g. "images 1.23 GiB on the device"."""
+    st = trainer.image_storage
+    budget = f", budget {_bytes(st['budget_bytes'])}" if st["budget_bytes"] else ""
+    if st["streamed"]:
+        return (f"images {_bytes(st['image_bytes'])} streamed from host memory{budget}, "
+                f"{_bytes(st['device_bytes'])} on the device")
+    return f"images {_bytes(st['image_bytes'])} on the device{budget}"
 
 
 def _bytes(n: int) -> str:
@@ -197,7 +199,8 @@ def cmd_train(args) -> int:
         print(f"note: steps {sorted(set(skipped))} are past train.steps = {steps} and are skipped",
               file=sys.stderr)
 
-    trainer = Trainer.from_dataset(train, cfg.train, bc)
+    budget = 0 if synthetic else int(cfg.data.device_image_budget * (1 << 30))
+    trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget)
     if (out / "metrics.json").exists():
         print(f"note: {out} holds an earlier run; its files are replaced as this run writes them",
               file=sys.stderr)
@@ -205,7 +208,7 @@ def cmd_train(args) -> int:
     scene = "built-in synthetic scene" if synthetic else cfg.data.path
     eval_desc = "synthetic test views" if synthetic else \
         f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
-    print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_image_footprint(train)}), "
+    print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_storage_text(trainer)}), "
           f"{trainer.num_gaussians:,} initial Gaussians, {steps} steps on {trainer.backend}; "
           f"eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
@@ -342,8 +345,34 @@ def cmd_check(args) -> int:
         warn(f"backend {resolved!r} is not available on this machine: {_clean(why)}")
     for w in bc.validate(resolved):
         warn(_clean(w))
+    _print_image_footprint(cfg, resolved)
     print(f"{args.config}: OK", file=sys.stderr)
     return 0
+
+
+def _print_image_footprint(cfg, backend: str) -> None:
+    """`# images: ...`: the train split's device footprint against [data] device_image_budget."""
+    from .data import load_dataset
+    from .trainer import image_bytes
+    d = cfg.data
+    if d.path is None:
+        return
+    try:
+        train = load_dataset(d.path, d.train_split, frames=d.train_frames, background=d.background,
+                             downscale=d.downscale, test_every=d.test_every, format=d.format)
+    except (OSError, ValueError) as exc:
+        warn(f"data.path: cannot load the train split to report the images' footprint: {_clean(str(exc))}")
+        return
+    rgb, mask = image_bytes(train)
+    budget = int(d.device_image_budget * (1 << 30))
+    if budget:
+        where = f"streamed from host memory (over the budget {_bytes(budget)})" if rgb + mask > budget else             f"resident (budget {_bytes(budget)})"
+    elif backend == "cpu":
+        where = "resident"
+    else:
+        where = "resident unless over half the free device memory at start"
+    print(f"# images: {len(train)} train views {train.size_summary()}, {_bytes(rgb + mask)} on the device"
+          + (f" ({_bytes(mask)} of masks)" if mask else "") + f": {where}")
 
 
 # --------------------------------------------------------------------------- render / eval
@@ -396,7 +425,7 @@ def cmd_eval(args) -> int:
     from .metrics import evaluate
     trainer, data = _load_model(args)
     t0 = time.perf_counter()
-    ev = evaluate(trainer, data, supersample=args.supersample)
+    ev = evaluate(trainer, data, supersample=args.supersample, masked=args.masked)
     seconds = time.perf_counter() - t0
     if args.per_view:
         for v in ev.per_view:
@@ -406,7 +435,7 @@ def cmd_eval(args) -> int:
     if args.json:
         result = ev.to_dict() | {"checkpoint": str(Path(args.checkpoint).resolve()),
                                  "data": str(Path(args.data).resolve()), "split": args.split,
-                                 "frames": args.frames, "supersample": args.supersample,
+                                 "frames": args.frames, "supersample": args.supersample, "masked": args.masked,
                                  "views": len(data), "num_gaussians": trainer.num_gaussians,
                                  "step": trainer.step_count, "backend": trainer.backend,
                                  "seconds": seconds}
@@ -469,6 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(e)
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
+    e.add_argument("--masked", action="store_true",
+                   help="leave out the pixels the views' masks exclude (as [data] eval_masked = true)")
     e.set_defaults(func=cmd_eval)
 
     b = sub.add_parser("bench", help="replay benchmark, A/B comparison and parity checks (splat bench -h)",

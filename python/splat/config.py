@@ -239,6 +239,10 @@ class DataConfig(_Section):
     eval_supersample: int = _f(1, "int", lo=1, hi=16,
                                doc="render eval views at this multiple of the eval image size, "
                                    "then box-average down")
+    device_image_budget: float = _f(0.0, "float", lo=0.0,
+                                    doc="GiB of device memory the training images may take before they "
+                                        "are streamed from host memory a view a step ahead (0: half the "
+                                        "free device memory; the cpu backend streams only when set)")
     eval_masked: bool = _f(False, "bool", doc="evaluation leaves out the pixels the eval views' masks exclude "
                                               "(PSNR over the valid pixels, SSIM's map averaged over them)")
 

@@ -94,12 +94,18 @@ def _native_images(dataset) -> tuple[list, list | None]:
     return images, masks
 
 
+IMAGE_ALIGN = 16  # each packed view starts on this many bytes (ImageLayout::kImageAlign)
+
+
 def image_bytes(dataset) -> tuple[int, int]:
-    """(RGB bytes, mask bytes) the training images take on the device: 3 bytes
-    a pixel packed view after view, 1 byte a pixel for each view with a mask."""
-    rgb = sum(3 * c.width * c.height for c in dataset.cameras)
+    """(RGB bytes, mask bytes) the training images take on the device, packed:
+    3 bytes a pixel view after view, 1 byte a pixel for each view with a mask,
+    each view starting on IMAGE_ALIGN bytes."""
+    def align(x):
+        return -(-x // IMAGE_ALIGN) * IMAGE_ALIGN
+    rgb = sum(align(3 * c.width * c.height) for c in dataset.cameras)
     masks = getattr(dataset, "masks", None)
-    mask = 0 if masks is None else sum(m.size for m in masks if m is not None)
+    mask = 0 if masks is None else sum(align(m.size) for m in masks if m is not None)
     return int(rgb), int(mask)
 
 
@@ -107,7 +113,7 @@ class Trainer:
     """Trains Gaussians on a dataset; every step runs natively with the GIL released."""
 
     def __init__(self, dataset, train_config: TrainConfig, backend_config, state: dict, step: int = 0,
-                 *, scene_extent: float | None = None):
+                 *, scene_extent: float | None = None, image_budget: int = 0):
         if not isinstance(train_config, TrainConfig):
             raise TypeError(f"[splat] train_config: expected splat.TrainConfig, got {type(train_config).__name__}")
         backend_config = as_backend_config("backend_config", backend_config)
@@ -120,7 +126,10 @@ class Trainer:
         # (width, height) of every training view: each view trains at its own size.
         self.sizes = [(int(c.width), int(c.height)) for c in dataset.cameras]
         settings = {k: getattr(train_config, k) for k in _NATIVE_SETTINGS}
-        settings.update(scene_extent=self.scene_extent, background=self.background)
+        if isinstance(image_budget, bool) or not isinstance(image_budget, (int, np.integer)) or image_budget < 0:
+            raise ValueError(f"[splat] image_budget: expected a number of bytes >= 0, got {image_budget!r}")
+        settings.update(scene_extent=self.scene_extent, background=self.background,
+                        image_budget_bytes=int(image_budget))
         w2c, intr = _camera_arrays(dataset.cameras)
         images, masks = _native_images(dataset)
         self.masked_views = 0 if masks is None else sum(m is not None for m in masks)
@@ -129,8 +138,11 @@ class Trainer:
 
     @classmethod
     def from_dataset(cls, dataset, train_config: TrainConfig | None = None, backend_config=None,
-                     *, initial: Gaussians | None = None) -> "Trainer":
-        """A trainer initialised from the dataset's point cloud (random points when it has none)."""
+                     *, initial: Gaussians | None = None, image_budget: int = 0) -> "Trainer":
+        """A trainer initialised from the dataset's point cloud (random points when it has none).
+        image_budget: device bytes the training images may take before they are streamed from
+        host memory a view a step ahead (0: the backend's default, half the free device memory;
+        the cpu backend streams only when given one)."""
         config = train_config if train_config is not None else TrainConfig()
         if initial is None:
             if dataset.format in CAPTURE_FORMATS:
@@ -147,7 +159,7 @@ class Trainer:
             raise TypeError(f"[splat] initial: expected splat.Gaussians, got {type(initial).__name__}")
         state = dict(means=initial.means, log_scales=initial.log_scales, quats=initial.quats,
                      opacity_logits=initial.opacity_logits, sh=initial.sh)
-        return cls(dataset, config, backend_config, state)
+        return cls(dataset, config, backend_config, state, image_budget=image_budget)
 
     # ------------------------------------------------------------------ stepping
     @property
@@ -174,6 +186,12 @@ class Trainer:
             raise ValueError(f"[splat] trainer: the training views have different sizes "
                              f"({', '.join(f'{w}x{h}' for w, h in distinct[:4])}{', ...' if len(distinct) > 4 else ''})")
         return distinct[0]
+
+    @property
+    def image_storage(self) -> dict:
+        """Where the training images live: image_bytes (every view packed), device_bytes,
+        budget_bytes (0: none known) and streamed (from host memory, a view a step ahead)."""
+        return self._native.image_storage()
 
     @property
     def backend(self) -> str:
@@ -250,14 +268,15 @@ class Trainer:
             f.write(buf.getvalue())
 
     @classmethod
-    def load_checkpoint(cls, path, dataset, backend_config=None) -> "Trainer":
+    def load_checkpoint(cls, path, dataset, backend_config=None, *, image_budget: int = 0) -> "Trainer":
         """A trainer in exactly the saved state, training on `dataset` (the same views)."""
         meta, arrays = read_checkpoint(path)
         check_checkpoint_sizes(meta, dataset, path)
         config = TrainConfig(**meta["train_config"])
         if backend_config is None:
             backend_config = _core.BackendConfig(meta["backend_config"])
-        return cls(dataset, config, backend_config, arrays, step=meta["step"], scene_extent=meta["scene_extent"])
+        return cls(dataset, config, backend_config, arrays, step=meta["step"], scene_extent=meta["scene_extent"],
+                   image_budget=image_budget)
 
 
 def checkpoint_sizes(meta: dict) -> list[tuple[int, int]] | None:

@@ -33,8 +33,15 @@ class Device {
   // --- Training: state resident on the device -------------------------------
   // Uploads the training images once, each view its own size, packed as
   // plan_image_layout() lays them out (masks likewise, for the views that
-  // have one). Sizes the per-pixel buffers for the largest view.
-  virtual void upload_images(const std::vector<TrainingImage>& images) = 0;
+  // have one). Sizes the per-pixel buffers for the largest view. When their
+  // bytes exceed `budget_bytes` (0: the backend's default, a fraction of the
+  // free device memory; none on the cpu backend) they stay in host memory
+  // and are streamed, a view a step ahead (see ImageStorage).
+  virtual void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes) = 0;
+  // Starts copying view `view`'s image for a later train_forward_backward
+  // (a no-op when the images are resident).
+  virtual void prefetch_image(uint32_t view) { (void)view; }
+  virtual ImageStorage image_storage() const { return {}; }
   // Replaces the resident training state (parameters, moments, statistics).
   virtual void set_training_state(const TrainingState& state) = 0;
   virtual void get_training_state(TrainingState& state) = 0;

@@ -32,6 +32,9 @@ struct TrainSettings {
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};
+  // Device bytes the training images may take before they are streamed
+  // from host memory (0: the backend's default).
+  uint64_t image_budget_bytes = 0;
 };
 
 struct StepStats {

@@ -37,6 +37,18 @@ struct ImageLayout {
   uint32_t max_tiles = 0;  // most SPLAT_TILE_SIZE tiles of any view
 };
 
+// Where the training images live (Device::image_storage). Resident: the
+// packed buffers on the device. Streamed (their bytes exceed the budget):
+// the packed buffers in (page-locked) host memory and two device slots of
+// the largest view, the next step's view copied into the free one a step
+// ahead (Device::prefetch_image).
+struct ImageStorage {
+  size_t image_bytes = 0;   // RGB + masks of every view, packed
+  size_t device_bytes = 0;  // what the images take on the device
+  size_t budget_bytes = 0;  // the budget they were held against (0: none known)
+  bool streamed = false;
+};
+
 // The packed layout of `images` (counts each mask's valid pixels).
 inline ImageLayout plan_image_layout(const std::vector<TrainingImage>& images) {
   ImageLayout layout;
