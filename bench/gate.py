@@ -76,7 +76,7 @@ def gib(n: int) -> str:
 def run_scene(scene: str, data: Path, steps: int, backend: str, log):
     t0 = time.perf_counter()
     train, test, supersample = scene_data(data, scene)
-    log(f"[{scene}] {len(train)} train views {train.width}x{train.height}, {len(test)} test views "
+    log(f"[{scene}] {len(train)} train views {train.size_summary()}, {len(test)} test views "
         f"(supersample {supersample}); loaded in {time.perf_counter() - t0:.1f}s")
     t0 = time.perf_counter()
     warm_up(train, backend)

@@ -45,6 +45,9 @@ class MetalLauncher final : public gpu::Launcher {
   void begin_label(gpu::TimingLabel label) override;
   void end_label(gpu::TimingLabel label) override;
   std::vector<double> take_timings() override;
+  // Unified memory: the device's recommended working set, less what is
+  // allocated now (the share of RAM the GPU is meant to use).
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override;
 
  private:
   struct Submitted {

@@ -70,6 +70,15 @@ MetalLauncher::~MetalLauncher() {
 
 std::string MetalLauncher::description() const { return context_->description(); }
 
+bool MetalLauncher::memory_info(size_t* free_bytes, size_t* total_bytes) {
+  id<MTLDevice> device = context_->device();
+  const uint64_t total = device.recommendedMaxWorkingSetSize, used = device.currentAllocatedSize;
+  if (total == 0) return false;
+  *total_bytes = static_cast<size_t>(total);
+  *free_bytes = static_cast<size_t>(total > used ? total - used : 0);
+  return true;
+}
+
 id<MTLBuffer> MetalLauncher::buffer_of(gpu::BufferRef ref, size_t bytes, const char* what) const {
   if (ref.handle == 0 || ref.handle > buffers_.size() || !buffers_[ref.handle - 1])
     throw BackendError(std::string("[metal] ") + what + ": invalid buffer handle " + std::to_string(ref.handle));
