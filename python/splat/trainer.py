@@ -6,6 +6,7 @@ import io
 import json
 import os
 import time
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,10 @@ from .io.ply import save_ply
 
 SH_C0 = 0.28209479177387814
 CHECKPOINT_VERSION = 1
+# Raised when the loss or a parameter is no longer finite (a RuntimeError).
+TrainingDiverged = _core.TrainingDiverged
+# Every checkpoint member gets this timestamp, so equal states give equal bytes.
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # TrainConfig fields that the native step reads (the rest shape initialisation).
 _NATIVE_SETTINGS = (
     "steps", "means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_lr", "sh_dc_lr",
@@ -40,6 +45,7 @@ class StepStats:
     ms: float
     sh_degree: int
     densified: bool
+    opacity_reset: bool = False
 
 
 def initial_gaussians(points, colors, config: TrainConfig) -> Gaussians:
@@ -133,9 +139,14 @@ class Trainer:
         return self._native.backend
 
     def step(self, read_loss: bool = True) -> StepStats:
-        """One training step. On GPUs, read_loss=False avoids the sync that reading the loss needs."""
+        """One training step. On GPUs, read_loss=False avoids the sync that reading the loss needs.
+
+        Raises TrainingDiverged when the loss read back is not finite, or a
+        parameter is not at the check every 100 steps (then and after, every
+        call raises; the state is not finite)."""
         d = self._native.step(read_loss)
-        stats = StepStats(d["step"], d["loss"], d["num_gaussians"], d["ms"], d["sh_degree"], d["densified"])
+        stats = StepStats(d["step"], d["loss"], d["num_gaussians"], d["ms"], d["sh_degree"], d["densified"],
+                          d["opacity_reset"])
         if read_loss:
             self.history.append((stats.step, stats.loss, stats.num_gaussians))
         return stats
@@ -163,6 +174,21 @@ class Trainer:
                     rate = (i + 1) / max(time.perf_counter() - t0, 1e-9)
                     bar.update(task, completed=i + 1, loss=last.loss, gaussians=last.num_gaussians, rate=rate)
         return last
+
+    def check_finite(self) -> None:
+        """Checks every parameter for NaN and infinity now (a reduction on the
+        device, five counts read back); raises TrainingDiverged naming them."""
+        self._native.check_finite()
+
+    @property
+    def diverged_step(self) -> int:
+        """The step at which training diverged; 0 while it has not."""
+        return self._native.diverged_step
+
+    def resets_opacity_at(self, step: int) -> bool:
+        """Whether the schedule resets opacities at 1-based `step` (see
+        docs/architecture.md: never in the last opacity_reset_every steps)."""
+        return self._native.resets_opacity_at(int(step))
 
     # ------------------------------------------------------------------ results
     def render(self, camera: Camera, background=None) -> np.ndarray:
@@ -193,10 +219,14 @@ class Trainer:
         meta = dict(version=CHECKPOINT_VERSION, step=self.step_count, train_config=self.config.to_dict(),
                     backend_config=self.backend_config.to_dict(), scene_extent=self.scene_extent,
                     background=list(self.background), width=self.width, height=self.height)
-        buf = io.BytesIO()
-        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **self.state())
+        state = self.state()
+        bad = [k for k, a in state.items() if not np.isfinite(a).all()]
+        if bad:
+            raise TrainingDiverged(f"[splat] checkpoint {path}: not written: the training state at step "
+                                   f"{self.step_count} is not finite ({', '.join(bad)})")
+        data = _npz_bytes({"__meta__": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **state})
         with atomic_write(path, "wb") as f:
-            f.write(buf.getvalue())
+            f.write(data)
 
     @classmethod
     def load_checkpoint(cls, path, dataset, backend_config=None) -> "Trainer":
@@ -209,6 +239,17 @@ class Trainer:
         if backend_config is None:
             backend_config = _core.BackendConfig(meta["backend_config"])
         return cls(dataset, config, backend_config, arrays, step=meta["step"], scene_extent=meta["scene_extent"])
+
+
+def _npz_bytes(arrays: dict) -> bytes:
+    """The .npz archive np.savez writes (uncompressed members NAME.npy), with
+    a fixed timestamp on every member: its bytes depend on the arrays alone."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, a in arrays.items():
+            with z.open(zipfile.ZipInfo(name + ".npy", date_time=_ZIP_TIME), "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
+    return buf.getvalue()
 
 
 def read_checkpoint(path) -> tuple[dict, dict]:
