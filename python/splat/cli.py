@@ -1,6 +1,7 @@
 """The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
 
-    splat train [--config X.toml] [--steps N] [--out DIR] [--backend B]
+    splat train [--config X.toml] [--steps N] [--out DIR] [--backend B] [--overwrite]
+    splat train --resume RUN_DIR [--steps N]
     splat check --config X.toml
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
     splat eval --checkpoint C --data PATH [--split test] [--frames ..] [--supersample K] [--json out.json]
@@ -8,14 +9,17 @@
 User errors (a bad config, missing data, an unreadable file, a backend that
 is not available) print one `splat: error: ...` line per problem to stderr
 and exit with status 1; set SPLAT_DEBUG=1 to get the traceback instead.
-Every file a command writes is written atomically.
+Every file a command writes is written atomically. `splat train` holds its
+run folder locked (splat/run_dir.py); SIGINT and SIGTERM make it finish the
+step, write a checkpoint and exit 130 / 143 (`--resume` continues from it).
 """
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -29,6 +33,7 @@ __all__ = ["main"]
 BACKENDS = ("auto", "cpu", "cuda", "metal")
 SYNTHETIC_STEPS = 2000          # `splat train` with no config
 SYNTHETIC_OUT = "runs/synthetic"
+SYNTHETIC_SIZE = 80             # the width of synthetic.make_scene()'s images
 LOSS_EVERY = 10                 # read the loss back every this many steps (as Trainer.run)
 
 
@@ -113,26 +118,26 @@ def _progress(total: int, enabled: bool):
 
 # --------------------------------------------------------------------------- train
 
+SYNTHETIC_MARKER = "# the built-in synthetic scene (splat.data.synthetic.make_scene()); [data] is unused"
+
 
 def _synthetic_setup(args):
-    """(config, train dataset, eval dataset) of the built-in scene."""
+    """The config of the built-in scene (its datasets: _datasets)."""
     from .config import Config, OutputConfig
     from .data import synthetic
     steps = args.steps or SYNTHETIC_STEPS
-    train, test = synthetic.make_scene()
     cfg = Config()
-    cfg.train = synthetic.default_train_config(steps, image_size=train.width)
+    cfg.train = synthetic.default_train_config(steps, image_size=SYNTHETIC_SIZE)
     every = max(1, steps // 8)
     cfg.output = OutputConfig(dir=SYNTHETIC_OUT, eval_steps=list(range(every, steps + 1, every)),
                               checkpoint_steps=[], render_views=4, save_ply=True)
     cfg.backend = {"backend": args.backend or "auto"}
-    return cfg, train, test
+    return cfg
 
 
 def _config_setup(args):
-    """(config, train dataset, eval dataset) from a TOML config."""
+    """The config of a TOML file, with the command line's overrides."""
     from .config import load_config
-    from .data import load_dataset
     cfg = load_config(args.config)
     if args.steps:
         cfg.train.steps = args.steps
@@ -142,11 +147,20 @@ def _config_setup(args):
             raise ConfigError(errors, source=f"{args.config} with --steps {args.steps}")
     if args.backend:
         cfg.backend = dict(cfg.backend, backend=args.backend)
+    return cfg
+
+
+def _datasets(cfg, synthetic: bool):
+    """(train dataset, eval dataset) of a run."""
+    if synthetic:
+        from .data import synthetic as syn
+        return syn.make_scene()
+    from .data import load_dataset
     d = cfg.data
     common = dict(background=d.background, downscale=d.downscale, test_every=d.test_every, format=d.format)
     train = load_dataset(d.path, d.train_split, frames=d.train_frames, **common)
     test = load_dataset(d.eval_path or d.path, d.eval_split, frames=d.test_frames, **common)
-    return cfg, train, test
+    return train, test
 
 
 class _KeepSome(dict):
@@ -161,15 +175,124 @@ class _KeepSome(dict):
             super().__setitem__(key, value)
 
 
+class _StopSignals:
+    """SIGINT and SIGTERM ask a run to stop: it finishes the step, writes a
+    checkpoint and exits 130 / 143. A second signal stops at once."""
+
+    def __init__(self):
+        self.signum = None
+        self._old = {}
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise _Terminated()
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else ""
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except (ValueError, OSError):   # not the main thread
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+class _Terminated(Exception):
+    """A second SIGTERM: stop without a checkpoint."""
+
+
+def _resume_setup(args, folder):
+    """(config, synthetic) of the run in `folder`, --steps and --backend applied."""
+    from .config import ConfigError, load_config
+    from .run_dir import CONFIG_NAME
+    path = folder.path / CONFIG_NAME
+    synthetic = path.read_text(encoding="utf-8").startswith(SYNTHETIC_MARKER)
+    cfg = load_config(path, check_paths=not synthetic)
+    if args.steps:
+        cfg.train.steps = args.steps
+        errors = cfg.train.errors()
+        if errors:
+            raise ConfigError(errors, source=f"{path} with --steps {args.steps}")
+    if args.backend:
+        cfg.backend = dict(cfg.backend, backend=args.backend)
+    return cfg, synthetic
+
+
+def _resume_state(folder, cfg, steps_given: bool):
+    """(header, arrays, path) of the newest checkpoint of the run, or None to
+    start from step 0. Refuses a checkpoint of another recipe and a run that
+    has nothing left to do."""
+    from .trainer import read_checkpoint
+    best = None
+    for path in folder.checkpoints():
+        try:
+            meta, arrays = read_checkpoint(path)
+        except ValueError as exc:
+            warn(f"skipping {path}: {_clean(exc)}")
+            continue
+        if best is None or meta["step"] > best[0]["step"]:
+            best = (meta, arrays, path)
+    if best is None:
+        return None
+    meta, _, path = best
+    recipe = dict(meta["train_config"], steps=cfg.train.steps)
+    if recipe != cfg.train.to_dict():
+        diff = sorted(k for k, v in cfg.train.to_dict().items() if recipe.get(k) != v)
+        raise UserError(f"{path}: was written with another [train] recipe than {folder.path / 'config.toml'} "
+                        f"({', '.join(diff[:4])})")
+    if meta["step"] > cfg.train.steps:
+        raise UserError(f"{path}: is at step {meta['step']}, past --steps {cfg.train.steps}")
+    return best
+
+
 def cmd_train(args) -> int:
-    from .metrics import evaluate
-    from .plot import save_training_plot
-    from .trainer import Trainer
+    with _StopSignals() as stop:
+        return _train(args, stop)
+
+
+def _train(args, stop: _StopSignals) -> int:
+    """Takes the run folder (locked for the run), then trains in it."""
+    from .run_dir import RunFolder
+    from .schedule import schedule_warnings
 
     t_begin = time.perf_counter()
-    synthetic = args.config is None
-    cfg, train, test = _synthetic_setup(args) if synthetic else _config_setup(args)
-    out = Path(args.out if args.out else cfg.output.dir)
+    resume = args.resume is not None
+    if resume and (args.config or args.out or args.overwrite):
+        raise UserError("--resume RUN_DIR takes the config from the run folder: drop --config, --out and "
+                        "--overwrite")
+    if resume:
+        out = Path(args.resume)
+        folder = RunFolder.open(out, resume=True)
+        cfg, synthetic = _resume_setup(args, folder)
+    else:
+        synthetic = args.config is None
+        cfg = _synthetic_setup(args) if synthetic else _config_setup(args)
+        out = Path(args.out if args.out else cfg.output.dir)
+        folder = RunFolder.open(out, overwrite=args.overwrite)
+    with folder:
+        for w in schedule_warnings(cfg.train):
+            warn(w)
+        return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
+
+
+def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float) -> int:
+    from .metrics import evaluate
+    from .plot import save_training_plot
+    from .trainer import Trainer, TrainingDiverged
+    from .warmup import warm_up
+
+    out = folder.path
+    train, test = _datasets(cfg, synthetic)
     steps = cfg.train.steps
     supersample = 1 if synthetic else cfg.data.eval_supersample
     bc = _make_backend(cfg.backend)
@@ -181,33 +304,59 @@ def cmd_train(args) -> int:
         print(f"note: steps {sorted(set(skipped))} are past train.steps = {steps} and are skipped",
               file=sys.stderr)
 
-    trainer = Trainer.from_dataset(train, cfg.train, bc)
-    if (out / "metrics.json").exists():
-        print(f"note: {out} holds an earlier run; its files are replaced as this run writes them",
-              file=sys.stderr)
-    out.mkdir(parents=True, exist_ok=True)
+    evals: list[dict] = []
+    earlier: dict = {}
+    start = None
+    if resume:
+        start = _resume_state(folder, cfg, bool(args.steps))
+        try:
+            earlier = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            earlier = {}
+        if start is not None and earlier.get("finished") and start[0]["step"] >= steps:
+            raise UserError(f"run folder {out}: finished at step {start[0]['step']}; pass --steps N "
+                            f"(N > {start[0]['step']}) to train on")
+    if start is None:
+        trainer = Trainer.from_dataset(train, cfg.train, bc)
+        if resume:
+            print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
+            earlier = {}
+    else:
+        meta, arrays, path = start
+        if (train.width, train.height) != (meta["width"], meta["height"]):
+            raise UserError(f"{path}: was trained on {meta['width']}x{meta['height']} images, the scene's are "
+                            f"{train.width}x{train.height}")
+        trainer = Trainer(train, cfg.train, bc, arrays, step=meta["step"], scene_extent=meta["scene_extent"])
+        at = trainer.step_count
+        evals = [e for e in earlier.get("evals", []) if e.get("step", 0) <= at]
+        trainer.history = [tuple(h) for h in earlier.get("history", []) if h and h[0] <= at]
     scene = "built-in synthetic scene" if synthetic else cfg.data.path
     eval_desc = "synthetic test views" if synthetic else \
         f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
+    begin = f"from step {trainer.step_count} to {steps}" if resume else f"{steps} steps"
     print(f"splat train: {scene}: {len(train)} views {train.width}x{train.height}, "
-          f"{trainer.num_gaussians:,} initial Gaussians, {steps} steps on {trainer.backend}; "
-          f"eval on {len(test)} views of {eval_desc}"
+          f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
+          f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
-    _write_text_config(out / "config.toml", cfg, synthetic)
+    if not resume or args.steps:
+        _write_text_config(out / "config.toml", cfg, synthetic)
 
+    seconds = warm_up(train, bc)
+    if seconds is not None:
+        print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
-    evals: list[dict] = []
-    train_seconds = 0.0
+    train_seconds = float(evals[-1].get("train_seconds", 0.0)) if evals else 0.0
     eval_seconds = 0.0
     bar = _progress(steps, not args.quiet)
     task = None
+    config_path = earlier.get("config") if resume else (None if synthetic else str(Path(args.config).resolve()))
 
-    def metrics(final: bool) -> dict:
+    def metrics(final: bool, stopped: str | None = None) -> dict:
         last = evals[-1] if evals else {}
-        return {
+        m = {
             "scene": "synthetic" if synthetic else cfg.data.path,
-            "config": None if synthetic else str(Path(args.config).resolve()),
+            "config": config_path,
             "backend": trainer.backend,
             "steps": trainer.step_count,
             "finished": final,
@@ -225,6 +374,9 @@ def cmd_train(args) -> int:
             "evals": evals,
             "history": [list(h) for h in trainer.history],
         }
+        if stopped:
+            m["stopped"] = stopped
+        return m
 
     def log(msg: str) -> None:
         if bar is not None:
@@ -232,23 +384,31 @@ def cmd_train(args) -> int:
         else:
             print(msg, file=sys.stderr, flush=True)
 
+    def last_checkpoint() -> str:
+        done = [p for p in folder.checkpoints()]
+        return f"the last checkpoint, {done[-1]}, is finite" if done else "no checkpoint was written"
+
     if bar is not None:
         bar.start()
-        task = bar.add_task("train", total=steps, loss=float("nan"), gaussians=trainer.num_gaussians, rate=0.0)
+        task = bar.add_task("train", total=steps, completed=trainer.step_count, loss=float("nan"),
+                            gaussians=trainer.num_gaussians, rate=0.0)
+    first_step = trainer.step_count
     try:
         for milestone in sorted(set(eval_steps) | set(ckpt_steps)):
+            if milestone <= first_step:
+                continue
             t0 = time.perf_counter()
-            while trainer.step_count < milestone:
+            while trainer.step_count < milestone and stop.signum is None:
                 i = trainer.step_count + 1
                 read = i % LOSS_EVERY == 0 or i == milestone
                 st = trainer.step(read_loss=read)
-                if read:
-                    if not math.isfinite(st.loss):
-                        raise RuntimeError(f"training diverged at step {st.step} (loss {st.loss})")
-                    if bar is not None:
-                        rate = i / max(train_seconds + time.perf_counter() - t0, 1e-9)
-                        bar.update(task, completed=i, loss=st.loss, gaussians=st.num_gaussians, rate=rate)
+                if read and bar is not None:
+                    rate = (i - first_step) / max(train_seconds + time.perf_counter() - t0, 1e-9)
+                    bar.update(task, completed=i, loss=st.loss, gaussians=st.num_gaussians, rate=rate)
             train_seconds += time.perf_counter() - t0
+            if stop.signum is not None:
+                break
+            trainer.check_finite()
             if milestone in ckpt_steps:
                 trainer.save_checkpoint(out / f"checkpoint_{milestone}.npz")
             if milestone in eval_steps:
@@ -256,22 +416,33 @@ def cmd_train(args) -> int:
                 renders = _KeepSome(show)
                 ev = evaluate(trainer, test, supersample=supersample, renders=renders)
                 if show:
-                    folder = out / "renders" / f"step_{milestone}"
-                    folder.mkdir(parents=True, exist_ok=True)
+                    step_dir = out / "renders" / f"step_{milestone}"
+                    step_dir.mkdir(parents=True, exist_ok=True)
                     for name in show:
                         j = test.names.index(name)
-                        _write_png(folder / f"{_safe_name(name)}.png", _side_by_side(renders[name], test.images[j]))
+                        _write_png(step_dir / f"{_safe_name(name)}.png",
+                                   _side_by_side(renders[name], test.images[j]))
                 evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
                               "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
                               "per_view": ev.per_view})
                 eval_seconds += time.perf_counter() - t0
                 log(f"step {milestone}: PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  "
                     f"{trainer.num_gaussians:,} Gaussians  ({train_seconds:.1f} s training)")
+            if milestone in eval_steps or milestone in ckpt_steps:
                 write_json(out / "metrics.json", metrics(final=False))
+    except TrainingDiverged as exc:
+        if bar is not None:
+            bar.stop()
+            bar = None
+        raise UserError(f"{_clean(exc)}; {last_checkpoint()}; lower the learning rates") from None
     finally:
         if bar is not None:
             bar.stop()
 
+    if stop.signum is not None:
+        return _stopped(stop, trainer, out, metrics)
+
+    trainer.check_finite()
     trainer.save_checkpoint(out / "checkpoint.npz")
     if cfg.output.save_ply:
         trainer.save_ply(out / "point_cloud.ply")
@@ -287,14 +458,32 @@ def cmd_train(args) -> int:
     print(f"wrote {out}/: metrics.json, checkpoint.npz"
           + (", point_cloud.ply" if cfg.output.save_ply else "") + ", training.png"
           + (", renders/" if show else ""))
+    if stop.signum is not None:   # asked to stop while the final files were written: they are complete
+        print(f"splat: {stop.name}: the run had finished", file=sys.stderr)
+        return 128 + stop.signum
     return 0
+
+
+def _stopped(stop: _StopSignals, trainer, out: Path, metrics) -> int:
+    """The end of a run asked to stop: a checkpoint of the last finished step."""
+    step = trainer.step_count
+    where = "no checkpoint (no step had finished)"
+    if step > 0:
+        trainer.check_finite()
+        path = out / f"checkpoint_{step}.npz"
+        trainer.save_checkpoint(path)
+        write_json(out / "metrics.json", metrics(final=False, stopped=stop.name))
+        where = f"wrote {path}"
+    print(f"splat: stopped by {stop.name} after step {step}: {where}; continue with: splat train --resume {out}",
+          file=sys.stderr, flush=True)
+    return 128 + stop.signum
 
 
 def _write_text_config(path: Path, cfg, synthetic: bool) -> None:
     from .io.atomic import atomic_write_text
     text = cfg.to_toml()
     if synthetic:
-        text = "# the built-in synthetic scene (splat.data.synthetic.make_scene()); [data] is unused\n" + text
+        text = SYNTHETIC_MARKER + "\n" + text
     atomic_write_text(path, text)
 
 
@@ -418,6 +607,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", metavar="DIR", help=f"run folder (default: output.dir, or {SYNTHETIC_OUT})")
     t.add_argument("--backend", choices=BACKENDS, help="override backend.backend (default auto)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in the run folder (its files are removed first)")
+    t.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its newest checkpoint (its config.toml; "
+                        "--steps N trains on to N)")
     t.set_defaults(func=cmd_train)
 
     c = sub.add_parser("check", help="validate a config and show it resolved",
@@ -486,6 +680,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("splat: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print("splat: terminated", file=sys.stderr)
+        return 143
     except ConfigError as exc:
         if debug:
             raise
