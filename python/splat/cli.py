@@ -280,8 +280,9 @@ def _train(args, stop: _StopSignals) -> int:
         out = Path(args.out if args.out else cfg.output.dir)
         folder = RunFolder.open(out, overwrite=args.overwrite)
     with folder:
-        for w in schedule_warnings(cfg.train):
-            warn(w)
+        if not synthetic:   # the built-in scene's recipe is scaled to --steps, not the user's
+            for w in schedule_warnings(cfg.train):
+                warn(w)
         return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
 
 
@@ -513,6 +514,9 @@ def cmd_check(args) -> int:
         warn(f"backend {resolved!r} is not available on this machine: {_clean(why)}")
     for w in bc.validate(resolved):
         warn(_clean(w))
+    from .schedule import schedule_warnings
+    for w in schedule_warnings(cfg.train):
+        warn(w)
     print(f"{args.config}: OK", file=sys.stderr)
     return 0
 
