@@ -273,7 +273,9 @@ class PyTrainer {
   }
 
   uint32_t step_count() const { return trainer_->step_count(); }
-  uint32_t diverged_step() const { return trainer_->diverged_step(); }
+  std::optional<uint32_t> diverged_step() const {
+    return trainer_->diverged() ? std::optional<uint32_t>(trainer_->diverged_step()) : std::nullopt;
+  }
   bool resets_opacity_at(uint32_t step) const { return trainer_->resets_opacity_at(step); }
   uint32_t active_sh_degree() const { return trainer_->active_sh_degree(); }
   size_t num_gaussians() { return trainer_->device().num_gaussians(); }

@@ -61,13 +61,14 @@ bool Trainer::resets_opacity_at(uint32_t t) const {
 }
 
 void Trainer::diverge(const std::string& why) {
+  diverged_ = true;
   diverged_step_ = step_;
   diverged_why_ = why;
   throw TrainingDiverged("[trainer] training diverged at step " + std::to_string(step_) + " (" + why + ")");
 }
 
 void Trainer::check_finite() {
-  if (diverged_step_) return;
+  if (diverged_) diverge(diverged_why_);
   static const char* const names[5] = {"means", "log_scales", "quats", "opacity_logits", "sh"};
   const NonFiniteCounts c = device_->count_nonfinite();
   if (c.total() == 0) return;
@@ -82,7 +83,7 @@ void Trainer::check_finite() {
 }
 
 StepStats Trainer::step(bool read_loss) {
-  if (diverged_step_)
+  if (diverged_)
     throw TrainingDiverged("[trainer] training diverged at step " + std::to_string(diverged_step_) + " (" +
                            diverged_why_ + "); load a checkpoint to train on");
   auto t0 = std::chrono::steady_clock::now();

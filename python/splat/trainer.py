@@ -181,8 +181,8 @@ class Trainer:
         self._native.check_finite()
 
     @property
-    def diverged_step(self) -> int:
-        """The step at which training diverged; 0 while it has not."""
+    def diverged_step(self) -> int | None:
+        """The step at which training diverged; None while it has not."""
         return self._native.diverged_step
 
     def resets_opacity_at(self, step: int) -> bool:

@@ -64,7 +64,8 @@ class Trainer {
   // Checks the resident parameters now; throws TrainingDiverged if any is
   // not finite.
   void check_finite();
-  // The step at which training diverged (0: it has not).
+  bool diverged() const { return diverged_; }
+  // The step at which training diverged (when diverged()).
   uint32_t diverged_step() const { return diverged_step_; }
   // Whether step `t` (1-based) resets opacities: every opacity_reset_every
   // steps while densifying (t < densify_until), but never when fewer than
@@ -90,6 +91,7 @@ class Trainer {
   TrainSettings settings_;
   std::vector<CameraParams> cameras_;
   uint32_t step_ = 0;
+  bool diverged_ = false;
   uint32_t diverged_step_ = 0;
   std::string diverged_why_;
   uint32_t epoch_ = UINT32_MAX;
