@@ -228,7 +228,7 @@ def _resume_setup(args, folder):
     return cfg, synthetic
 
 
-def _resume_state(folder, cfg, steps_given: bool):
+def _resume_state(folder, cfg):
     """(header, arrays, path) of the newest checkpoint of the run, or None to
     start from step 0. Refuses a checkpoint of another recipe and a run that
     has nothing left to do."""
@@ -309,7 +309,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     earlier: dict = {}
     start = None
     if resume:
-        start = _resume_state(folder, cfg, bool(args.steps))
+        start = _resume_state(folder, cfg)
         try:
             earlier = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
