@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ._cli_common import one_line, positive_int, warn, write_json
+from .stop_signals import StopSignals, Terminated
 
 __all__ = ["main"]
 
@@ -175,42 +175,6 @@ class _KeepSome(dict):
             super().__setitem__(key, value)
 
 
-class _StopSignals:
-    """SIGINT and SIGTERM ask a run to stop: it finishes the step, writes a
-    checkpoint and exits 130 / 143. A second signal stops at once."""
-
-    def __init__(self):
-        self.signum = None
-        self._old = {}
-
-    def _handle(self, signum, frame):
-        if self.signum is not None:
-            if signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            raise _Terminated()
-        self.signum = signum
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.signum).name if self.signum else ""
-
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._old[sig] = signal.signal(sig, self._handle)
-            except (ValueError, OSError):   # not the main thread
-                pass
-        return self
-
-    def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
-class _Terminated(Exception):
-    """A second SIGTERM: stop without a checkpoint."""
-
-
 def _resume_setup(args, folder):
     """(config, synthetic) of the run in `folder`, --steps and --backend applied."""
     from .config import ConfigError, load_config
@@ -230,21 +194,13 @@ def _resume_setup(args, folder):
 
 def _resume_state(folder, cfg):
     """(header, arrays, path) of the newest checkpoint of the run, or None to
-    start from step 0. Refuses a checkpoint of another recipe and a run that
-    has nothing left to do."""
-    from .trainer import read_checkpoint
-    best = None
-    for path in folder.checkpoints():
-        try:
-            meta, arrays = read_checkpoint(path)
-        except ValueError as exc:
-            warn(f"skipping {path}: {_clean(exc)}")
-            continue
-        if best is None or meta["step"] > best[0]["step"]:
-            best = (meta, arrays, path)
-    if best is None:
+    start from step 0. Refuses a checkpoint of another recipe."""
+    newest, skipped = folder.newest_checkpoint()
+    for path, why in skipped:
+        warn(f"skipping {path}: {_clean(why)}")
+    if newest is None:
         return None
-    meta, _, path = best
+    meta, _, path = newest
     recipe = dict(meta["train_config"], steps=cfg.train.steps)
     if recipe != cfg.train.to_dict():
         diff = sorted(k for k, v in cfg.train.to_dict().items() if recipe.get(k) != v)
@@ -252,15 +208,15 @@ def _resume_state(folder, cfg):
                         f"({', '.join(diff[:4])})")
     if meta["step"] > cfg.train.steps:
         raise UserError(f"{path}: is at step {meta['step']}, past --steps {cfg.train.steps}")
-    return best
+    return newest
 
 
 def cmd_train(args) -> int:
-    with _StopSignals() as stop:
+    with StopSignals() as stop:
         return _train(args, stop)
 
 
-def _train(args, stop: _StopSignals) -> int:
+def _train(args, stop: StopSignals) -> int:
     """Takes the run folder (locked for the run), then trains in it."""
     from .run_dir import RunFolder
     from .schedule import schedule_warnings
@@ -465,7 +421,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     return 0
 
 
-def _stopped(stop: _StopSignals, trainer, out: Path, metrics) -> int:
+def _stopped(stop: StopSignals, trainer, out: Path, metrics) -> int:
     """The end of a run asked to stop: a checkpoint of the last finished step."""
     step = trainer.step_count
     where = "no checkpoint (no step had finished)"
@@ -684,7 +640,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("splat: interrupted", file=sys.stderr)
         return 130
-    except _Terminated:
+    except Terminated:
         print("splat: terminated", file=sys.stderr)
         return 143
     except ConfigError as exc:

@@ -183,6 +183,21 @@ class RunFolder:
         final = self.path / FINAL_CHECKPOINT
         return numbered + ([final] if final.is_file() else [])
 
+    def newest_checkpoint(self):
+        """((header, arrays, path) of the readable checkpoint of the highest
+        step, or None; [(path, why)] of those that could not be read)."""
+        from .trainer import read_checkpoint
+        best, skipped = None, []
+        for path in self.checkpoints():
+            try:
+                meta, arrays = read_checkpoint(path)
+            except ValueError as exc:
+                skipped.append((path, str(exc)))
+                continue
+            if best is None or meta["step"] > best[0]["step"]:
+                best = (meta, arrays, path)
+        return best, skipped
+
     # ------------------------------------------------------------------ release
     def close(self) -> None:
         if self._fd is not None:
