@@ -164,19 +164,20 @@ def kill_at_random(folder, config, rng, seconds, sig, *, resume=False):
     return proc.returncode, err
 
 
-def test_sigterm_writes_a_checkpoint_and_resume_is_exact(root, baseline, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_writes_a_checkpoint_and_resume_is_exact(root, baseline, tmp_path, sig):
     rng, seed = make_rng()
     out = tmp_path / "run"
     config = write_config(root, "term", out)
-    rc, err = kill_at_random(out, config, rng, 0.9 * baseline[1], signal.SIGTERM)
-    print(f"SIGTERM: exit status {rc}, {err.strip().splitlines()[-1:]}; seed {seed}")
+    rc, err = kill_at_random(out, config, rng, 0.9 * baseline[1], sig)
+    print(f"{sig.name}: exit status {rc}, {err.strip().splitlines()[-1:]}; seed {seed}")
     assert_complete(out)
     if finished(out):            # the signal came as the finished run was exiting
-        assert rc in (0, 143, -signal.SIGTERM) and "Traceback" not in err, err
+        assert rc in (0, 128 + sig, -sig) and "Traceback" not in err, err
     else:
-        assert rc == 143, err
+        assert rc == 128 + sig, err
         line = err.strip().splitlines()[-1]
-        assert line.startswith("splat: stopped by SIGTERM after step ") and "--resume" in line, err
+        assert line.startswith(f"splat: stopped by {sig.name} after step ") and "--resume" in line, err
         step = int(line.split("after step ")[1].split(":")[0])
         if step:
             assert (out / f"checkpoint_{step}.npz").is_file()
@@ -325,3 +326,21 @@ def test_python_api_raises_on_divergence(root):
         t.save_checkpoint(root / "never.npz")
     assert not (root / "never.npz").exists()
     assert isinstance(splat.TrainingDiverged("x"), RuntimeError)
+
+
+def test_resume_refuses_what_it_cannot_continue(root, tmp_path, capsys):
+    from splat import cli
+
+    def fails(*argv, words):
+        rc = cli.main([str(a) for a in argv])
+        err = capsys.readouterr().err
+        assert rc == 1 and len(err.strip().splitlines()) == 1 and err.startswith("splat: error: "), err
+        for w in words:
+            assert w in err, err
+
+    fails("train", "--resume", tmp_path / "nowhere", words=["nowhere", "nothing to resume"])
+    (tmp_path / "empty").mkdir()
+    fails("train", "--resume", tmp_path / "empty", words=["holds no run to resume"])
+    fails("train", "--resume", tmp_path / "empty", "--config", root / "x.toml", words=["--resume", "--config"])
+    (tmp_path / "file").write_text("x")
+    fails("train", "--out", tmp_path / "file", "--steps", 3, words=["is not a folder"])
