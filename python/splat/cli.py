@@ -387,6 +387,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                     f"{trainer.num_gaussians:,} Gaussians  ({train_seconds:.1f} s training)")
             if milestone in eval_steps or milestone in ckpt_steps:
                 write_json(out / "metrics.json", metrics(final=False))
+        trainer.check_finite()   # before the final (or the stop's) checkpoint
     except TrainingDiverged as exc:
         if bar is not None:
             bar.stop()
@@ -399,7 +400,6 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     if stop.signum is not None:
         return _stopped(stop, trainer, out, metrics)
 
-    trainer.check_finite()
     trainer.save_checkpoint(out / "checkpoint.npz")
     if cfg.output.save_ply:
         trainer.save_ply(out / "point_cloud.ply")
@@ -426,7 +426,6 @@ def _stopped(stop: StopSignals, trainer, out: Path, metrics) -> int:
     step = trainer.step_count
     where = "no checkpoint (no step had finished)"
     if step > 0:
-        trainer.check_finite()
         path = out / f"checkpoint_{step}.npz"
         trainer.save_checkpoint(path)
         write_json(out / "metrics.json", metrics(final=False, stopped=stop.name))
