@@ -344,3 +344,21 @@ def test_resume_refuses_what_it_cannot_continue(root, tmp_path, capsys):
     fails("train", "--resume", tmp_path / "empty", "--config", root / "x.toml", words=["--resume", "--config"])
     (tmp_path / "file").write_text("x")
     fails("train", "--out", tmp_path / "file", "--steps", 3, words=["is not a folder"])
+
+
+def test_resume_of_a_run_killed_at_its_last_step(root, baseline, tmp_path):
+    """Killed after checkpoint_60.npz (the last step) and before the final
+    evaluation: the resume evaluates and writes the final files, the same bytes."""
+    import shutil
+    out = tmp_path / "run"
+    shutil.copytree(baseline[0], out)
+    for name in ("checkpoint.npz", "point_cloud.ply", "training.png"):
+        (out / name).unlink()
+    shutil.rmtree(out / "renders" / f"step_{STEPS}")
+    m = json.loads((out / "metrics.json").read_text())
+    m.update(finished=False, evals=[e for e in m["evals"] if e["step"] < STEPS])
+    (out / "metrics.json").write_text(json.dumps(m))
+    p = run("--resume", out)
+    assert p.returncode == 0, p.stderr
+    assert (out / "renders" / f"step_{STEPS}").is_dir()
+    assert_same_result(out, baseline[0])

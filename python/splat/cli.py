@@ -303,7 +303,10 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
-    train_seconds = float(evals[-1].get("train_seconds", 0.0)) if evals else 0.0
+    train_seconds = 0.0
+    if start is not None:   # as recorded with the checkpoint, else at the last evaluation before it
+        recorded = earlier.get("steps") == trainer.step_count and earlier.get("train_seconds") is not None
+        train_seconds = float(earlier["train_seconds"] if recorded else evals[-1]["train_seconds"] if evals else 0.0)
     eval_seconds = 0.0
     bar = _progress(steps, not args.quiet)
     task = None
@@ -352,7 +355,9 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     first_step = trainer.step_count
     try:
         for milestone in sorted(set(eval_steps) | set(ckpt_steps)):
-            if milestone <= first_step:
+            done = milestone < first_step or (milestone == first_step and (
+                milestone not in eval_steps or any(e["step"] == milestone for e in evals)))
+            if done:    # before the checkpoint resumed from, or evaluated there already
                 continue
             t0 = time.perf_counter()
             while trainer.step_count < milestone and stop.signum is None:
