@@ -60,13 +60,10 @@ def scene_data(data: Path, scene: str):
 
 def warm_up(train, backend: str):
     """Compiles (or loads from the disk cache) every kernel a run launches,
-    densification and opacity reset included, on a tiny throwaway run."""
-    small = train.subset([0, 1])
-    cfg = splat.TrainConfig(steps=40, init_points=2000, densify_from=0, densify_every=10, densify_until=40,
-                            opacity_reset_every=20)
-    tr = splat.Trainer.from_dataset(small, cfg, splat.BackendConfig(backend=backend))
-    tr.run(40, progress=False)
-    tr.render(small.cameras[0])
+    densification, opacity reset and the finite check included, on a tiny
+    throwaway run: the warm-up `splat train` does (splat/warmup.py)."""
+    from splat.warmup import warm_up as warm_up_kernels
+    warm_up_kernels(train, splat.BackendConfig(backend=backend))
 
 
 def gib(n: int) -> str:

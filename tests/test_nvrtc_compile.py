@@ -17,6 +17,7 @@ KERNELS = {
     "splat_rasterize_walk", "splat_rasterize_checkpoints", "splat_rasterize_backward",
     "splat_ssim_forward", "splat_ssim_backward", "splat_adam", "splat_grad_stats", "splat_reset_opacity",
     "splat_densify_classify", "splat_densify_mark", "splat_densify_gather", "splat_densify_children",
+    "splat_count_nonfinite", "splat_nonfinite_total",
 }
 
 

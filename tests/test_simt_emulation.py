@@ -10,8 +10,9 @@ deterministic pair slots) for every backward variant, with the host's
 arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
 C++17 compiler (the one that builds the package) and POSIX ucontext.
 The fused loss's kernels run there too, against the CPU backend's schedule,
-the fused Adam against adam_update element by element, and the binning's
-prefix sum and radix sort against the C++ standard library."""
+the fused Adam against adam_update element by element, the binning's
+prefix sum and radix sort against the C++ standard library, and the count of
+non-finite parameters against std::isfinite."""
 import os
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
 ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
 SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
+FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
 CHUNK = 256
@@ -200,3 +202,22 @@ def test_scan_and_radix_sort_match_the_standard_library(compiler, tmp_path, key_
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["scan_differ"]) == 0, (got, count, seed)
         assert int(got["sort_differ"]) == 0, (got, count, key_bits, seed)
+
+
+@pytest.mark.parametrize("sh_width", [3, 48])
+def test_nonfinite_count_kernels_match_isfinite(compiler, tmp_path, sh_width):
+    """count_nonfinite + nonfinite_total (train_check.h), dispatched with one
+    threadgroup and with several striding over arrays longer than the grid,
+    against std::isfinite over every element: NaNs and infinities of both
+    signs counted, FLT_MAX, subnormals and -0 not."""
+    exe = compile_check(compiler, [FINITE_SOURCE], str(tmp_path / "finite_check"))
+    rng, seed = make_rng()
+    for n, groups in ((1, 1), (int(rng.integers(2, 400)), 1), (int(rng.integers(400, 1500)), int(rng.integers(2, 7)))):
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_width), str(groups)],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got = dict(line.split() for line in p.stdout.splitlines())
+        for a in range(5):
+            assert got[f"got{a}"] == got[f"want{a}"], (a, got, n, groups, seed)
+        if n > 1:
+            assert sum(int(got[f"want{a}"]) for a in range(5)) > 0, (got, seed)

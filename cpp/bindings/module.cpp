@@ -7,9 +7,16 @@ namespace nb = nanobind;
 
 NB_MODULE(_core, m) {
   m.doc() = "splat native core: backends, rasterizer and trainer";
+  // A RuntimeError of its own, so callers can tell a diverged run apart.
+  static PyObject* diverged = PyErr_NewExceptionWithDoc(
+      "splat._core.TrainingDiverged", "The loss or a parameter of a training run is no longer finite.",
+      PyExc_RuntimeError, nullptr);
+  m.attr("TrainingDiverged") = nb::handle(diverged);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
+    } catch (const splat::TrainingDiverged& e) {
+      PyErr_SetString(diverged, e.what());
     } catch (const splat::ConfigError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const splat::BackendUnavailable& e) {

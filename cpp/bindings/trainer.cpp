@@ -209,6 +209,7 @@ class PyTrainer {
     d["ms"] = st.ms;
     d["sh_degree"] = st.sh_degree;
     d["densified"] = st.densified;
+    d["opacity_reset"] = st.opacity_reset;
     if (st.densified) {
       d["cloned"] = st.densify.cloned;
       d["split"] = st.densify.split;
@@ -301,7 +302,16 @@ class PyTrainer {
     return d;
   }
 
+  void check_finite() {
+    nb::gil_scoped_release release;
+    trainer_->check_finite();
+  }
+
   uint32_t step_count() const { return trainer_->step_count(); }
+  std::optional<uint32_t> diverged_step() const {
+    return trainer_->diverged() ? std::optional<uint32_t>(trainer_->diverged_step()) : std::nullopt;
+  }
+  bool resets_opacity_at(uint32_t step) const { return trainer_->resets_opacity_at(step); }
   uint32_t active_sh_degree() const { return trainer_->active_sh_degree(); }
   size_t num_gaussians() { return trainer_->device().num_gaussians(); }
   size_t allocation_count() { return trainer_->device().allocation_count(); }
@@ -326,6 +336,8 @@ void bind_trainer(nb::module_& m) {
       .def("step", &PyTrainer::step, nb::arg("read_loss") = true)
       .def("run", &PyTrainer::run, nb::arg("n"))
       .def("state", &PyTrainer::state)
+      .def("check_finite", &PyTrainer::check_finite,
+           "Counts the non-finite parameters on the device; raises TrainingDiverged if there are any")
       .def("timings", &PyTrainer::timings, nb::arg("reset") = false,
            "ts_* timings since the last reset: {label: {calls, total_ms, upload_ms, alloc_ms, gpu_ms, readback_ms}} "
            "(empty unless the BackendConfig has timing='per_kernel'; gpu_ms is worker-thread time on the cpu backend)")
@@ -337,6 +349,9 @@ void bind_trainer(nb::module_& m) {
       .def("image_storage", &PyTrainer::image_storage,
            "{image_bytes, device_bytes, budget_bytes, streamed}: where the training images live")
       .def_prop_ro("step_count", &PyTrainer::step_count)
+      .def_prop_ro("diverged_step", &PyTrainer::diverged_step)
+      .def("resets_opacity_at", &PyTrainer::resets_opacity_at, nb::arg("step"),
+           "Whether the schedule resets opacities at this 1-based step")
       .def_prop_ro("active_sh_degree", &PyTrainer::active_sh_degree)
       .def_prop_ro("num_gaussians", &PyTrainer::num_gaussians)
       .def_prop_ro("allocation_count", &PyTrainer::allocation_count)

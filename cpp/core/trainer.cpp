@@ -61,7 +61,38 @@ uint32_t Trainer::view_for_step(uint32_t step) {
   return order_[(step - 1) % v];
 }
 
+bool Trainer::resets_opacity_at(uint32_t t) const {
+  const TrainSettings& s = settings_;
+  const uint32_t every = std::max(1u, s.opacity_reset_every);
+  return t < s.densify_until && t % every == 0 && uint64_t{t} + every <= s.steps;
+}
+
+void Trainer::diverge(const std::string& why) {
+  diverged_ = true;
+  diverged_step_ = step_;
+  diverged_why_ = why;
+  throw TrainingDiverged("[trainer] training diverged at step " + std::to_string(step_) + " (" + why + ")");
+}
+
+void Trainer::check_finite() {
+  if (diverged_) diverge(diverged_why_);
+  static const char* const names[5] = {"means", "log_scales", "quats", "opacity_logits", "sh"};
+  const NonFiniteCounts c = device_->count_nonfinite();
+  if (c.total() == 0) return;
+  std::string why = "non-finite parameters:";
+  bool first = true;
+  for (int a = 0; a < 5; ++a) {
+    if (!c.params[a]) continue;
+    why += std::string(first ? " " : ", ") + std::to_string(c.params[a]) + " in " + names[a];
+    first = false;
+  }
+  diverge(why);
+}
+
 StepStats Trainer::step(bool read_loss) {
+  if (diverged_)
+    throw TrainingDiverged("[trainer] training diverged at step " + std::to_string(diverged_step_) + " (" +
+                           diverged_why_ + "); load a checkpoint to train on");
   auto t0 = std::chrono::steady_clock::now();
   const TrainSettings& s = settings_;
   const uint32_t t = ++step_;
@@ -98,12 +129,20 @@ StepStats Trainer::step(bool read_loss) {
     stats.densify = device_->densify(d);
     stats.densified = true;
   }
-  if (densifying && t % s.opacity_reset_every == 0) device_->reset_opacity(s.opacity_reset_value);
+  if (resets_opacity_at(t)) {
+    device_->reset_opacity(s.opacity_reset_value);
+    stats.opacity_reset = true;
+  }
 
   // The next step's image, while this one's work runs (streamed images).
   device_->prefetch_image(view_for_step(t + 1));
   stats.num_gaussians = static_cast<uint32_t>(device_->num_gaussians());
   stats.loss = read_loss ? device_->last_loss() : std::nanf("");
+  if (read_loss && !std::isfinite(stats.loss)) {
+    const std::string loss = std::isnan(stats.loss) ? "nan" : stats.loss > 0 ? "inf" : "-inf";
+    diverge("the loss is " + loss);
+  }
+  if (t % kFiniteCheckEvery == 0) check_finite();
   stats.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return stats;
 }

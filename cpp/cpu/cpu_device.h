@@ -44,6 +44,7 @@ class CpuDevice final : public Device {
   void adam_step(const AdamSettings& settings) override { training_.adam_step(settings); }
   DensifyResult densify(const DensifySettings& settings) override { return training_.densify(settings); }
   void reset_opacity(float max_opacity) override { training_.reset_opacity(max_opacity); }
+  NonFiniteCounts count_nonfinite() override { return training_.count_nonfinite(); }
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) override {
     training_.render(cam, sh_degree, background, image);
   }

@@ -1,6 +1,7 @@
 #include "cpu_training.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -317,6 +318,21 @@ void CpuTraining::reset_opacity(float max_opacity) {
   for (size_t i = 0; i < count_; ++i) params_[kOpacity][i] = std::min(params_[kOpacity][i], logit);
   std::fill(m_[kOpacity].begin(), m_[kOpacity].end(), 0.f);
   std::fill(v_[kOpacity].begin(), v_[kOpacity].end(), 0.f);
+}
+
+NonFiniteCounts CpuTraining::count_nonfinite() const {
+  NonFiniteCounts counts;
+  for (int a = 0; a < 5; ++a) {
+    const float* p = params_[a].data();
+    std::atomic<uint64_t> found{0};
+    pool_.parallel_for(count_ * param_width(a, sh_stride_), 1 << 16, [&](size_t lo, size_t hi) {
+      uint64_t c = 0;
+      for (size_t i = lo; i < hi; ++i) c += sp_nonfinite(p[i]) ? 1u : 0u;
+      if (c) found.fetch_add(c, std::memory_order_relaxed);
+    });
+    counts.params[a] = found.load();
+  }
+  return counts;
 }
 
 void CpuTraining::render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) {

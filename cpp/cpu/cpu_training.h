@@ -30,6 +30,7 @@ class CpuTraining {
   void adam_step(const AdamSettings& s);
   DensifyResult densify(const DensifySettings& s);
   void reset_opacity(float max_opacity);
+  NonFiniteCounts count_nonfinite() const;
   void render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image);
 
   size_t allocation_count() const { return allocations_ + loss_.allocation_count(); }

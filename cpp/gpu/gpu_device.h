@@ -38,6 +38,7 @@ class GpuDevice final : public Device {
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
   void reset_opacity(float max_opacity) override;
+  NonFiniteCounts count_nonfinite() override;
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                        float* image) override;
   // ts_* with {upload, alloc, gpu, readback} attribution (timing = per_kernel).
@@ -71,6 +72,7 @@ class GpuDevice final : public Device {
     kGradAccum, kGradCount, kMaxRadii,
     kImages, kMasks, kLossPartials, kTileSums, kLoss,
     kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets,
+    kFinitePartials, kFiniteTotals,
     kSlotCount
   };
   struct ArenaBuffer {

@@ -413,6 +413,34 @@ void GpuDevice::reset_opacity(float max_opacity) {
   finish_op(false);
 }
 
+NonFiniteCounts GpuDevice::count_nonfinite() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  NonFiniteCounts counts;
+  const size_t n = count_;
+  if (n == 0) return counts;
+  if (n * (3 * size_t{sh_stride_}) >= (size_t{1} << 32))
+    throw BackendError("[gpu] count_nonfinite: too many parameters for one dispatch");
+  FiniteParams p{};
+  p.count = static_cast<uint32_t>(n);
+  p.sh_width = 3 * sh_stride_;
+  // Enough threads to fill the GPU; each strides over the arrays.
+  p.groups = static_cast<uint32_t>(std::min<size_t>(1024, div_up(n * p.sh_width, 8 * size_t{kGroup})));
+  begin(TimingLabel::Readback);
+  BufferRef partials = ensure(kFinitePartials, 4 * SPLAT_FINITE_ARRAYS * size_t{p.groups}),
+            totals = ensure(kFiniteTotals, 4 * SPLAT_FINITE_ARRAYS);
+  launch(Kernel::CountNonfinite, p.groups,
+         {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
+          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
+          KernelArg::buf(partials)});
+  launch(Kernel::NonfiniteTotal, 1, {KernelArg::value(p), KernelArg::buf(partials), KernelArg::buf(totals)});
+  uint32_t found[SPLAT_FINITE_ARRAYS] = {0, 0, 0, 0, 0};
+  launcher_->download(found, totals, sizeof(found));
+  end(TimingLabel::Readback);
+  finish_op(true);
+  for (int a = 0; a < SPLAT_FINITE_ARRAYS; ++a) counts.params[a] = found[a];
+  return counts;
+}
+
 bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!have_train_step_) return false;

@@ -43,6 +43,8 @@ const std::vector<KernelInfo>& table() {
       {Kernel::DensifyMark, "splat_densify_mark", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyGather, "splat_densify_gather", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyChildren, "splat_densify_children", "train.cu", "train.metal", {}, kG},
+      {Kernel::CountNonfinite, "splat_count_nonfinite", "train.cu", "train.metal", {}, kG},
+      {Kernel::NonfiniteTotal, "splat_nonfinite_total", "train.cu", "train.metal", {}, kG},
   };
   return t;
 }

@@ -40,6 +40,8 @@ enum class Kernel : uint8_t {
   DensifyMark,
   DensifyGather,
   DensifyChildren,
+  CountNonfinite,
+  NonfiniteTotal,
   Count
 };
 constexpr size_t kKernelCount = static_cast<size_t>(Kernel::Count);

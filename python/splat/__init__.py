@@ -10,13 +10,13 @@ from .data import Dataset, DatasetError, load_dataset
 from .gaussians import Gaussians
 from .metrics import Evaluation, evaluate, psnr, ssim
 from .rasterizer import RasterGradients, Rasterizer, RasterOutput
-from .trainer import StepStats, Trainer
+from .trainer import StepStats, Trainer, TrainingDiverged
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendConfig", "Camera", "Config", "ConfigError", "DataConfig", "Dataset", "DatasetError",
     "Evaluation", "Gaussians", "OutputConfig", "RasterGradients", "RasterOutput", "Rasterizer",
-    "StepStats", "TrainConfig", "Trainer", "backend_available", "check_config", "evaluate",
+    "StepStats", "TrainConfig", "Trainer", "TrainingDiverged", "backend_available", "check_config", "evaluate",
     "load_config", "load_dataset", "psnr", "resolve_backend", "ssim",
 ]

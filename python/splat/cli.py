@@ -1,7 +1,8 @@
 """The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
 
     splat train [PATH] [--config X.toml] [--data PATH] [--set section.key=value ...] [--steps N]
-                [--out DIR] [--backend B]
+                [--out DIR] [--backend B] [--overwrite]
+    splat train --resume RUN_DIR [--steps N]
     splat check --config X.toml
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
     splat eval --checkpoint C --data PATH [--split test] [--frames ..] [--supersample K] [--json out.json]
@@ -9,12 +10,14 @@
 User errors (a bad config, missing data, an unreadable file, a backend that
 is not available) print one `splat: error: ...` line per problem to stderr
 and exit with status 1; set SPLAT_DEBUG=1 to get the traceback instead.
-Every file a command writes is written atomically.
+Every file a command writes is written atomically. `splat train` holds its
+run folder locked (splat/run_dir.py); SIGINT and SIGTERM make it finish the
+step, write a checkpoint and exit 130 / 143 (`--resume` continues from it).
 """
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import re
 import sys
@@ -25,12 +28,14 @@ import numpy as np
 
 from ._cli_common import one_line, positive_int, warn, write_json
 from ._cli_data import render_files, run_config, scene_arg
+from .stop_signals import StopSignals, Terminated
 
 __all__ = ["main"]
 
 BACKENDS = ("auto", "cpu", "cuda", "metal")
 SYNTHETIC_STEPS = 2000          # `splat train` with no config
 SYNTHETIC_OUT = "runs/synthetic"
+SYNTHETIC_SIZE = 80             # the width of synthetic.make_scene()'s images
 LOSS_EVERY = 10                 # read the loss back every this many steps (as Trainer.run)
 
 
@@ -110,25 +115,25 @@ def _progress(total: int, enabled: bool):
 
 # --------------------------------------------------------------------------- train
 
+SYNTHETIC_MARKER = "# the built-in synthetic scene (splat.data.synthetic.make_scene()); [data] is unused"
+
 
 def _synthetic_setup(args):
-    """(config, train dataset, eval dataset) of the built-in scene."""
+    """The config of the built-in scene (its datasets: _datasets)."""
     from .config import Config, OutputConfig
     from .data import synthetic
     steps = args.steps or SYNTHETIC_STEPS
-    train, test = synthetic.make_scene()
     cfg = Config()
-    cfg.train = synthetic.default_train_config(steps, image_size=train.width)
+    cfg.train = synthetic.default_train_config(steps, image_size=SYNTHETIC_SIZE)
     every = max(1, steps // 8)
     cfg.output = OutputConfig(dir=SYNTHETIC_OUT, eval_steps=list(range(every, steps + 1, every)),
                               checkpoint_steps=[], render_views=4, save_ply=True)
     cfg.backend = {"backend": args.backend or "auto"}
-    return cfg, train, test
+    return cfg
 
 
 def _config_setup(args):
-    """(config, train dataset, eval dataset) from a TOML config and / or a scene folder."""
-    from .data import load_dataset
+    """The config of a TOML file and / or a scene folder, with the command line's overrides."""
     cfg = run_config(args)
     if args.steps:
         cfg.train.steps = args.steps
@@ -138,11 +143,20 @@ def _config_setup(args):
             raise ConfigError(errors, source=f"{args.config or 'the run config'} with --steps {args.steps}")
     if args.backend:
         cfg.backend = dict(cfg.backend, backend=args.backend)
+    return cfg
+
+
+def _datasets(cfg, synthetic: bool):
+    """(train dataset, eval dataset) of a run."""
+    if synthetic:
+        from .data import synthetic as syn
+        return syn.make_scene()
+    from .data import load_dataset
     d = cfg.data
     common = d.loader_args()
     train = load_dataset(d.path, d.train_split, frames=d.train_frames, **common)
     test = load_dataset(d.eval_path or d.path, d.eval_split, frames=d.test_frames, **common)
-    return cfg, train, test
+    return train, test
 
 
 def _largest_size(ds) -> list:
@@ -179,15 +193,82 @@ class _KeepSome(dict):
             super().__setitem__(key, value)
 
 
+def _resume_setup(args, folder):
+    """(config, synthetic) of the run in `folder`, --steps and --backend applied."""
+    from .config import ConfigError, load_config
+    from .run_dir import CONFIG_NAME
+    path = folder.path / CONFIG_NAME
+    synthetic = path.read_text(encoding="utf-8").startswith(SYNTHETIC_MARKER)
+    cfg = load_config(path, check_paths=not synthetic)
+    if args.steps:
+        cfg.train.steps = args.steps
+        errors = cfg.train.errors()
+        if errors:
+            raise ConfigError(errors, source=f"{path} with --steps {args.steps}")
+    if args.backend:
+        cfg.backend = dict(cfg.backend, backend=args.backend)
+    return cfg, synthetic
+
+
+def _resume_state(folder, cfg):
+    """(header, arrays, path) of the newest checkpoint of the run, or None to
+    start from step 0. Refuses a checkpoint of another recipe."""
+    newest, skipped = folder.newest_checkpoint()
+    for path, why in skipped:
+        warn(f"skipping {path}: {_clean(why)}")
+    if newest is None:
+        return None
+    meta, _, path = newest
+    recipe = dict(meta["train_config"], steps=cfg.train.steps)
+    if recipe != cfg.train.to_dict():
+        diff = sorted(k for k, v in cfg.train.to_dict().items() if recipe.get(k) != v)
+        raise UserError(f"{path}: was written with another [train] recipe than {folder.path / 'config.toml'} "
+                        f"({', '.join(diff[:4])})")
+    if meta["step"] > cfg.train.steps:
+        raise UserError(f"{path}: is at step {meta['step']}, past --steps {cfg.train.steps}")
+    return newest
+
+
 def cmd_train(args) -> int:
-    from .metrics import evaluate
-    from .plot import save_training_plot
-    from .trainer import Trainer
+    with StopSignals() as stop:
+        return _train(args, stop)
+
+
+def _train(args, stop: StopSignals) -> int:
+    """Takes the run folder (locked for the run), then trains in it."""
+    from .run_dir import RunFolder
+    from .schedule import schedule_warnings
 
     t_begin = time.perf_counter()
-    synthetic = args.config is None and scene_arg(args) is None and not getattr(args, "set", None)
-    cfg, train, test = _synthetic_setup(args) if synthetic else _config_setup(args)
-    out = Path(args.out if args.out else cfg.output.dir)
+    resume = args.resume is not None
+    if resume and (args.config or args.out or args.overwrite or scene_arg(args) is not None
+                   or getattr(args, "set", None)):
+        raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --data, "
+                        "--set, --out and --overwrite")
+    if resume:
+        out = Path(args.resume)
+        folder = RunFolder.open(out, resume=True)
+        cfg, synthetic = _resume_setup(args, folder)
+    else:
+        synthetic = args.config is None and scene_arg(args) is None and not getattr(args, "set", None)
+        cfg = _synthetic_setup(args) if synthetic else _config_setup(args)
+        out = Path(args.out if args.out else cfg.output.dir)
+        folder = RunFolder.open(out, overwrite=args.overwrite)
+    with folder:
+        if not synthetic:   # the built-in scene's recipe is scaled to --steps, not the user's
+            for w in schedule_warnings(cfg.train):
+                warn(w)
+        return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
+
+
+def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float) -> int:
+    from .metrics import evaluate
+    from .plot import save_training_plot
+    from .trainer import Trainer, TrainingDiverged, check_checkpoint_sizes
+    from .warmup import warm_up
+
+    out = folder.path
+    train, test = _datasets(cfg, synthetic)
     steps = cfg.train.steps
     supersample = 1 if synthetic else cfg.data.eval_supersample
     bc = _make_backend(cfg.backend)
@@ -199,34 +280,66 @@ def cmd_train(args) -> int:
         print(f"note: steps {sorted(set(skipped))} are past train.steps = {steps} and are skipped",
               file=sys.stderr)
 
+    evals: list[dict] = []
+    earlier: dict = {}
+    start = None
+    if resume:
+        start = _resume_state(folder, cfg)
+        try:
+            earlier = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            earlier = {}
+        if start is not None and earlier.get("finished") and start[0]["step"] >= steps:
+            raise UserError(f"run folder {out}: finished at step {start[0]['step']}; pass --steps N "
+                            f"(N > {start[0]['step']}) to train on")
     budget = 0 if synthetic else int(cfg.data.device_image_budget * (1 << 30))
-    trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget)
-    if (out / "metrics.json").exists():
-        print(f"note: {out} holds an earlier run; its files are replaced as this run writes them",
-              file=sys.stderr)
-    out.mkdir(parents=True, exist_ok=True)
+    if start is None:
+        trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget)
+        if resume:
+            print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
+            earlier = {}
+    else:
+        meta, arrays, path = start
+        try:
+            check_checkpoint_sizes(meta, train, path)
+        except ValueError as exc:
+            raise UserError(_clean(str(exc))) from None
+        trainer = Trainer(train, cfg.train, bc, arrays, step=meta["step"], scene_extent=meta["scene_extent"],
+                          image_budget=budget)
+        at = trainer.step_count
+        evals = [e for e in earlier.get("evals", []) if e.get("step", 0) <= at]
+        trainer.history = [tuple(h) for h in earlier.get("history", []) if h and h[0] <= at]
     scene = "built-in synthetic scene" if synthetic else cfg.data.path
     eval_desc = "synthetic test views" if synthetic else \
         f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
+    begin = f"from step {trainer.step_count} to {steps}" if resume else f"{steps} steps"
     print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_storage_text(trainer)}), "
-          f"{trainer.num_gaussians:,} initial Gaussians, {steps} steps on {trainer.backend}; "
-          f"eval on {len(test)} views of {eval_desc}"
+          f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
+          f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
-    _write_text_config(out / "config.toml", cfg, synthetic)
+    if not resume or args.steps:
+        _write_text_config(out / "config.toml", cfg, synthetic)
 
+    seconds = warm_up(train, bc)
+    if seconds is not None:
+        print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
-    evals: list[dict] = []
     train_seconds = 0.0
+    if start is not None:   # as recorded with the checkpoint, else at the last evaluation before it
+        recorded = earlier.get("steps") == trainer.step_count and earlier.get("train_seconds") is not None
+        train_seconds = float(earlier["train_seconds"] if recorded else evals[-1]["train_seconds"] if evals else 0.0)
     eval_seconds = 0.0
     bar = _progress(steps, not args.quiet)
     task = None
+    config_path = earlier.get("config") if resume else \
+        (None if args.config is None else str(Path(args.config).resolve()))
 
-    def metrics(final: bool) -> dict:
+    def metrics(final: bool, stopped: str | None = None) -> dict:
         last = evals[-1] if evals else {}
-        return {
+        m = {
             "scene": "synthetic" if synthetic else cfg.data.path,
-            "config": None if args.config is None else str(Path(args.config).resolve()),
+            "config": config_path,
             "backend": trainer.backend,
             "steps": trainer.step_count,
             "finished": final,
@@ -244,6 +357,9 @@ def cmd_train(args) -> int:
             "evals": evals,
             "history": [list(h) for h in trainer.history],
         }
+        if stopped:
+            m["stopped"] = stopped
+        return m
 
     def log(msg: str) -> None:
         if bar is not None:
@@ -251,23 +367,33 @@ def cmd_train(args) -> int:
         else:
             print(msg, file=sys.stderr, flush=True)
 
+    def last_checkpoint() -> str:
+        done = [p for p in folder.checkpoints()]
+        return f"the last checkpoint, {done[-1]}, is finite" if done else "no checkpoint was written"
+
     if bar is not None:
         bar.start()
-        task = bar.add_task("train", total=steps, loss=float("nan"), gaussians=trainer.num_gaussians, rate=0.0)
+        task = bar.add_task("train", total=steps, completed=trainer.step_count, loss=float("nan"),
+                            gaussians=trainer.num_gaussians, rate=0.0)
+    first_step = trainer.step_count
     try:
         for milestone in sorted(set(eval_steps) | set(ckpt_steps)):
+            done = milestone < first_step or (milestone == first_step and (
+                milestone not in eval_steps or any(e["step"] == milestone for e in evals)))
+            if done:    # before the checkpoint resumed from, or evaluated there already
+                continue
             t0 = time.perf_counter()
-            while trainer.step_count < milestone:
+            while trainer.step_count < milestone and stop.signum is None:
                 i = trainer.step_count + 1
                 read = i % LOSS_EVERY == 0 or i == milestone
                 st = trainer.step(read_loss=read)
-                if read:
-                    if not math.isfinite(st.loss):
-                        raise RuntimeError(f"training diverged at step {st.step} (loss {st.loss})")
-                    if bar is not None:
-                        rate = i / max(train_seconds + time.perf_counter() - t0, 1e-9)
-                        bar.update(task, completed=i, loss=st.loss, gaussians=st.num_gaussians, rate=rate)
+                if read and bar is not None:
+                    rate = (i - first_step) / max(train_seconds + time.perf_counter() - t0, 1e-9)
+                    bar.update(task, completed=i, loss=st.loss, gaussians=st.num_gaussians, rate=rate)
             train_seconds += time.perf_counter() - t0
+            if stop.signum is not None:
+                break
+            trainer.check_finite()
             if milestone in ckpt_steps:
                 trainer.save_checkpoint(out / f"checkpoint_{milestone}.npz")
             if milestone in eval_steps:
@@ -276,11 +402,11 @@ def cmd_train(args) -> int:
                 ev = evaluate(trainer, test, supersample=supersample, renders=renders,
                               masked=not synthetic and cfg.data.eval_masked)
                 if show:
-                    folder = out / "renders" / f"step_{milestone}"
-                    folder.mkdir(parents=True, exist_ok=True)
+                    step_dir = out / "renders" / f"step_{milestone}"
+                    step_dir.mkdir(parents=True, exist_ok=True)
                     for name in show:
                         j = test.names.index(name)
-                        _write_png(folder / render_files(test.names)[name],
+                        _write_png(step_dir / render_files(test.names)[name],
                                    _side_by_side(renders[name], test.images[j]))
                 evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
                               "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
@@ -288,10 +414,20 @@ def cmd_train(args) -> int:
                 eval_seconds += time.perf_counter() - t0
                 log(f"step {milestone}: PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  "
                     f"{trainer.num_gaussians:,} Gaussians  ({train_seconds:.1f} s training)")
+            if milestone in eval_steps or milestone in ckpt_steps:
                 write_json(out / "metrics.json", metrics(final=False))
+        trainer.check_finite()   # before the final (or the stop's) checkpoint
+    except TrainingDiverged as exc:
+        if bar is not None:
+            bar.stop()
+            bar = None
+        raise UserError(f"{_clean(exc)}; {last_checkpoint()}; lower the learning rates") from None
     finally:
         if bar is not None:
             bar.stop()
+
+    if stop.signum is not None:
+        return _stopped(stop, trainer, out, metrics)
 
     trainer.save_checkpoint(out / "checkpoint.npz")
     if cfg.output.save_ply:
@@ -308,14 +444,31 @@ def cmd_train(args) -> int:
     print(f"wrote {out}/: metrics.json, checkpoint.npz"
           + (", point_cloud.ply" if cfg.output.save_ply else "") + ", training.png"
           + (", renders/" if show else ""))
+    if stop.signum is not None:   # asked to stop while the final files were written: they are complete
+        print(f"splat: {stop.name}: the run had finished", file=sys.stderr)
+        return 128 + stop.signum
     return 0
+
+
+def _stopped(stop: StopSignals, trainer, out: Path, metrics) -> int:
+    """The end of a run asked to stop: a checkpoint of the last finished step."""
+    step = trainer.step_count
+    where = "no checkpoint (no step had finished)"
+    if step > 0:
+        path = out / f"checkpoint_{step}.npz"
+        trainer.save_checkpoint(path)
+        write_json(out / "metrics.json", metrics(final=False, stopped=stop.name))
+        where = f"wrote {path}"
+    print(f"splat: stopped by {stop.name} after step {step}: {where}; continue with: splat train --resume {out}",
+          file=sys.stderr, flush=True)
+    return 128 + stop.signum
 
 
 def _write_text_config(path: Path, cfg, synthetic: bool) -> None:
     from .io.atomic import atomic_write_text
     text = cfg.to_toml()
     if synthetic:
-        text = "# the built-in synthetic scene (splat.data.synthetic.make_scene()); [data] is unused\n" + text
+        text = SYNTHETIC_MARKER + "\n" + text
     atomic_write_text(path, text)
 
 
@@ -346,6 +499,9 @@ def cmd_check(args) -> int:
     for w in bc.validate(resolved):
         warn(_clean(w))
     _print_image_footprint(cfg, resolved)
+    from .schedule import schedule_warnings
+    for w in schedule_warnings(cfg.train):
+        warn(w)
     print(f"{args.config}: OK", file=sys.stderr)
     return 0
 
@@ -472,6 +628,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", metavar="DIR", help=f"run folder (default: output.dir, or {SYNTHETIC_OUT})")
     t.add_argument("--backend", choices=BACKENDS, help="override backend.backend (default auto)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in the run folder (its files are removed first)")
+    t.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its newest checkpoint (its config.toml; "
+                        "--steps N trains on to N)")
     t.set_defaults(func=cmd_train)
 
     c = sub.add_parser("check", help="validate a config and show it resolved",
@@ -552,6 +713,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("splat: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("splat: terminated", file=sys.stderr)
+        return 143
     except ConfigError as exc:
         if debug:
             raise

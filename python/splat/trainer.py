@@ -7,6 +7,7 @@ import json
 import os
 import time
 import warnings
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,10 @@ SH_C0 = 0.28209479177387814
 # Dataset formats that start from SfM points (random points in the views when too few).
 CAPTURE_FORMATS = ("colmap", "nerfstudio")
 CHECKPOINT_VERSION = 1
+# Raised when the loss or a parameter is no longer finite (a RuntimeError).
+TrainingDiverged = _core.TrainingDiverged
+# Every checkpoint member gets this timestamp, so equal states give equal bytes.
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # TrainConfig fields that the native step reads (the rest shape initialisation).
 _NATIVE_SETTINGS = (
     "steps", "means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_lr", "sh_dc_lr",
@@ -44,6 +49,7 @@ class StepStats:
     ms: float
     sh_degree: int
     densified: bool
+    opacity_reset: bool = False
 
 
 def initial_gaussians(points, colors, config: TrainConfig) -> Gaussians:
@@ -198,9 +204,14 @@ class Trainer:
         return self._native.backend
 
     def step(self, read_loss: bool = True) -> StepStats:
-        """One training step. On GPUs, read_loss=False avoids the sync that reading the loss needs."""
+        """One training step. On GPUs, read_loss=False avoids the sync that reading the loss needs.
+
+        Raises TrainingDiverged when the loss read back is not finite, or a
+        parameter is not at the check every 100 steps (then and after, every
+        call raises; the state is not finite)."""
         d = self._native.step(read_loss)
-        stats = StepStats(d["step"], d["loss"], d["num_gaussians"], d["ms"], d["sh_degree"], d["densified"])
+        stats = StepStats(d["step"], d["loss"], d["num_gaussians"], d["ms"], d["sh_degree"], d["densified"],
+                          d["opacity_reset"])
         if read_loss:
             self.history.append((stats.step, stats.loss, stats.num_gaussians))
         return stats
@@ -228,6 +239,21 @@ class Trainer:
                     rate = (i + 1) / max(time.perf_counter() - t0, 1e-9)
                     bar.update(task, completed=i + 1, loss=last.loss, gaussians=last.num_gaussians, rate=rate)
         return last
+
+    def check_finite(self) -> None:
+        """Checks every parameter for NaN and infinity now (a reduction on the
+        device, five counts read back); raises TrainingDiverged naming them."""
+        self._native.check_finite()
+
+    @property
+    def diverged_step(self) -> int | None:
+        """The step at which training diverged; None while it has not."""
+        return self._native.diverged_step
+
+    def resets_opacity_at(self, step: int) -> bool:
+        """Whether the schedule resets opacities at 1-based `step` (see
+        docs/architecture.md: never in the last opacity_reset_every steps)."""
+        return self._native.resets_opacity_at(int(step))
 
     # ------------------------------------------------------------------ results
     def render(self, camera: Camera, background=None) -> np.ndarray:
@@ -262,10 +288,14 @@ class Trainer:
                     backend_config=self.backend_config.to_dict(), scene_extent=self.scene_extent,
                     background=list(self.background), width=w, height=h,
                     sizes=[list(s) for s in self.sizes])
-        buf = io.BytesIO()
-        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **self.state())
+        state = self.state()
+        bad = [k for k, a in state.items() if not np.isfinite(a).all()]
+        if bad:
+            raise TrainingDiverged(f"[splat] checkpoint {path}: not written: the training state at step "
+                                   f"{self.step_count} is not finite ({', '.join(bad)})")
+        data = _npz_bytes({"__meta__": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **state})
         with atomic_write(path, "wb") as f:
-            f.write(buf.getvalue())
+            f.write(data)
 
     @classmethod
     def load_checkpoint(cls, path, dataset, backend_config=None, *, image_budget: int = 0) -> "Trainer":
@@ -307,6 +337,17 @@ def check_checkpoint_sizes(meta: dict, dataset, path) -> None:
             shown = ", ".join(f"{w}x{h}" for w, h in sorted(known)[:4]) + (", ..." if len(known) > 4 else "")
             raise ValueError(f"[splat] dataset: view {dataset.names[i]} is {g[0]}x{g[1]}, the checkpoint {path} "
                              f"was trained on {shown}")
+
+
+def _npz_bytes(arrays: dict) -> bytes:
+    """The .npz archive np.savez writes (uncompressed members NAME.npy), with
+    a fixed timestamp on every member: its bytes depend on the arrays alone."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, a in arrays.items():
+            with z.open(zipfile.ZipInfo(name + ".npy", date_time=_ZIP_TIME), "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
+    return buf.getvalue()
 
 
 def read_checkpoint(path) -> tuple[dict, dict]:

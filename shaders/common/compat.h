@@ -159,6 +159,9 @@ SPLAT_FUNC uint32_t sp_float_bits(float x) {
   return u;
 }
 #endif
+// NaN or infinite, from the exponent bits: immune to fast-math assumptions
+// that a value is finite.
+SPLAT_FUNC bool sp_nonfinite(float x) { return (sp_float_bits(x) & 0x7f800000u) == 0x7f800000u; }
 // The blend's inner-loop math (shaders/common/blend.h): on the GPUs the
 // hardware exp approximation (relative error ~1e-7) and fused multiply-adds,
 // on CUDA also the hardware reciprocal (a few ulp); on the host the exact

@@ -168,6 +168,18 @@ struct ElementParams {
 };
 SPLAT_STATIC_ASSERT(sizeof(ElementParams) == 16, "ElementParams layout");
 
+// The count of non-finite parameters (shaders/kernels/train_check.h): each of
+// `groups` threadgroups strides over every parameter array and writes five
+// partial counts, then one threadgroup sums them.
+struct FiniteParams {
+  uint32_t count;     // Gaussians
+  uint32_t sh_width;  // floats of sh per Gaussian (3 K)
+  uint32_t groups;    // threadgroups of the counting pass
+  uint32_t pad;
+};
+SPLAT_STATIC_ASSERT(sizeof(FiniteParams) == 16, "FiniteParams layout");
+#define SPLAT_FINITE_ARRAYS 5
+
 // Densification on the device (shaders/kernels/train_densify.h).
 struct DensifyParams {
   uint32_t count;        // Gaussians before densifying (n)

@@ -1,6 +1,8 @@
 // CUDA entry points (NVRTC): the training step's kernels (fused loss, Adam,
-// densification statistics and densification, opacity reset). Thin wrappers
+// densification statistics and densification, opacity reset, the count of
+// non-finite parameters). Thin wrappers
 // only; the bodies are shaders/kernels/train_*.h, shared with Metal.
+#include "train_check.h"
 #include "train_densify.h"
 #include "train_loss.h"
 #include "train_optim.h"
@@ -64,4 +66,17 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_densify_children(DensifyParams p, const uint32_t* offsets, const float* means, const float* log_scales,
                            const float* quats, float* dst_means) {
   densify_children_body(SPLAT_THREAD_CTX(), p, offsets, means, log_scales, quats, dst_means);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_count_nonfinite(FiniteParams p, const float* means, const float* log_scales, const float* quats,
+                          const float* opacity, const float* sh, uint32_t* partials) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  count_nonfinite_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, sh, partials, warp_tot);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_nonfinite_total(FiniteParams p, const uint32_t* partials, uint32_t* totals) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  nonfinite_total_body(SPLAT_THREAD_CTX(), p, partials, totals, warp_tot);
 }

@@ -1,5 +1,6 @@
 // Metal entry points: the training step's kernels (same argument order as
 // shaders/cuda/train.cu; buffer indices follow it).
+#include "train_check.h"
 #include "train_densify.h"
 #include "train_loss.h"
 #include "train_optim.h"
@@ -78,4 +79,18 @@ kernel void splat_densify_children(constant DensifyParams& p [[buffer(0)]],
                                    device const float* log_scales [[buffer(3)]], device const float* quats [[buffer(4)]],
                                    device float* dst_means [[buffer(5)]], SPLAT_THREAD_ATTRS) {
   densify_children_body(SPLAT_THREAD_CTX(), p, offsets, means, log_scales, quats, dst_means);
+}
+
+kernel void splat_count_nonfinite(constant FiniteParams& p [[buffer(0)]], device const float* means [[buffer(1)]],
+                                  device const float* log_scales [[buffer(2)]], device const float* quats [[buffer(3)]],
+                                  device const float* opacity [[buffer(4)]], device const float* sh [[buffer(5)]],
+                                  device uint32_t* partials [[buffer(6)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  count_nonfinite_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, sh, partials, warp_tot);
+}
+
+kernel void splat_nonfinite_total(constant FiniteParams& p [[buffer(0)]], device const uint32_t* partials [[buffer(1)]],
+                                  device uint32_t* totals [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  nonfinite_total_body(SPLAT_THREAD_CTX(), p, partials, totals, warp_tot);
 }

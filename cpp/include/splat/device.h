@@ -61,6 +61,9 @@ class Device {
   virtual DensifyResult densify(const DensifySettings& settings) = 0;
   // opacity <= max_opacity; the opacity moments restart from zero.
   virtual void reset_opacity(float max_opacity) = 0;
+  // Counts the non-finite values of the resident parameters (a reduction on
+  // the device; five counts come back, so it synchronizes).
+  virtual NonFiniteCounts count_nonfinite() = 0;
   // Renders the resident Gaussians into a host image [H,W,3].
   virtual void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                float* image) = 0;

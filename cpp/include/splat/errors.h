@@ -1,6 +1,7 @@
 // Errors raised by the native core. The bindings map them to Python
 // exceptions: ConfigError -> ValueError, BackendUnavailable and
-// BackendError -> RuntimeError. Messages carry a "[component]" prefix.
+// BackendError -> RuntimeError, TrainingDiverged -> splat.TrainingDiverged
+// (a RuntimeError). Messages carry a "[component]" prefix.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,11 @@ struct BackendUnavailable : std::runtime_error {
 
 // A failure inside a backend (driver / compiler / command buffer errors).
 struct BackendError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The loss or a parameter of a training run is no longer finite.
+struct TrainingDiverged : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 

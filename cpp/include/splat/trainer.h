@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "device.h"
@@ -44,8 +45,13 @@ struct StepStats {
   double ms = 0.0;
   uint32_t sh_degree = 0;
   bool densified = false;
+  bool opacity_reset = false;
   DensifyResult densify;
 };
+
+// Steps between two checks of the parameters for non-finite values (each one
+// a small reduction and a read-back of five counts).
+constexpr uint32_t kFiniteCheckEvery = 100;
 
 class Trainer {
  public:
@@ -55,7 +61,20 @@ class Trainer {
           const std::vector<TrainingImage>& images, const TrainingState& initial, uint32_t step = 0);
 
   // One step. The loss is read back only when read_loss (a sync on GPUs).
+  // Throws TrainingDiverged when the loss read back, or a parameter at a
+  // check (every kFiniteCheckEvery steps), is not finite; every later call
+  // throws again.
   StepStats step(bool read_loss = true);
+  // Checks the resident parameters now; throws TrainingDiverged if any is
+  // not finite.
+  void check_finite();
+  bool diverged() const { return diverged_; }
+  // The step at which training diverged (when diverged()).
+  uint32_t diverged_step() const { return diverged_step_; }
+  // Whether step `t` (1-based) resets opacities: every opacity_reset_every
+  // steps while densifying (t < densify_until), but never when fewer than
+  // opacity_reset_every steps of the run remain after it.
+  bool resets_opacity_at(uint32_t t) const;
 
   uint32_t step_count() const { return step_; }
   uint32_t active_sh_degree() const { return active_sh_degree(step_); }
@@ -70,11 +89,15 @@ class Trainer {
  private:
   uint32_t active_sh_degree(uint32_t step) const;
   void shuffle_epoch(uint32_t epoch);
+  [[noreturn]] void diverge(const std::string& why);
 
   std::unique_ptr<Device> device_;
   TrainSettings settings_;
   std::vector<CameraParams> cameras_;
   uint32_t step_ = 0;
+  bool diverged_ = false;
+  uint32_t diverged_step_ = 0;
+  std::string diverged_why_;
   uint32_t epoch_ = UINT32_MAX;
   std::vector<uint32_t> order_;
 };

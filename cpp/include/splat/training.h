@@ -103,6 +103,13 @@ struct DensifyResult {
   uint32_t cloned = 0, split = 0, pruned = 0, count = 0;
 };
 
+// Non-finite (NaN or infinite) values of each resident parameter array, in
+// TrainingState::params order: how a diverged run is detected.
+struct NonFiniteCounts {
+  uint64_t params[5] = {0, 0, 0, 0, 0};
+  uint64_t total() const { return params[0] + params[1] + params[2] + params[3] + params[4]; }
+};
+
 // Full training state in host memory (checkpoints): parameters, both Adam
 // moments per parameter, densification statistics.
 struct TrainingState {
