@@ -48,6 +48,7 @@ class CpuRasterizer {
   uint32_t sh_degree_ = 0;
   float background_[3] = {0.f, 0.f, 0.f};
   size_t num_pairs_ = 0;
+  bool have_forward_ = false;  // the last forward completed (a limit error leaves it false)
 
   // Per Gaussian.
   GrowBuffer<float> mean2d_, conic_, depth_, opacity_, color_;

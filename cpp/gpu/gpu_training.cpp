@@ -9,6 +9,7 @@
 #include "../../shaders/common/sh.h"
 #include "grid.h"
 #include "splat/errors.h"
+#include "splat/limits.h"
 
 namespace splat::gpu {
 
@@ -48,7 +49,7 @@ void GpuDevice::upload_images(const uint8_t* rgb, uint32_t views, uint32_t width
 
 void GpuDevice::set_training_state(const TrainingState& s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (s.count >= (size_t{1} << 31)) throw BackendError("[gpu] too many Gaussians");
+  check_gaussian_count(s.count);
   for (int a = 0; a < 5; ++a) {
     const size_t len = s.count * param_width(a, s.sh_stride);
     if (s.params[a].size() != len || (!s.adam_m[a].empty() && s.adam_m[a].size() != len) ||
@@ -123,6 +124,8 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   if (view >= views_ || cam.width != image_width_ || cam.height != image_height_)
     throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
   const size_t n = count_;
+  have_loss_ = false;  // a forward that stops at a limit leaves no step behind
+  have_train_step_ = false;
   forward_pass(state_params(), n, sh_stride_, cam, sh_degree, background);
 
   // The loss against the resident uint8 image of `view`, and d_image.
