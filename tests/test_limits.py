@@ -257,3 +257,26 @@ def test_split_count_limit(split_count):
     for i in range(n):  # children of parent i are rows 256 i .. 256 (i + 1), near the parent
         kids = after[split_count * i: split_count * (i + 1)]
         assert np.all(np.abs(kids - means[i]).max(axis=1) < 50 * np.exp(0.5)), seed
+
+
+def test_supersampled_evaluation_past_the_side_limit_stops_before_training(tmp_path, capsys):
+    """data.eval_supersample x the test views' size past 16384 pixels stops
+    `splat train` before the first step (the first evaluation would have
+    failed after training for thousands of steps); just below it passes."""
+    from splat import cli
+    from splat.metrics import check_supersample
+    from _scenes import write_blender_scene
+    write_blender_scene(tmp_path / "scene", 1025, n_test_views=1, n_gaussians=20, n_views=2)
+    cfg = tmp_path / "run.toml"
+    out = tmp_path / "out"
+    cfg.write_text(f'[data]\npath = "scene"\neval_supersample = 16\n[train]\nsteps = 5\n'
+                   f'[backend]\nbackend = "cpu"\n[output]\ndir = "{out}"\n')
+    assert cli.main(["train", "--config", str(cfg), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("splat: error: data.eval_supersample: 16x renders of these views are 16400 pixels "
+                       "a side, past the limit of 16384"), err
+    assert not out.exists() or not any(out.iterdir())
+    test = splat.load_dataset(tmp_path / "scene", split="test")
+    check_supersample(test, 15)  # 15375 pixels: within the limit
+    with pytest.raises(ValueError, match=r"\[splat\] supersample: 16x renders"):
+        splat.evaluate(None, test, supersample=16)

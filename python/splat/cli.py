@@ -162,7 +162,7 @@ class _KeepSome(dict):
 
 
 def cmd_train(args) -> int:
-    from .metrics import evaluate
+    from .metrics import check_supersample, evaluate
     from .plot import save_training_plot
     from .trainer import Trainer
 
@@ -172,6 +172,7 @@ def cmd_train(args) -> int:
     out = Path(args.out if args.out else cfg.output.dir)
     steps = cfg.train.steps
     supersample = 1 if synthetic else cfg.data.eval_supersample
+    check_supersample(test, supersample, "data.eval_supersample")  # before training, not at the first evaluation
     bc = _make_backend(cfg.backend)
 
     eval_steps = sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps})
