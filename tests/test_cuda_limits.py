@@ -193,3 +193,20 @@ def test_training_stops_at_the_pair_limit_on_the_gpu():
         tr.step()
     assert tr.step_count == 0
     np.testing.assert_array_equal(tr.state()["means"], arrays[0])
+
+
+def test_a_render_past_the_pair_limit_leaves_the_gpu_trainer_usable():
+    from splat.data.dataset import Dataset
+    rng, seed = make_rng()
+    arrays = limit_arrays(rng, 2 ** 31 // tiles(4096), 0, 64)
+    ds = Dataset(cameras=[limit_camera(64)], images=np.full((1, 64, 64, 3), 128, np.uint8), names=["a"])
+    state = dict(zip(("means", "log_scales", "quats", "opacity_logits", "sh"), arrays))
+    tr = splat.Trainer(ds, splat.TrainConfig(steps=10, sh_degree=0), splat.BackendConfig(backend="cuda"), state)
+    tr.step()
+    with pytest.raises(ValueError, match=pair_error(2 ** 31)):
+        tr.render(limit_camera(4096))
+    with pytest.raises(RuntimeError, match=r"\[trainer\] no debug snapshot"):
+        tr._native.debug_snapshot()
+    tr.step()
+    assert tr.step_count == 2
+    assert tr._native.debug_snapshot()["sorted_gauss"].size == arrays[0].shape[0] * tiles(64)

@@ -280,3 +280,21 @@ def test_supersampled_evaluation_past_the_side_limit_stops_before_training(tmp_p
     check_supersample(test, 15)  # 15375 pixels: within the limit
     with pytest.raises(ValueError, match=r"\[splat\] supersample: 16x renders"):
         splat.evaluate(None, test, supersample=16)
+
+
+def test_a_render_past_the_pair_limit_leaves_the_trainer_usable():
+    """A render at a camera past the pair limit stops; the debug snapshot then
+    refuses (its camera is not its binning's) instead of reading past the
+    tile ranges, and training goes on."""
+    rng, seed = make_rng()
+    arrays = limit_arrays(rng, 2 ** 31 // tiles(4096), 0, 64)
+    tr = splat.Trainer(limit_dataset(64), splat.TrainConfig(steps=10, sh_degree=0), CPU, state_of(arrays))
+    tr.step()
+    assert tr._native.debug_snapshot()["sorted_gauss"].size == arrays[0].shape[0] * tiles(64)
+    with pytest.raises(ValueError, match=pair_error(2 ** 31)):
+        tr.render(limit_camera(4096))
+    with pytest.raises(RuntimeError, match=r"\[trainer\] no debug snapshot"):
+        tr._native.debug_snapshot()
+    tr.step()
+    assert tr.step_count == 2
+    assert tr._native.debug_snapshot()["sorted_gauss"].size == arrays[0].shape[0] * tiles(64)

@@ -403,7 +403,8 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
 
 namespace splat::cpu {
 
-void CpuRasterizer::snapshot_binning(DebugSnapshot& out) const {
+bool CpuRasterizer::snapshot_binning(DebugSnapshot& out) const {
+  if (!have_forward_) return false;  // a forward stopped at a limit: its camera, not its binning
   const size_t num_tiles = static_cast<size_t>(cam_.tiles_x) * cam_.tiles_y;
   out.tile_ranges.resize(2 * num_tiles);
   for (size_t t = 0; t < num_tiles; ++t) {
@@ -411,6 +412,7 @@ void CpuRasterizer::snapshot_binning(DebugSnapshot& out) const {
     out.tile_ranges[2 * t + 1] = tile_start_.data()[t + 1];
   }
   out.sorted_gauss.assign(sorted_gauss_.data(), sorted_gauss_.data() + num_pairs_);
+  return true;
 }
 
 }  // namespace splat::cpu

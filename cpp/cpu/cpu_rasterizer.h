@@ -27,8 +27,9 @@ class CpuRasterizer {
   size_t allocation_count() const { return allocations_; }
   // Records ts_* timings into `registry` (null: off).
   void set_timing(TimingRegistry* registry) { timing_ = registry; }
-  // The tile ranges and (tile, depth)-sorted Gaussians of the last forward.
-  void snapshot_binning(DebugSnapshot& out) const;
+  // The tile ranges and (tile, depth)-sorted Gaussians of the last forward
+  // (false when it did not complete).
+  bool snapshot_binning(DebugSnapshot& out) const;
   // Number of (tile, Gaussian) pairs of the last forward.
   size_t pair_count() const { return num_pairs_; }
 

@@ -334,9 +334,9 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
 void GpuDevice::render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                 float* image) {
   std::lock_guard<std::mutex> lock(mutex_);
+  have_train_step_ = false;  // the binning buffers now hold this render's (or a stopped one's)
   forward_pass(state_params(), count_, sh_stride_, cam, sh_degree, background);
   have_forward_ = false;
-  have_train_step_ = false;  // the binning buffers now hold this render's
   begin(TimingLabel::Readback);
   launcher_->download(image, ref(kImage), 12 * static_cast<size_t>(cam.width) * cam.height);
   end(TimingLabel::Readback);
