@@ -1,7 +1,7 @@
 """The numeric limits on the CUDA backend at full size (docs/architecture.md,
 "Numeric limits"; the CPU side is test_limits.py): exact pair counts past
 2^32 from the scan's saturated block sums, 2^31 - 1 pairs rendering as their
-small equivalent (~90 GiB of device memory), the deterministic backward's
+small equivalent (~100 GiB of device memory), the deterministic backward's
 per-pair indices past 2^32 / 9, 2^24 Gaussians and a 16384 x 16384 image.
 Scenes: tests/_limits.py.
 """
@@ -14,7 +14,7 @@ import pytest
 
 import splat
 from _limits import limit_arrays, limit_camera, limit_scene, pair_error, tiles
-from _parity import assert_images_close, rel_err
+from _parity import GRAD_TOL, assert_images_close, loss_gradients, rel_err
 from _scenes import make_rng, random_camera, random_scene
 
 pytestmark = pytest.mark.cuda
@@ -89,7 +89,7 @@ def test_the_pair_limit_renders_just_below_and_stops_just_above():
     np.testing.assert_allclose(out.alpha, want.alpha, rtol=0, atol=1e-6)
     for name in GRADS:
         got = getattr(grads, name)
-        assert rel_err(got[:few], getattr(want_grads, name)) < 1e-4, (name, seed)
+        assert rel_err(got[:few], getattr(want_grads, name)) < GRAD_TOL, (name, seed)  # float atomics
         assert not np.any(got[few:]), (name, seed)
     crop = splat.Camera(cam.world_to_camera, cam.fx, cam.fy, cam.cx, cam.cy, 1024, 1024)
     assert_images_close(r.forward(small, crop, sh_degree=0, background=BG).image,
@@ -125,8 +125,8 @@ def test_deterministic_backward_past_two_to_the_32_over_nine_pairs():
     a, b = det.backward(d_image), default.backward(d_image)
     assert np.abs(b.means[n_faint:]).max() > 0, seed
     for name in GRADS:
-        assert rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]) < 1e-3, (name, seed)
-        assert rel_err(getattr(a, name), getattr(b, name)) < 1e-3, (name, seed)
+        assert rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]) < GRAD_TOL, (name, seed)
+        assert rel_err(getattr(a, name), getattr(b, name)) < GRAD_TOL, (name, seed)
 
 
 def test_the_gaussian_limit_on_the_gpu():
@@ -170,10 +170,10 @@ def test_a_16384_square_image_matches_the_cpu():
     r_gpu, r_cpu = gpu(), cpu()
     got, want = r_gpu.forward(g, cam, sh_degree=0, background=BG), r_cpu.forward(g, cam, sh_degree=0, background=BG)
     assert_images_close(got.image, want.image, "16384^2", seed)
-    d_image = rng.normal(0, 1, got.image.shape).astype(np.float32)
-    a, b = r_gpu.backward(d_image), r_cpu.backward(d_image)
+    d_image, d_alpha = loss_gradients(rng, got, want)  # zero at the few flipped pixels
+    a, b = r_gpu.backward(d_image, d_alpha), r_cpu.backward(d_image, d_alpha)
     for name in GRADS:
-        assert rel_err(getattr(a, name), getattr(b, name)) < 1e-3, (name, seed)
+        assert rel_err(getattr(a, name), getattr(b, name)) < GRAD_TOL, (name, seed)
     big = splat.Camera(cam.world_to_camera, f, f, size / 2, size / 2, size + 1, size)
     with pytest.raises(ValueError, match=r"image size 16385x16384: each side must be 1..16384"):
         r_gpu.forward(g, big, sh_degree=0)
