@@ -221,3 +221,32 @@ def test_nonfinite_count_kernels_match_isfinite(compiler, tmp_path, sh_width):
             assert got[f"got{a}"] == got[f"want{a}"], (a, got, n, groups, seed)
         if n > 1:
             assert sum(int(got[f"want{a}"]) for a in range(5)) > 0, (got, seed)
+def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):
+    """The pair count's scan past 2^32 (GpuDevice::scanned_total): block sums
+    saturate instead of wrapping, so the host's total from the scanned block
+    offsets is exact wherever no block reaches 2^32 - 1 and a lower bound past
+    the pair limit where one does: a wrapped total (2^32 pairs read as 0) would
+    let emission write out of bounds."""
+    exe = compile_check(compiler, [SORT_SOURCE], str(tmp_path / "sort_check"))
+    rng, seed = make_rng()
+
+    def run(count, values):
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 63))), str(count), "8", values], capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        return {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
+
+    # Random counts below 1.5 x 2^20 (a 16384^2 image has 2^20 tiles): block
+    # sums ~0.75 x 2^32, totals past 2^32.
+    count = int(rng.integers(3 * 4096, 5 * 4096))
+    got = run(count, str(3 * 2 ** 19))
+    assert got["exact"] > 2 ** 32 and got["max_block"] < 2 ** 32 - 1, (got, seed)
+    assert got["saturated"] == 0 and got["total"] == got["exact"] and got["scan_differ"] == 0, (got, seed)
+    # One block one below 2^32: exact; a block of exactly 2^32 (4096 x 2^20): saturated, past the limit.
+    got = run(4096, "=" + str(2 ** 20 - 1))
+    assert got["saturated"] == 0 and got["total"] == 4096 * (2 ** 20 - 1), got
+    got = run(4096, "=" + str(2 ** 20))
+    assert got["saturated"] == 1 and 2 ** 32 - 1 == got["total"] < got["exact"] == 2 ** 32, got
+    # Far past: every block saturated, the total still past 2^32.
+    got = run(count, str(2 ** 28))
+    assert got["saturated"] == 1 and 2 ** 32 <= got["total"] <= got["exact"], (got, seed)

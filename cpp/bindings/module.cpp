@@ -2,6 +2,7 @@
 
 #include "bindings.h"
 #include "splat/errors.h"
+#include "splat/limits.h"
 
 namespace nb = nanobind;
 
@@ -25,6 +26,11 @@ NB_MODULE(_core, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     }
   });
+  // The numeric limits (docs/architecture.md, "Numeric limits").
+  m.attr("MAX_GAUSSIANS") = splat::kMaxGaussians;
+  m.attr("MAX_IMAGE_SIDE") = splat::kMaxImageSide;
+  m.attr("MAX_PAIRS") = splat::kMaxPairs;
+  m.attr("MAX_SPLIT_COUNT") = splat::kMaxSplitCount;
   splat::bindings::bind_config(m);
   splat::bindings::bind_rasterizer(m);
   splat::bindings::bind_gpu(m);

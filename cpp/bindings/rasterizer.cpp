@@ -61,6 +61,7 @@ class Rasterizer {
     require(sh.ndim() == 3 && sh.shape(0) == n && sh.shape(2) == 3, "sh: unexpected shape");
     const size_t k = sh.shape(1);
     require(sh_degree <= 3 && k >= (sh_degree + 1) * (sh_degree + 1), "sh_degree: too few SH coefficients");
+    require(k <= SPLAT_MAX_SH_COEFFS, "sh: at most 16 coefficients per channel");
     check_shape(w2c, "world_to_camera", {4, 4});
     check_shape(background, "background", {3});
     require(width > 0 && height > 0 && fx > 0 && fy > 0, "camera: non-positive size or focal");

@@ -269,8 +269,8 @@ class PyTrainer {
   nb::dict debug_snapshot() {
     DebugSnapshot snap;
     if (!trainer_->device().debug_snapshot(snap))
-      throw BackendError(std::string("[trainer] the ") + backend_name(trainer_->device().backend()) +
-                         " backend does not provide debug snapshots");
+      throw BackendError(std::string("[trainer] no debug snapshot on the ") + backend_name(trainer_->device().backend()) +
+                         " backend: no training step since the last render, or the backend keeps none");
     TrainingState shape;
     trainer_->device().get_training_state(shape);
     const size_t n = shape.count;

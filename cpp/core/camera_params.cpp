@@ -1,11 +1,13 @@
 #include <cmath>
 
+#include "splat/limits.h"
 #include "splat/types.h"
 
 namespace splat {
 
 CameraParams make_camera_params(const float w2c[16], float fx, float fy, float cx, float cy, uint32_t width,
                                 uint32_t height) {
+  check_image_size(width, height);  // before any image-sized buffer
   CameraParams c{};
   for (int i = 0; i < 12; ++i) c.w2c[i] = w2c[i];
   c.fx = fx;

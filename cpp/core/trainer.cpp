@@ -8,6 +8,7 @@
 
 #include "../../shaders/common/random.h"
 #include "splat/errors.h"
+#include "splat/limits.h"
 
 namespace splat {
 
@@ -15,6 +16,14 @@ Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, 
                  const std::vector<TrainingImage>& images, const TrainingState& initial, uint32_t step)
     : device_(std::move(device)), settings_(settings), cameras_(std::move(cameras)), step_(step) {
   if (cameras_.empty()) throw ConfigError("[trainer] no training views");
+  check_gaussian_count(initial.count, "initial Gaussians");
+  check_gaussian_count(settings_.max_gaussians, "max_gaussians");
+  if (settings_.split_count < 2 || settings_.split_count > kMaxSplitCount)
+    throw ConfigError("[splat] split_count " + std::to_string(settings_.split_count) + ": must be 2.." +
+                      std::to_string(kMaxSplitCount));
+  if (initial.sh_stride == 0 || initial.sh_stride > SPLAT_MAX_SH_COEFFS)
+    throw ConfigError("[trainer] sh: " + std::to_string(initial.sh_stride) + " coefficients per channel (1.." +
+                      std::to_string(SPLAT_MAX_SH_COEFFS) + ")");
   if (images.size() != cameras_.size())
     throw ConfigError("[trainer] " + std::to_string(images.size()) + " images for " +
                       std::to_string(cameras_.size()) + " cameras");
@@ -95,7 +104,7 @@ StepStats Trainer::step(bool read_loss) {
                            diverged_why_ + "); load a checkpoint to train on");
   auto t0 = std::chrono::steady_clock::now();
   const TrainSettings& s = settings_;
-  const uint32_t t = ++step_;
+  const uint32_t t = step_ + 1;  // counted once the step's forward has run (it may stop at a limit)
   StepStats stats;
   stats.step = t;
   stats.sh_degree = active_sh_degree(t);
@@ -108,6 +117,7 @@ StepStats Trainer::step(bool read_loss) {
   }
   const bool densifying = t < s.densify_until;
   device_->train_forward_backward(cameras_[view], view, stats.sh_degree, bg, s.ssim_weight, densifying);
+  step_ = t;
 
   AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
                     s.adam_beta1, s.adam_beta2, s.adam_eps, t};

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "splat/limits.h"
+
 namespace splat::cpu {
 namespace {
 
@@ -21,6 +23,7 @@ std::string CpuDevice::description() const {
 void CpuDevice::rasterize_forward(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
                                   const float background[3], const ForwardOutputs& out) {
   const size_t n = g.count;
+  check_gaussian_count(n);  // before the copies
   GaussiansView resident = g;
   resident.means = copy_into(means_, g.means, 3 * n, allocations_);
   resident.log_scales = copy_into(log_scales_, g.log_scales, 3 * n, allocations_);

@@ -50,7 +50,7 @@ class CpuDevice final : public Device {
   }
   std::vector<TimingRecord> timings(bool reset) override { return timing_.snapshot(reset); }
   bool debug_snapshot(DebugSnapshot& out) override {
-    train_raster_.snapshot_binning(out);
+    if (!train_raster_.snapshot_binning(out)) return false;
     training_.snapshot_grads(out);
     return true;
   }

@@ -10,6 +10,8 @@
 #include "../../shaders/common/projection.h"
 #include "../../shaders/common/sh.h"
 #include "../../shaders/common/tile_cover.h"
+#include "splat/errors.h"
+#include "splat/limits.h"
 
 namespace splat::cpu {
 namespace {
@@ -81,6 +83,8 @@ void row_span(const BlendSplat& s, const float* ext, int y, const PixelBox& box,
 
 void CpuRasterizer::forward(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
                             const float background[3], const ForwardOutputs& out) {
+  have_forward_ = false;  // until this forward completes
+  check_gaussian_count(g.count);
   g_ = g;
   cam_ = cam;
   sh_degree_ = sh_degree;
@@ -98,6 +102,7 @@ void CpuRasterizer::forward(const GaussiansView& g, const CameraParams& cam, uin
     blend(out);
   }
   if (out.radii) std::memcpy(out.radii, radius_.data(), g_.count * sizeof(int32_t));
+  have_forward_ = true;
 }
 
 void CpuRasterizer::project(uint32_t sh_degree) {
@@ -159,13 +164,19 @@ void CpuRasterizer::bin_and_sort() {
   size_t& a = allocations_;
   const int32_t* radius = radius_.data();
 
-  // Pair counts (from projection) -> emission offsets.
+  // Pair counts (from projection) -> emission offsets. Counted in 64 bits:
+  // n Gaussians can cover n x tiles pairs, far past 2^32; below kMaxPairs
+  // every offset and sorted index fits uint32.
   uint32_t* offset = pair_offset_.data();
-  uint32_t total = 0;
+  uint64_t pairs = 0;
+  for (size_t i = 0; i < n; ++i) pairs += offset[i];
+  check_pair_count(pairs);
+  const uint32_t total = static_cast<uint32_t>(pairs);
+  uint32_t run = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t count = offset[i];
-    offset[i] = total;
-    total += count;
+    offset[i] = run;
+    run += count;
   }
   offset[n] = total;
   num_pairs_ = total;
@@ -280,6 +291,7 @@ void CpuRasterizer::blend(const ForwardOutputs& out) {
 }
 
 void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads) {
+  if (!have_forward_) throw BackendError("[cpu] backward() needs a completed forward pass first");
   const size_t n = g_.count;
   const uint32_t width = cam_.width, height = cam_.height, tiles_x = cam_.tiles_x;
   const size_t num_tiles = static_cast<size_t>(cam_.tiles_x) * cam_.tiles_y;
@@ -391,7 +403,8 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
 
 namespace splat::cpu {
 
-void CpuRasterizer::snapshot_binning(DebugSnapshot& out) const {
+bool CpuRasterizer::snapshot_binning(DebugSnapshot& out) const {
+  if (!have_forward_) return false;  // a forward stopped at a limit: its camera, not its binning
   const size_t num_tiles = static_cast<size_t>(cam_.tiles_x) * cam_.tiles_y;
   out.tile_ranges.resize(2 * num_tiles);
   for (size_t t = 0; t < num_tiles; ++t) {
@@ -399,6 +412,7 @@ void CpuRasterizer::snapshot_binning(DebugSnapshot& out) const {
     out.tile_ranges[2 * t + 1] = tile_start_.data()[t + 1];
   }
   out.sorted_gauss.assign(sorted_gauss_.data(), sorted_gauss_.data() + num_pairs_);
+  return true;
 }
 
 }  // namespace splat::cpu

@@ -35,8 +35,9 @@ class CpuRasterizer {
   }
   // Records ts_* timings into `registry` (null: off).
   void set_timing(TimingRegistry* registry) { timing_ = registry; }
-  // The tile ranges and (tile, depth)-sorted Gaussians of the last forward.
-  void snapshot_binning(DebugSnapshot& out) const;
+  // The tile ranges and (tile, depth)-sorted Gaussians of the last forward
+  // (false when it did not complete).
+  bool snapshot_binning(DebugSnapshot& out) const;
   // Number of (tile, Gaussian) pairs of the last forward.
   size_t pair_count() const { return num_pairs_; }
 
@@ -56,6 +57,7 @@ class CpuRasterizer {
   uint32_t sh_degree_ = 0;
   float background_[3] = {0.f, 0.f, 0.f};
   size_t num_pairs_ = 0;
+  bool have_forward_ = false;  // the last forward completed (a limit error leaves it false)
 
   // Per Gaussian.
   GrowBuffer<float> mean2d_, conic_, depth_, opacity_, color_;

@@ -9,6 +9,7 @@
 #include "../../shaders/common/sh.h"
 #include "grid.h"
 #include "splat/errors.h"
+#include "splat/limits.h"
 #include "timing.h"
 
 namespace splat::gpu {
@@ -146,15 +147,33 @@ void GpuDevice::finish_op(bool sync) {
   alloc_ms_ = 0.0;
 }
 
-void GpuDevice::exclusive_scan(BufferRef in, BufferRef out, uint32_t count) {
+uint32_t GpuDevice::exclusive_scan(BufferRef in, BufferRef out, uint32_t count) {
   const uint32_t blocks = div_up(count, SPLAT_SCAN_BLOCK);
-  BufferRef sums = ensure(kScanBlockSums, sizeof(uint32_t) * blocks);
+  // The scanned block sums, then the total (scan.h): scan_apply copies the
+  // total to out[count]; scanned_total() reads the block offsets back.
+  BufferRef sums = ensure(kScanBlockSums, sizeof(uint32_t) * (size_t{blocks} + 1));
   ScanParams p{count, blocks, blocks, 0};
-  BufferRef total{out.handle, out.offset + sizeof(uint32_t) * count};
+  BufferRef total{sums.handle, sizeof(uint32_t) * size_t{blocks}};
   launch(Kernel::ScanBlockSums, blocks, {KernelArg::value(p), KernelArg::buf(in), KernelArg::buf(sums)});
   launch(Kernel::ScanRows, 1, {KernelArg::value(p), KernelArg::buf(sums), KernelArg::buf(total)});
-  launch(Kernel::ScanApply, blocks,
+  launch(Kernel::ScanApply, std::max(blocks, 1u),
          {KernelArg::value(p), KernelArg::buf(in), KernelArg::buf(sums), KernelArg::buf(out)});
+  return blocks;
+}
+
+uint64_t GpuDevice::scanned_total(uint32_t blocks, bool& saturated) {
+  // Block offsets modulo 2^32, the total last: no block sum wraps (scan.h),
+  // so each difference modulo 2^32 is that block's sum.
+  scan_offsets_.resize(size_t{blocks} + 1);
+  launcher_->download(scan_offsets_.data(), ref(kScanBlockSums), sizeof(uint32_t) * scan_offsets_.size());
+  uint64_t total = 0;
+  saturated = false;
+  for (uint32_t b = 0; b < blocks; ++b) {
+    const uint32_t sum = scan_offsets_[b + 1] - scan_offsets_[b];
+    saturated = saturated || sum == 0xffffffffu;
+    total += sum;
+  }
+  return total;
 }
 
 bool GpuDevice::radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count,
@@ -181,7 +200,7 @@ bool GpuDevice::radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b,
 void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
                              uint32_t sh_degree, const float background[3]) {
   have_forward_ = false;
-  if (n >= (size_t{1} << 31)) throw BackendError("[gpu] too many Gaussians for one call");
+  check_gaussian_count(n);
   const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
   const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
   cam_ = cam;
@@ -225,14 +244,15 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
     ScanParams gp{static_cast<uint32_t>(n), 0, 0, 0};
     launch(Kernel::GatherPairCounts, div_up(n, kGroup),
            {KernelArg::value(gp), KernelArg::buf(order), KernelArg::buf(counts), KernelArg::buf(counts_by_rank)});
-    exclusive_scan(counts_by_rank, offsets, static_cast<uint32_t>(n));
+    const uint32_t blocks = exclusive_scan(counts_by_rank, offsets, static_cast<uint32_t>(n));
     // The one read-back of a forward: the number of (tile, Gaussian) pairs
-    // sizes the sort and its grid.
-    uint32_t total = 0;
-    launcher_->download(&total, BufferRef{offsets.handle, 4 * n}, sizeof(total));
+    // sizes the sort and its grid. Exact past 2^32 (from the block offsets),
+    // so a count the uint32 offsets cannot hold stops here, before emission.
+    bool saturated = false;
+    const uint64_t total = scanned_total(blocks, saturated);
+    check_pair_count(total, saturated);
     num_pairs_ = total;
   }
-  if (num_pairs_ >= (size_t{1} << 31)) throw BackendError("[gpu] too many (tile, Gaussian) pairs for one call");
   ensure(kKeysA, 8 * num_pairs_);
   ensure(kKeysB, 8 * num_pairs_);
   ensure(kValsA, 4 * num_pairs_);
@@ -259,8 +279,12 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
             final_T = ensure(kFinalT, 4 * pixels), n_contrib = ensure(kNContrib, 4 * pixels);
   // Chunk passes (rasterize_forward.h): per chunk slot and pixel, 4 floats
   // of state and the last contributor; the slot -> tile map.
+  // Below kMaxPairs and 2^20 tiles, slot * SPLAT_GROUP_SIZE + pixel (the
+  // kernels' uint32 quad index into chunk_state) stays below 2^32.
   const size_t slots = chunk_slots(num_tiles, pairs);
-  if (4 * kGroup * slots >= (size_t{1} << 32)) throw BackendError("[gpu] too many (tile, Gaussian) pairs for one call");
+  static_assert((uint64_t{kMaxImageSide / SPLAT_TILE_SIZE} * (kMaxImageSide / SPLAT_TILE_SIZE) + kMaxPairs / kGroup + 1) *
+                        kGroup <= (uint64_t{1} << 32),
+                "chunk_state quad indices fit uint32");
   BufferRef chunk_state = ensure(kChunkState, 16 * kGroup * slots, true),
             chunk_last = ensure(kChunkLast, 4 * kGroup * slots, true),
             chunk_tiles = ensure(kChunkTiles, 4 * slots, true);
@@ -342,7 +366,7 @@ void GpuDevice::rasterize_forward(const GaussiansView& g, const CameraParams& ca
   std::lock_guard<std::mutex> lock(mutex_);
   have_forward_ = false;
   const size_t n = g.count;
-  if (n >= (size_t{1} << 31)) throw BackendError("[gpu] too many Gaussians for one call");
+  check_gaussian_count(n);  // before the uploads
   const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
   const size_t k = g.sh_stride;
 

@@ -117,8 +117,12 @@ class GpuDevice final : public Device {
   void end(TimingLabel l);
   void finish_call() { finish_op(true); }
   // Exclusive scan of `count` uint32 at `in` into `out` (count + 1 values:
-  // out[count] is the total).
-  void exclusive_scan(BufferRef in, BufferRef out, uint32_t count);
+  // out[count] is the total, modulo 2^32); returns its number of blocks.
+  uint32_t exclusive_scan(BufferRef in, BufferRef out, uint32_t count);
+  // The exact total of the last exclusive_scan of `blocks` blocks (one
+  // read-back); `saturated`: a block's sum reached 2^32 - 1, so the total is
+  // a lower bound (scan.h).
+  uint64_t scanned_total(uint32_t blocks, bool& saturated);
   // Stable radix sort of `count` (key, value) pairs by the low `key_bits` key
   // bits in the ping-pong slots (keys_a, keys_b), (vals_a, vals_b); returns
   // true when the result is in the B slots.
@@ -166,6 +170,7 @@ class GpuDevice final : public Device {
   uint32_t train_sh_degree_ = 0;  // of the last train_forward_backward (its SH gradient factors)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
+  std::vector<uint32_t> scan_offsets_;  // scanned_total's read-back (grow-only)
 };
 
 }  // namespace splat::gpu

@@ -11,6 +11,7 @@
 #include "../../shaders/common/sh.h"
 #include "grid.h"
 #include "splat/errors.h"
+#include "splat/limits.h"
 
 namespace splat::gpu {
 
@@ -144,7 +145,7 @@ std::pair<BufferRef, BufferRef> GpuDevice::view_pixels(uint32_t view) {
 
 void GpuDevice::set_training_state(const TrainingState& s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (s.count >= (size_t{1} << 31)) throw BackendError("[gpu] too many Gaussians");
+  check_gaussian_count(s.count);
   for (int a = 0; a < 5; ++a) {
     const size_t len = s.count * param_width(a, s.sh_stride);
     if (s.params[a].size() != len || (!s.adam_m[a].empty() && s.adam_m[a].size() != len) ||
@@ -221,6 +222,8 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
     throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
   const ImageSlot& slot = images_.views[view];
   const size_t n = count_;
+  have_loss_ = false;  // a forward that stops at a limit leaves no step behind
+  have_train_step_ = false;
   // The view's pixels (staged now if they were not fetched a step ahead);
   // without a mask the kernels never read `mask`: any buffer will do.
   const auto [target, mask] = view_pixels(view);
@@ -466,9 +469,9 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
 void GpuDevice::render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                 float* image) {
   std::lock_guard<std::mutex> lock(mutex_);
+  have_train_step_ = false;  // the binning buffers now hold this render's (or a stopped one's)
   forward_pass(state_params(), count_, sh_stride_, cam, sh_degree, background);
   have_forward_ = false;
-  have_train_step_ = false;  // the binning buffers now hold this render's
   begin(TimingLabel::Readback);
   launcher_->download(image, ref(kImage), 12 * static_cast<size_t>(cam.width) * cam.height);
   end(TimingLabel::Readback);

@@ -262,7 +262,7 @@ def _train(args, stop: StopSignals) -> int:
 
 
 def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float) -> int:
-    from .metrics import evaluate
+    from .metrics import check_supersample, evaluate
     from .plot import save_training_plot
     from .trainer import Trainer, TrainingDiverged, check_checkpoint_sizes
     from .warmup import warm_up
@@ -271,6 +271,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     train, test = _datasets(cfg, synthetic)
     steps = cfg.train.steps
     supersample = 1 if synthetic else cfg.data.eval_supersample
+    check_supersample(test, supersample, "data.eval_supersample")  # before training, not at the first evaluation
     bc = _make_backend(cfg.backend)
 
     eval_steps = sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps})

@@ -298,7 +298,7 @@ class TrainConfig(_Section):
                                        doc="mean screen-space gradient norm that triggers clone/split")
     percent_dense: float = _f(0.01, "float", lo=0.0, hi=1.0, lo_open=True,
                               doc="clone if max scale <= this times the extent, else split")
-    split_count: int = _f(2, "int", lo=2, doc="Gaussians a split produces")
+    split_count: int = _f(2, "int", lo=2, hi=256, doc="Gaussians a split produces (at most 256: the native limit)")
     split_scale_divisor: float = _f(1.6, "float", lo=0.0, lo_open=True,
                                     doc="scales of split Gaussians are divided by this")
     prune_opacity: float = _f(0.005, "float", lo=0.0, hi=1.0, hi_open=True,

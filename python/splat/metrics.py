@@ -67,6 +67,16 @@ class Evaluation:
         return {"psnr": self.psnr, "ssim": self.ssim, "per_view": self.per_view}
 
 
+def check_supersample(dataset, supersample: int, name: str = "supersample") -> None:
+    """Raises before any render when `supersample` x a view's size passes the
+    native image-side limit (docs/architecture.md, "Numeric limits")."""
+    from . import _core
+    side = supersample * max(max(c.width, c.height) for c in dataset.cameras)
+    if side > _core.MAX_IMAGE_SIDE:
+        raise ValueError(f"[splat] {name}: {supersample}x renders of these views are {side} pixels a side, "
+                         f"past the limit of {_core.MAX_IMAGE_SIDE}")
+
+
 def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = None,
              masked: bool = False) -> Evaluation:
     """Mean PSNR and SSIM of `trainer`'s renders against `dataset`'s images,
@@ -80,6 +90,8 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     images by view name."""
     if isinstance(supersample, bool) or not isinstance(supersample, (int, np.integer)) or supersample < 1:
         raise ValueError(f"[splat] supersample: expected a positive integer, got {supersample!r}")
+    if len(dataset.cameras):
+        check_supersample(dataset, int(supersample))
     masks = getattr(dataset, "masks", None) if masked else None
     per_view = []
     for i, (cam, image, name) in enumerate(zip(dataset.cameras, dataset.images, dataset.names)):

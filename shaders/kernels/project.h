@@ -102,8 +102,9 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   float s[SPLAT_PAIR_GRAD];
   for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = 0.f;
   if (SPLAT_SPEC_DETERMINISTIC) {
+    // Per pair (emission index e < 2^31): 9 e in 64 bits.
     for (uint32_t e = pair_ranges[2 * i]; e < pair_ranges[2 * i] + pair_ranges[2 * i + 1]; ++e)
-      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] += accum[SPLAT_PAIR_GRAD * e + c];
+      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] += accum[(uint64_t)SPLAT_PAIR_GRAD * e + c];
   } else {
     for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = accum[SPLAT_PAIR_GRAD * i + c];
   }

@@ -242,7 +242,8 @@ SPLAT_FUNC void rasterize_backward_body(
           uint32_t sl = it / SPLAT_PAIR_GRAD, c = it % SPLAT_PAIR_GRAD;
           float sum = 0.f;
           for (uint32_t w = 0; w < SPLAT_BWD_WARPS; ++w) sum += s_red[(sl * SPLAT_BWD_WARPS + w) * SPLAT_PAIR_GRAD + c];
-          grads[SPLAT_PAIR_GRAD * s_ids[first_j + sl] + c] = sum;
+          // 64-bit: 9 x the emission index passes 2^32 from 477M pairs.
+          grads[(uint64_t)SPLAT_PAIR_GRAD * s_ids[first_j + sl] + c] = sum;
         }
         sp_group_barrier();
       }

@@ -1,10 +1,17 @@
 // Reduce-then-scan exclusive prefix sums of uint32 arrays, in three
 // dispatches with no dependence between threadgroups inside one dispatch:
-//   scan_block_sums   one threadgroup per SPLAT_SCAN_BLOCK elements: its sum
+//   scan_block_sums   one threadgroup per SPLAT_SCAN_BLOCK elements: its sum,
+//                     saturated at 2^32 - 1
 //   scan_rows         one threadgroup per row: in-place exclusive scan of the
 //                     row (e.g. the block sums), its total to totals[row]
 //   scan_apply        one threadgroup per block: exclusive scan of the block
-//                     plus the block's scanned offset
+//                     plus the block's scanned offset; out[count] = the total
+//                     (block_offsets[num_blocks])
+// The sums are modulo 2^32. Since no block sum wraps, the scanned block
+// offsets (and the total after them) still give the exact 64-bit total on
+// the host: the sum of their consecutive differences modulo 2^32. That is
+// how GpuDevice tells a pair count past 2^32 from a small one. Elements are
+// below 2^28 (a thread's 16 may not wrap).
 #pragma once
 #include "simt_util.h"
 
@@ -17,9 +24,14 @@ SPLAT_FUNC void scan_block_sums_body(SimtThread t, SPLAT_CONST_MEM const ScanPar
     uint32_t i = base + r * SPLAT_GROUP_SIZE + t.tid;
     if (i < p.count) sum += in[i];
   }
-  uint32_t total;
+  uint32_t total, hi;
   block_exclusive_scan(t, sum, warp_tot, total);
-  if (t.tid == 0) block_sums[t.group] = total;
+  // Exact: sum_t = 2^16 hi_t + lo_t, so the block's sum is 2^16 hi + lo with
+  // hi = sum of hi_t < 2^24 and lo = total - 2^16 hi (mod 2^32) < 2^24.
+  block_exclusive_scan(t, sum >> 16, warp_tot, hi);
+  uint32_t lo = total - (hi << 16);
+  bool wraps = (hi >> 16) != 0u || (hi << 16) + lo < lo;
+  if (t.tid == 0) block_sums[t.group] = wraps ? 0xffffffffu : total;
 }
 
 SPLAT_FUNC void scan_rows_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p, SPLAT_DEVICE_MEM uint32_t* data,
@@ -50,4 +62,5 @@ SPLAT_FUNC void scan_apply_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& 
     if (i < p.count) out[i] = carry + ex;
     carry += chunk_total;
   }
+  if (t.group == 0u && t.tid == 0u) out[p.count] = block_offsets[p.num_blocks];
 }

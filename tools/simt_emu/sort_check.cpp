@@ -1,11 +1,14 @@
 // The binning's prefix sum (shaders/kernels/scan.h) and stable radix sort
 // (radix_sort.h) on the SIMT emulator, dispatched as GpuDevice dispatches
-// them (cpp/gpu/gpu_device.cpp: exclusive_scan, radix_sort_slots), against
-// std::partial_sum and std::stable_sort. Keys repeat a lot (few distinct
-// digits), so stability is exercised. Prints the mismatches, for
-// tests/test_simt_emulation.py.
+// them (cpp/gpu/gpu_device.cpp: exclusive_scan, scanned_total,
+// radix_sort_slots), against std::partial_sum and std::stable_sort. Keys
+// repeat a lot (few distinct digits), so stability is exercised. Scanned
+// values are below MAX_VALUE (default 40); large ones make sums pass 2^32,
+// where the host's total from the block offsets must stay exact (or, for a
+// saturated block, a lower bound past 2^32 - 1). Prints the mismatches and
+// totals, for tests/test_simt_emulation.py.
 //
-//   sort_check SEED COUNT KEY_BITS
+//   sort_check SEED COUNT KEY_BITS [MAX_VALUE | =VALUE]
 #include "simt_emu.h"
 // The kernel bodies, after the emulator.
 #include "radix_sort.h"
@@ -25,21 +28,34 @@ void scan_rows(const ScanParams& p, uint32_t rows, uint32_t* data, uint32_t* tot
   });
 }
 
-// out[0..count]: the exclusive sums of in, the total last.
-void exclusive_scan(const std::vector<uint32_t>& in, std::vector<uint32_t>& out) {
+// out[0..count]: the exclusive sums of in, the total last (modulo 2^32).
+// sums: the scanned block sums, the total last (GpuDevice::exclusive_scan).
+void exclusive_scan(const std::vector<uint32_t>& in, std::vector<uint32_t>& out, std::vector<uint32_t>& sums) {
   const uint32_t count = (uint32_t)in.size(), blocks = div_up(count, SPLAT_SCAN_BLOCK);
-  std::vector<uint32_t> sums(blocks);
+  sums.assign(blocks + 1, 0u);
   out.assign(count + 1, 0u);
   const ScanParams p{count, blocks, blocks, 0};
   simt_emu::dispatch(blocks, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
     scan_block_sums_body(t, p, in.data(), sums.data(), warp_tot);
   });
-  scan_rows(p, 1, sums.data(), &out[count]);
-  simt_emu::dispatch(blocks, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+  scan_rows(p, 1, sums.data(), &sums[blocks]);
+  simt_emu::dispatch(blocks > 0 ? blocks : 1u, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
     scan_apply_body(t, p, in.data(), sums.data(), out.data(), warp_tot);
   });
+}
+
+// GpuDevice::scanned_total: the exact total from the scanned block offsets.
+uint64_t scanned_total(const std::vector<uint32_t>& sums, bool& saturated) {
+  uint64_t total = 0;
+  saturated = false;
+  for (size_t b = 0; b + 1 < sums.size(); ++b) {
+    const uint32_t sum = sums[b + 1] - sums[b];
+    saturated = saturated || sum == 0xffffffffu;
+    total += sum;
+  }
+  return total;
 }
 
 // Sorts (keys, vals) by the low key_bits of the keys; the result ends in
@@ -68,22 +84,37 @@ void radix_sort(std::vector<uint64_t> keys[2], std::vector<uint32_t> vals[2], ui
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: sort_check SEED COUNT KEY_BITS\n");
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: sort_check SEED COUNT KEY_BITS [MAX_VALUE]\n");
     return 2;
   }
   std::mt19937_64 rng(strtoull(argv[1], nullptr, 10));
   const uint32_t count = (uint32_t)atoi(argv[2]), key_bits = (uint32_t)atoi(argv[3]);
+  // MAX_VALUE "=V": every value V.
+  const bool constant = argc == 5 && argv[4][0] == '=';
+  const uint64_t max_value = argc == 5 ? strtoull(argv[4] + (constant ? 1 : 0), nullptr, 10) : 40u;
 
-  std::vector<uint32_t> in(count), scanned;
-  for (uint32_t& v : in) v = (uint32_t)(rng() % 40u);
-  exclusive_scan(in, scanned);
+  std::vector<uint32_t> in(count), scanned, sums;
+  for (uint32_t& v : in) v = constant ? (uint32_t)max_value : (uint32_t)(rng() % max_value);
+  exclusive_scan(in, scanned, sums);
+  bool saturated = false;
+  const uint64_t total = scanned_total(sums, saturated);
+  // Modulo 2^32, as the kernels count (exact while nothing saturates).
   size_t scan_differ = 0;
   uint32_t run = 0;
+  uint64_t exact = 0, max_block = 0, block = 0;
   for (uint32_t i = 0; i <= count; ++i) {
     scan_differ += scanned[i] != run;
-    if (i < count) run += in[i];
+    if (i == count) break;
+    run += in[i];
+    exact += in[i];
+    block += in[i];
+    if ((i + 1) % SPLAT_SCAN_BLOCK == 0 || i + 1 == count) {
+      max_block = std::max(max_block, block);
+      block = 0;
+    }
   }
+  if (saturated) scan_differ = 0;  // the offsets after a saturated block are not the sums
 
   // Keys with few distinct values per digit; the bits above the passes'
   // whole digits set at random (the sort must ignore them).
@@ -107,6 +138,8 @@ int main(int argc, char** argv) {
   size_t sort_differ = 0;
   for (uint32_t i = 0; i < count; ++i) sort_differ += vals[cur][i] != want[i] || keys[cur][i] != original[want[i]];
 
-  printf("scan_differ %zu\nsort_differ %zu\n", scan_differ, sort_differ);
+  printf("scan_differ %zu\nsort_differ %zu\ntotal %llu\nexact %llu\nmax_block %llu\nsaturated %d\n", scan_differ,
+         sort_differ, (unsigned long long)total, (unsigned long long)exact, (unsigned long long)max_block,
+         saturated ? 1 : 0);
   return 0;
 }
