@@ -4,6 +4,7 @@
     splat check --config X.toml
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
     splat eval --checkpoint C --data PATH [--split test] [--frames ..] [--supersample K] [--json out.json]
+    splat export RUN_DIR|FILE [--format ply|splat|spz|compressed-ply] --out FILE
 
 User errors (a bad config, missing data, an unreadable file, a backend that
 is not available) print one `splat: error: ...` line per problem to stderr
@@ -194,6 +195,7 @@ def cmd_train(args) -> int:
           f"eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
     _write_text_config(out / "config.toml", cfg, synthetic)
+    _write_cameras(out, train)
 
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
@@ -288,6 +290,12 @@ def cmd_train(args) -> int:
           + (", point_cloud.ply" if cfg.output.save_ply else "") + ", training.png"
           + (", renders/" if show else ""))
     return 0
+
+
+def _write_cameras(out: Path, train) -> None:
+    """cameras.json in the 3DGS reference's layout, for viewers that show the cameras."""
+    from .formats import save_cameras_json
+    save_cameras_json(out / "cameras.json", train.cameras, train.names)
 
 
 def _write_text_config(path: Path, cfg, synthetic: bool) -> None:
@@ -395,6 +403,17 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from . import formats
+    scene = formats.load_scene(args.source)
+    fmt = args.format or formats.format_for_path(args.out)
+    formats.save(args.out, scene.gaussians, fmt)
+    size = os.path.getsize(args.out)
+    print(f"wrote {args.out}: {len(scene.gaussians):,} Gaussians as {fmt} ({size / 1e6:.2f} MB) "
+          f"from {scene.source}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from . import bench
     return int(bench.main(args.bench_args) or 0)
@@ -445,6 +464,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.set_defaults(func=cmd_eval)
+
+    x = sub.add_parser("export", help="write a run's Gaussians as .ply, .splat, .spz or compressed .ply",
+                       description="Convert a run folder (its point_cloud.ply or checkpoint.npz) or a scene "
+                                   "file (.ply, compressed .ply, .splat, .spz) to another format.")
+    x.add_argument("source", metavar="RUN_DIR|FILE", help="a run folder or a scene file")
+    x.add_argument("--format", choices=("ply", "splat", "spz", "compressed-ply"),
+                   help="output format (default: from --out: .ply, .compressed.ply, .splat, .spz)")
+    x.add_argument("--out", required=True, metavar="FILE", help="the file to write")
+    x.set_defaults(func=cmd_export)
 
     b = sub.add_parser("bench", help="replay benchmark, A/B comparison and parity checks (splat bench -h)",
                        add_help=False)
