@@ -2,8 +2,9 @@
 
     splat train [--config X.toml] [--steps N] [--out DIR] [--backend B]
     splat check --config X.toml
+    splat render RUN_DIR|FILE [--path orbit|train|test|FILE.json] [--video OUT.mp4] [--out DIR] ...
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
-    splat eval --checkpoint C --data PATH [--split test] [--frames ..] [--supersample K] [--json out.json]
+    splat eval RUN_DIR|FILE|--checkpoint C --data PATH [--split test] [--frames ..] [--json out.json]
     splat export RUN_DIR|FILE [--format ply|splat|spz|compressed-ply] --out FILE
 
 User errors (a bad config, missing data, an unreadable file, a backend that
@@ -339,53 +340,101 @@ def cmd_check(args) -> int:
 # --------------------------------------------------------------------------- render / eval
 
 
-def _read_checkpoint_meta(path) -> dict:
-    from .trainer import read_checkpoint
-    return read_checkpoint(path)[0]
+def _background(text):
+    """argparse type: R,G,B in [0, 1]."""
+    try:
+        vals = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        vals = ()
+    if len(vals) != 3 or not all(0.0 <= v <= 1.0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected R,G,B with values in [0, 1], got {text!r}")
+    return vals
 
 
-def _load_model(args):
-    """(trainer holding the checkpoint, dataset to render/evaluate)."""
-    from .camera import Camera
-    from .data import Dataset, load_dataset
-    from .trainer import Trainer
-    meta = _read_checkpoint_meta(args.checkpoint)
-    background = tuple(meta.get("background", (1.0, 1.0, 1.0)))
-    data = load_dataset(args.data, args.split, background=background, frames=args.frames)
-    # The checkpoint's trainer wants a dataset of its own image size; the
-    # views to render are independent of it, so a one-view stand-in does.
-    w, h = int(meta["width"]), int(meta["height"])
-    stand_in = Dataset(cameras=[Camera(np.eye(4), w, w, 0.5 * w, 0.5 * h, w, h)],
-                       images=np.zeros((1, h, w, 3), np.uint8), names=["checkpoint"],
-                       background=background, scene_extent=meta.get("scene_extent", 1.0))
+def _open_model(args):
+    from .render_path import open_model
+    source = args.source or args.checkpoint
+    if source is None:
+        raise UserError("give a run folder, a scene file (.ply, .splat, .spz) or --checkpoint C.npz")
+    if args.source and args.checkpoint:
+        raise UserError(f"give the model once: {args.source} or --checkpoint {args.checkpoint}")
     bc = _make_backend({"backend": args.backend or "auto"})
-    trainer = Trainer.load_checkpoint(args.checkpoint, stand_in, bc)
-    return trainer, data
+    return open_model(source, bc, background=args.background)
+
+
+def _load_split(args, model, split):
+    from .data import load_dataset
+    if not args.data:
+        raise UserError(f"--path {split} needs the dataset: --data PATH")
+    return load_dataset(args.data, split, background=model.background, frames=args.frames)
+
+
+def _render_cameras(args, model):
+    """(cameras, names, dataset or None, label) that `splat render` renders."""
+    from .formats import load_cameras_json
+    from .render_path import orbit_cameras, orbit_frame, resized
+    path = args.path or ("split" if args.data else "orbit")
+    if path == "orbit":
+        frame = orbit_frame(model.gaussians, [c for _, c in model.train_cameras], up=args.up)
+        if not frame.from_cameras and args.up is None:
+            print("note: no cameras.json found: the orbit takes -y as up (--up to change)", file=sys.stderr)
+        cams = orbit_cameras(frame, args.orbit_frames, args.width, args.height, fov_deg=args.fov,
+                             radius_scale=args.radius_scale, elevation_deg=args.elevation)
+        return cams, [f"orbit_{i:04d}" for i in range(len(cams))], None, "orbit"
+    if path in ("split", "test") or (path == "train" and args.data):
+        data = _load_split(args, model, args.split if path == "split" else path)
+        cams = [resized(c, args.width, args.height) for c in data.cameras]
+        return cams, [_safe_name(n) for n in data.names], data, f"{args.data} [{data.split}]"
+    if path == "train":
+        if not model.train_cameras:
+            raise UserError(f"--path train: {model.source} has no cameras.json; give --data PATH")
+        named = model.train_cameras
+        label = "the training cameras (cameras.json)"
+    else:
+        named = load_cameras_json(path)
+        label = path
+    if not named:
+        raise UserError(f"{path}: no cameras")
+    from .data import select_frames
+    named = [named[i] for i in select_frames(len(named), args.frames)] if args.frames else named
+    return [resized(c, args.width, args.height) for _, c in named], [_safe_name(n) for n, _ in named], None, label
 
 
 def cmd_render(args) -> int:
-    from .metrics import box_downsample
-    trainer, data = _load_model(args)
-    out = Path(args.out) if args.out else Path(args.checkpoint).resolve().parent / f"renders_{args.split}"
-    out.mkdir(parents=True, exist_ok=True)
+    from .render_path import render_path
+    model = _open_model(args)
+    cams, names, data, label = _render_cameras(args, model)
+    if args.compare and data is None:
+        raise UserError("--compare needs dataset views (--data PATH)")
+    base = model.run_dir if model.run_dir is not None else Path(model.source).resolve().parent
+    tag = data.split if data is not None else Path(str(args.path or "orbit")).stem
+    out = Path(args.out) if args.out else (None if args.video else base / f"renders_{tag}")
     k = args.supersample
     t0 = time.perf_counter()
-    for cam, img, name in zip(data.cameras, data.images, data.names):
-        render = trainer.render(cam.scaled(k) if k > 1 else cam, background=data.background)
-        render = box_downsample(render, k)
-        pixels = _side_by_side(render, img) if args.compare else _to_uint8(render)
-        _write_png(out / f"{_safe_name(name)}.png", pixels)
-    print(f"rendered {len(data)} views of {args.data} [{args.split}] at {data.width}x{data.height}"
-          + (f" (supersample {k})" if k > 1 else "") + f" on {trainer.backend} in "
-          f"{time.perf_counter() - t0:.1f} s -> {out}")
+    if args.compare:
+        from .metrics import box_downsample
+        out.mkdir(parents=True, exist_ok=True)
+        for cam, img, name in zip(cams, data.images, names):
+            render = model.renderer.render(cam.scaled(k) if k > 1 else cam, background=model.background)
+            _write_png(out / f"{name}.png", _side_by_side(box_downsample(render, k), img))
+    else:
+        render_path(model.renderer, cams, names, out_dir=out, video=args.video, fps=args.fps, supersample=k,
+                    progress=not args.quiet, background=model.background)
+    where = " and ".join(str(p) for p in (out, args.video) if p)
+    print(f"rendered {len(cams)} views of {label} at {cams[0].width}x{cams[0].height}"
+          + (f" (supersample {k})" if k > 1 else "") + f" on {model.renderer.backend} in "
+          f"{time.perf_counter() - t0:.1f} s -> {where}")
     return 0
 
 
 def cmd_eval(args) -> int:
     from .metrics import evaluate
-    trainer, data = _load_model(args)
+    if not args.data:
+        raise UserError("splat eval needs the dataset: --data PATH")
+    model = _open_model(args)
+    data = _load_split(args, model, args.split)
     t0 = time.perf_counter()
-    ev = evaluate(trainer, data, supersample=args.supersample)
+    ev = evaluate(model.renderer, data, supersample=args.supersample)
     seconds = time.perf_counter() - t0
     if args.per_view:
         for v in ev.per_view:
@@ -393,11 +442,13 @@ def cmd_eval(args) -> int:
     print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  on {len(data)} views of {args.data} [{args.split}]"
           + (f" (supersample {args.supersample})" if args.supersample > 1 else ""))
     if args.json:
-        result = ev.to_dict() | {"checkpoint": str(Path(args.checkpoint).resolve()),
+        is_ckpt = model.source.lower().endswith(".npz")
+        result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
+                                 "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
                                  "data": str(Path(args.data).resolve()), "split": args.split,
                                  "frames": args.frames, "supersample": args.supersample,
-                                 "views": len(data), "num_gaussians": trainer.num_gaussians,
-                                 "step": trainer.step_count, "backend": trainer.backend,
+                                 "views": len(data), "num_gaussians": model.renderer.num_gaussians,
+                                 "step": model.renderer.step_count, "backend": model.renderer.backend,
                                  "seconds": seconds}
         write_json(args.json, result)
     return 0
@@ -445,21 +496,42 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_check)
 
     def model_args(q):
-        q.add_argument("--checkpoint", required=True, metavar="C.npz", help="a checkpoint written by splat train")
-        q.add_argument("--data", required=True, metavar="PATH", help="scene folder (Blender or COLMAP)")
+        q.add_argument("source", nargs="?", metavar="RUN_DIR|FILE",
+                       help="a run folder, a scene file (.ply, compressed .ply, .splat, .spz) or a checkpoint")
+        q.add_argument("--checkpoint", metavar="C.npz", help="a checkpoint written by splat train (or any SOURCE)")
+        q.add_argument("--data", metavar="PATH", help="scene folder (Blender or COLMAP)")
         q.add_argument("--split", default="test", help="split to use (default test)")
-        q.add_argument("--frames", metavar="SPEC", help="subset of the split, e.g. 0::10 or 3")
+        q.add_argument("--frames", metavar="SPEC", help="subset of the views, e.g. 0::10 or 3")
         q.add_argument("--supersample", type=positive_int, default=1, metavar="K",
                        help="render at K times the image size and box-average down")
+        q.add_argument("--background", type=_background, metavar="R,G,B",
+                       help="background colour (default: the run's, else white)")
         q.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
 
-    r = sub.add_parser("render", help="render dataset views with a checkpoint to PNG")
+    r = sub.add_parser("render", help="render a run or a scene file along a camera path, to PNG or MP4",
+                       description="Render a run folder, a scene file or a checkpoint: an orbit around the "
+                                   "scene (default), the training or test cameras, or the cameras of a JSON "
+                                   "file (the cameras.json layout); to PNGs and/or an MP4 (--video).")
     model_args(r)
-    r.add_argument("--out", metavar="DIR", help="output folder (default: renders_<split> next to the checkpoint)")
-    r.add_argument("--compare", action="store_true", help="put the ground truth next to each render")
+    r.add_argument("--path", metavar="orbit|train|test|FILE.json",
+                   help="camera path (default: the --split views with --data, else orbit)")
+    r.add_argument("--video", metavar="OUT.mp4", help="also (without --out: only) write an MP4 (needs imageio-ffmpeg)")
+    r.add_argument("--fps", type=float, default=30.0, help="video frame rate (default 30)")
+    r.add_argument("--orbit-frames", type=positive_int, default=120, metavar="N", help="orbit frames (default 120)")
+    r.add_argument("--width", type=positive_int, metavar="W", help="image width (default: the cameras')")
+    r.add_argument("--height", type=positive_int, metavar="H", help="image height (default: from the aspect)")
+    r.add_argument("--fov", type=float, metavar="DEG", help="orbit horizontal field of view (default: the "
+                                                             "training cameras', else 50)")
+    r.add_argument("--up", choices=("+x", "-x", "+y", "-y", "+z", "-z"),
+                   help="orbit up axis (default: the training cameras' mean up, else -y)")
+    r.add_argument("--elevation", type=float, metavar="DEG", help="orbit elevation (default: the cameras')")
+    r.add_argument("--radius-scale", type=float, default=1.0, metavar="S", help="orbit radius factor (default 1)")
+    r.add_argument("--out", metavar="DIR", help="PNG folder (default: renders_<path> in the run folder)")
+    r.add_argument("--compare", action="store_true", help="put the ground truth next to each render (--data)")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_render)
 
-    e = sub.add_parser("eval", help="PSNR and SSIM of a checkpoint on a dataset split")
+    e = sub.add_parser("eval", help="PSNR and SSIM of a run, scene file or checkpoint on a dataset split")
     model_args(e)
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
