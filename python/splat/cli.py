@@ -6,6 +6,7 @@
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
     splat eval RUN_DIR|FILE|--checkpoint C --data PATH [--split test] [--frames ..] [--json out.json]
     splat export RUN_DIR|FILE [--format ply|splat|spz|compressed-ply] --out FILE
+    splat view RUN_DIR|FILE [--port 8080] [--data PATH]
 
 User errors (a bad config, missing data, an unreadable file, a backend that
 is not available) print one `splat: error: ...` line per problem to stderr
@@ -196,7 +197,7 @@ def cmd_train(args) -> int:
           f"eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
     _write_text_config(out / "config.toml", cfg, synthetic)
-    _write_cameras(out, train)
+    _write_cameras(out, train, test)
 
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
@@ -293,10 +294,10 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _write_cameras(out: Path, train) -> None:
+def _write_cameras(out: Path, train, test) -> None:
     """cameras.json in the 3DGS reference's layout, for viewers that show the cameras."""
     from .formats import save_cameras_json
-    save_cameras_json(out / "cameras.json", train.cameras, train.names)
+    save_cameras_json(out / "cameras.json", train.cameras, train.names, test.cameras, test.names)
 
 
 def _write_text_config(path: Path, cfg, synthetic: bool) -> None:
@@ -375,21 +376,23 @@ def _render_cameras(args, model):
     from .render_path import orbit_cameras, orbit_frame, resized
     path = args.path or ("split" if args.data else "orbit")
     if path == "orbit":
-        frame = orbit_frame(model.gaussians, [c for _, c in model.train_cameras], up=args.up)
+        frame = orbit_frame(model.gaussians, [c for _, c, s in model.cameras if s == "train"], up=args.up)
         if not frame.from_cameras and args.up is None:
             print("note: no cameras.json found: the orbit takes -y as up (--up to change)", file=sys.stderr)
         cams = orbit_cameras(frame, args.orbit_frames, args.width, args.height, fov_deg=args.fov,
                              radius_scale=args.radius_scale, elevation_deg=args.elevation)
         return cams, [f"orbit_{i:04d}" for i in range(len(cams))], None, "orbit"
-    if path in ("split", "test") or (path == "train" and args.data):
+    if path in ("split", "test", "train") and args.data:
         data = _load_split(args, model, args.split if path == "split" else path)
         cams = [resized(c, args.width, args.height) for c in data.cameras]
         return cams, [_safe_name(n) for n in data.names], data, f"{args.data} [{data.split}]"
-    if path == "train":
-        if not model.train_cameras:
-            raise UserError(f"--path train: {model.source} has no cameras.json; give --data PATH")
-        named = model.train_cameras
-        label = "the training cameras (cameras.json)"
+    if path in ("train", "test", "split"):
+        split = "test" if path == "test" else "train"
+        named = [(n, c) for n, c, s in model.cameras if s == split]
+        if not named:
+            raise UserError(f"--path {path}: {model.source} has no {split} cameras in a cameras.json; "
+                            f"give the dataset: --data PATH")
+        label = f"the {split} cameras (cameras.json)"
     else:
         named = load_cameras_json(path)
         label = path
@@ -465,6 +468,29 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_view(args) -> int:
+    from .render_path import open_model
+    from .viewer import Viewer
+    bc = _make_backend({"backend": args.backend or "auto"})
+    model = open_model(args.source, bc, background=args.background)
+    cams = list(model.cameras)
+    if args.data:
+        from .data import load_dataset
+        test = load_dataset(args.data, args.split, background=model.background)
+        cams = [c for c in cams if c[2] != "test"] + [(n, c, "test") for n, c in zip(test.names, test.cameras)]
+    save_dir = Path(args.save_dir) if args.save_dir else (model.run_dir or Path.cwd())
+    viewer = Viewer(model.gaussians, cameras=cams, backend_config=bc, background=model.background,
+                    host=args.host, port=args.port, up=args.up, save_dir=save_dir, max_side=args.max_resolution,
+                    max_fps=args.max_fps).start()
+    print(f"splat view: {len(model.gaussians):,} Gaussians of {model.source}, {len(cams)} cameras; "
+          f"open {viewer.url} (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        viewer.stop()
+
+
 def cmd_bench(args) -> int:
     from . import bench
     return int(bench.main(args.bench_args) or 0)
@@ -536,6 +562,25 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.set_defaults(func=cmd_eval)
+
+    v = sub.add_parser("view", help="look at a run or a scene file in the browser (needs viser: splat[view])",
+                       description="Serve a browser viewer of a run folder, scene file or checkpoint: splat's "
+                                   "renders of the scene, the training (and test) cameras, jump to a view, "
+                                   "save an image.")
+    v.add_argument("source", metavar="RUN_DIR|FILE", help="a run folder, a scene file or a checkpoint")
+    v.add_argument("--data", metavar="PATH", help="dataset, to offer its --split views as test cameras")
+    v.add_argument("--split", default="test", help="the dataset split shown (default test)")
+    v.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1; 0.0.0.0 for all)")
+    v.add_argument("--port", type=positive_int, default=8080, help="port (default 8080; the next free one if taken)")
+    v.add_argument("--up", choices=("+x", "-x", "+y", "-y", "+z", "-z"),
+                   help="up axis (default: the training cameras' mean up, else -y)")
+    v.add_argument("--max-resolution", type=positive_int, default=1024, metavar="PX",
+                   help="longest side of the rendered image (default 1024; a slider in the page too)")
+    v.add_argument("--max-fps", type=float, default=30.0, help="render rate cap (default 30)")
+    v.add_argument("--background", type=_background, metavar="R,G,B", help="background (default: the run's)")
+    v.add_argument("--save-dir", metavar="DIR", help="where 'Save image' writes (default: the run folder)")
+    v.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
+    v.set_defaults(func=cmd_view)
 
     x = sub.add_parser("export", help="write a run's Gaussians as .ply, .splat, .spz or compressed .ply",
                        description="Convert a run folder (its point_cloud.ply or checkpoint.npz) or a scene "

@@ -47,7 +47,8 @@ class SceneRenderer:
         return len(self.gaussians)
 
     def render(self, camera: Camera, background=None) -> np.ndarray:
-        bg = self.background if background is None else background
+        # A background like 0.1 is not exactly a float32; it is meant as one.
+        bg = np.asarray(self.background if background is None else background, np.float32)
         return self._raster.forward(self.gaussians, camera, sh_degree=self.sh_degree, background=bg).image
 
 
@@ -301,7 +302,7 @@ class OpenedModel:
     gaussians: Gaussians
     background: tuple
     source: str
-    train_cameras: list           # [(name, Camera)] from cameras.json, when found
+    cameras: list                 # [(name, Camera, "train" | "test")] from cameras.json, when found
     run_dir: Path | None
 
 
@@ -332,7 +333,10 @@ def open_model(source, backend_config, background=None) -> OpenedModel:
         g, run_dir = scene.gaussians, scene.run_dir
         renderer = SceneRenderer(g, backend_config, bg)
     cams_path = find_cameras_json(src)
-    cams = formats.load_cameras_json(cams_path) if cams_path is not None else []
+    cams = []
+    if cams_path is not None:
+        for split in ("train", "test"):
+            cams += [(n, c, split) for n, c in formats.load_cameras_json(cams_path, split)]
     if run_dir is None and cams_path is not None:
         run_dir = cams_path.parent
     return OpenedModel(renderer, g, bg, str(src), cams, run_dir)

@@ -133,7 +133,7 @@ def load_scene(path) -> Scene:
         g = load(p)
     cameras = []
     if run_dir is not None and (run_dir / "cameras.json").is_file():
-        cameras = load_cameras_json(run_dir / "cameras.json")
+        cameras = load_cameras_json(run_dir / "cameras.json", "train")
     background = tuple(meta.get("background", ())) or _run_background(run_dir)
     return Scene(gaussians=g, source=str(p), run_dir=run_dir, cameras=cameras, background=background, meta=meta)
 

@@ -8,6 +8,10 @@ A list with one object per training view::
                                              columns are the camera's x right, y down, z forward)
      "fx": 1111.1, "fy": 1111.1}
 
+splat writes the training views, then the test views with `"split": "test"`
+(the reference lists both, test first, without saying which is which;
+entries without the key count as training views).
+
 The reference keeps no principal point: it is the image centre, as it is for
 every camera splat trains on except COLMAP's off-centre ones, whose cx, cy
 are written as extra keys (readers ignore keys they do not know).
@@ -22,9 +26,11 @@ import numpy as np
 from ..camera import Camera
 
 
-def cameras_json(cameras, names) -> list:
+def cameras_json(cameras, names, test_cameras=(), test_names=()) -> list:
     out = []
-    for i, (cam, name) in enumerate(zip(cameras, names)):
+    views = [(c, n, "train") for c, n in zip(cameras, names)] + \
+        [(c, n, "test") for c, n in zip(test_cameras, test_names)]
+    for i, (cam, name, split) in enumerate(views):
         w2c = cam.world_to_camera.astype(np.float64)
         c2w = np.linalg.inv(w2c)
         entry = {"id": i, "img_name": str(name), "width": int(cam.width), "height": int(cam.height),
@@ -32,14 +38,17 @@ def cameras_json(cameras, names) -> list:
                  "fx": float(cam.fx), "fy": float(cam.fy)}
         if abs(cam.cx - 0.5 * cam.width) > 1e-3 or abs(cam.cy - 0.5 * cam.height) > 1e-3:
             entry["cx"], entry["cy"] = float(cam.cx), float(cam.cy)
+        if split == "test":
+            entry["split"] = "test"
         out.append(entry)
     return out
 
 
-def save_cameras_json(path, cameras, names) -> None:
-    """Write the cameras (splat.Camera list) and their image names, atomically."""
+def save_cameras_json(path, cameras, names, test_cameras=(), test_names=()) -> None:
+    """Write the cameras (splat.Camera lists) and their image names, atomically."""
     from ..io.atomic import atomic_write_text
-    atomic_write_text(path, json.dumps(cameras_json(cameras, names), indent=1) + "\n")
+    data = cameras_json(cameras, names, test_cameras, test_names)
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def camera_from_entry(entry: dict, where: str) -> tuple[str, Camera]:
@@ -63,8 +72,9 @@ def camera_from_entry(entry: dict, where: str) -> tuple[str, Camera]:
     return str(entry.get("img_name", entry.get("id", ""))), cam
 
 
-def load_cameras_json(path) -> list:
-    """[(image name, splat.Camera)] from a cameras.json."""
+def load_cameras_json(path, split: str | None = None) -> list:
+    """[(image name, splat.Camera)] from a cameras.json: every entry, or those
+    of `split` ("train": entries without a "split" key or with "train")."""
     path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -73,4 +83,9 @@ def load_cameras_json(path) -> list:
         raise ValueError(f"[splat] {path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(data, list):
         raise ValueError(f"[splat] {path}: expected a list of cameras")
-    return [camera_from_entry(e if isinstance(e, dict) else {}, f"{path}[{i}]") for i, e in enumerate(data)]
+    out = []
+    for i, e in enumerate(data):
+        e = e if isinstance(e, dict) else {}
+        if split is None or e.get("split", "train") == split:
+            out.append(camera_from_entry(e, f"{path}[{i}]"))
+    return out
