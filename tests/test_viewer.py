@@ -181,3 +181,65 @@ def test_browser_shows_splats_render(served, tmp_path):
         saved = np.asarray(Image.open(path).convert("RGB"))
         assert saved.shape == (size, size, 3)
         assert np.abs(saved.astype(int) - ref2.astype(int)).max() <= 1
+
+
+# --------------------------------------------------------------------------- live training
+
+
+def test_live_view_reads_back_only_when_watched(tmp_path):
+    pytest.importorskip("viser")
+    from _browser import free_port
+    from splat.data import synthetic
+    from splat.viewer.live import LiveView
+    from splat.viewer.server import _ClientState
+    train, test = synthetic.make_scene()
+    tc = synthetic.default_train_config(40, image_size=train.width)
+    bc = splat.BackendConfig(backend="cpu")
+    trainer = splat.Trainer.from_dataset(train, tc, bc)
+    live = LiveView(trainer, train, test, tmp_path, bc, port=free_port(), rate=1000.0)
+    try:
+        for _ in range(5):
+            trainer.step(read_loss=False)
+            live(trainer)
+        assert live.updates == 0 and live.viewer.stats.updates == 0      # nobody watching
+        live.viewer._clients[-1] = _ClientState(dirty=False)             # a browser connects
+        time.sleep(0.01)
+        trainer.step(read_loss=False)
+        live(trainer)
+        assert live.updates == 1 and live.viewer._clients[-1].dirty      # its view re-renders
+        g = trainer.gaussians()
+        shown = live.viewer._gaussians
+        assert len(shown) == len(g)
+        np.testing.assert_array_equal(shown.means, g.means)
+        live.rate = 1e-3                                                 # the rate cap holds
+        trainer.step(read_loss=False)
+        live(trainer)
+        assert live.updates == 1
+    finally:
+        live.viewer._clients.clear()
+        live.close()
+
+
+def test_train_view_serves_during_training(tmp_path):
+    pytest.importorskip("viser")
+    import threading
+    from _browser import free_port
+    from splat import cli
+    port = free_port()
+    result = {}
+
+    def train():
+        result["rc"] = cli.main(["train", "--steps", "250", "--out", str(tmp_path / "run"), "--quiet",
+                                 "--backend", "cpu", "--view", "--view-port", str(port)])
+    t = threading.Thread(target=train)
+    t.start()
+    served = False
+    while t.is_alive() and not served:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=2) as r:
+                served = r.status == 200
+        except OSError:
+            time.sleep(0.05)
+    t.join()
+    assert result["rc"] == 0 and served
+    assert (tmp_path / "run" / "cameras.json").is_file()

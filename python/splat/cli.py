@@ -1,6 +1,6 @@
 """The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
 
-    splat train [--config X.toml] [--steps N] [--out DIR] [--backend B]
+    splat train [--config X.toml] [--steps N] [--out DIR] [--backend B] [--view]
     splat check --config X.toml
     splat render RUN_DIR|FILE [--path orbit|train|test|FILE.json] [--video OUT.mp4] [--out DIR] ...
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
@@ -236,6 +236,7 @@ def cmd_train(args) -> int:
         else:
             print(msg, file=sys.stderr, flush=True)
 
+    live = _live_view(args, trainer, train, test, out, bc)
     if bar is not None:
         bar.start()
         task = bar.add_task("train", total=steps, loss=float("nan"), gaussians=trainer.num_gaussians, rate=0.0)
@@ -246,6 +247,8 @@ def cmd_train(args) -> int:
                 i = trainer.step_count + 1
                 read = i % LOSS_EVERY == 0 or i == milestone
                 st = trainer.step(read_loss=read)
+                if live is not None:
+                    live(trainer)
                 if read:
                     if not math.isfinite(st.loss):
                         raise RuntimeError(f"training diverged at step {st.step} (loss {st.loss})")
@@ -275,6 +278,8 @@ def cmd_train(args) -> int:
     finally:
         if bar is not None:
             bar.stop()
+        if live is not None:
+            live.close(trainer)
 
     trainer.save_checkpoint(out / "checkpoint.npz")
     if cfg.output.save_ply:
@@ -292,6 +297,16 @@ def cmd_train(args) -> int:
           + (", point_cloud.ply" if cfg.output.save_ply else "") + ", training.png"
           + (", renders/" if show else ""))
     return 0
+
+
+def _live_view(args, trainer, train, test, out, bc):
+    """With --view: the viewer served during training (a callable run after each step)."""
+    if not args.view:
+        return None
+    from .viewer.live import LiveView
+    live = LiveView(trainer, train, test, out, bc, host=args.view_host, port=args.view_port)
+    print(f"viewer: open {live.url} to watch training", file=sys.stderr, flush=True)
+    return live
 
 
 def _write_cameras(out: Path, train, test) -> None:
@@ -514,6 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", metavar="DIR", help=f"run folder (default: output.dir, or {SYNTHETIC_OUT})")
     t.add_argument("--backend", choices=BACKENDS, help="override backend.backend (default auto)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--view", action="store_true", help="serve the browser viewer during training (splat[view])")
+    t.add_argument("--view-port", type=positive_int, default=8080, metavar="PORT", help="viewer port (default 8080)")
+    t.add_argument("--view-host", default="127.0.0.1", metavar="HOST", help="viewer address (default 127.0.0.1)")
     t.set_defaults(func=cmd_train)
 
     c = sub.add_parser("check", help="validate a config and show it resolved",
