@@ -58,7 +58,7 @@ class Viewer:
                  host: str = "127.0.0.1", port: int = 8080, up: str | None = None, save_dir=".",
                  max_fps: float = 30.0, max_side: int = 1024, preview_scale: float = 0.5,
                  duty_cycle: float | None = None, initial_view: str | None = None, image_format: str = "jpeg",
-                 show_cameras: bool = True, label: str = "splat"):
+                 show_cameras: bool = True, external_pump: bool = False, label: str = "splat"):
         self.cameras = [(str(n), c, s) for n, c, s in cameras]
         self.background = tuple(float(b) for b in background)
         self.backend_config = backend_config
@@ -73,10 +73,16 @@ class Viewer:
         self.frame = orbit_frame(gaussians, [c for _, c, s in self.cameras if s == "train"], up=up)
         self.initial_view = initial_view
         self.show_cameras = show_cameras
+        # With external_pump the owner's thread renders (Viewer.pump); the CPU
+        # backend's thread pool serves one caller at a time, so a live view
+        # must not render beside a training step.
+        self.external_pump = external_pump
+        self._save_requests: list = []
         self.stats = ViewerStats()
         self._gaussians = gaussians
         self._version = 0
         self._lock = threading.Lock()
+        self._render_lock = threading.Lock()     # one Rasterizer: the render thread and GUI callbacks share it
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._clients: dict[int, _ClientState] = {}
@@ -113,10 +119,11 @@ class Viewer:
         view, at the canvas's aspect and at most `max_side` pixels on its long side."""
         w, h = render_size(canvas_width, canvas_height, max_side or self.max_side)
         cam = camera_from_pose(wxyz, position, fov_y, w, h)
-        renderer = self._get_renderer()
-        t0 = time.perf_counter()
-        img = to_uint8(renderer.render(cam, background=self.background))
-        dt = time.perf_counter() - t0
+        with self._render_lock:
+            renderer = self._get_renderer()
+            t0 = time.perf_counter()
+            img = to_uint8(renderer.render(cam, background=self.background))
+            dt = time.perf_counter() - t0
         self.stats.renders += 1
         self.stats.render_seconds += dt
         self.stats.last_ms, self.stats.last_size = 1000.0 * dt, (w, h)
@@ -258,9 +265,10 @@ class Viewer:
         def _(event):
             if event.client is None:
                 return
-            path = self.save_image(event.client)
-            self._saved_text.value = str(path)
-            event.client.add_notification("Image saved", str(path), auto_close_seconds=4.0)
+            if self.external_pump:
+                self._save_requests.append(event.client)
+            else:
+                self._save_and_notify(event.client)
 
     def _mark_all(self) -> None:
         for st in self._clients.values():
@@ -295,6 +303,47 @@ class Viewer:
             text += f"  \n{s.extra['note']}"
         return text
 
+    def pump(self, budget: float | None = None) -> float:
+        """Render what the open views need (and requested image saves); stop
+        after `budget` seconds. Returns the seconds spent."""
+        t_begin = time.perf_counter()
+        while self._save_requests:
+            client = self._save_requests.pop(0)
+            self._save_and_notify(client)
+        clients = self.server.get_clients()
+        for cid, st in list(self._clients.items()):
+            if budget is not None and time.perf_counter() - t_begin >= budget:
+                break
+            client = clients.get(cid)
+            if client is None:
+                continue
+            moving = time.monotonic() - st.last_move < MOVING_SECONDS
+            if not (st.dirty or (st.preview_shown and not moving)):
+                continue
+            st.dirty = False
+            try:
+                cam = client.camera
+                side = self.max_side * (self.preview_scale if moving else 1.0)
+                img, splat_cam = self.render_view(cam.wxyz, cam.position, cam.fov, cam.image_width,
+                                                  cam.image_height, max(16, int(side)))
+                client.scene.set_background_image(img, format=self.image_format, jpeg_quality=90)
+            except (AssertionError, KeyError):
+                st.dirty = True         # the client has not reported its camera yet
+                continue
+            st.preview_shown = moving and self.preview_scale < 1.0
+            st.renders += 1
+            st.last_camera = splat_cam
+        return time.perf_counter() - t_begin
+
+    @property
+    def needs_render(self) -> bool:
+        return bool(self._save_requests) or any(st.dirty or st.preview_shown for st in self._clients.values())
+
+    def _save_and_notify(self, client) -> None:
+        path = self.save_image(client)
+        self._saved_text.value = str(path)
+        client.add_notification("Image saved", str(path), auto_close_seconds=4.0)
+
     def _loop(self) -> None:
         last_info = 0.0
         while not self._stop.is_set():
@@ -302,42 +351,18 @@ class Viewer:
             self._wake.clear()
             if self._stop.is_set():
                 break
-            clients = self.server.get_clients()
-            for cid, st in list(self._clients.items()):
-                client = clients.get(cid)
-                if client is None:
-                    continue
-                now = time.monotonic()
-                moving = now - st.last_move < MOVING_SECONDS
-                if not (st.dirty or (st.preview_shown and not moving)):
-                    continue
-                st.dirty = False
+            if not self.external_pump:
                 t0 = time.perf_counter()
-                try:
-                    cam = client.camera
-                    side = self.max_side * (self.preview_scale if moving else 1.0)
-                    img, splat_cam = self.render_view(cam.wxyz, cam.position, cam.fov, cam.image_width,
-                                                      cam.image_height, max(16, int(side)))
-                    client.scene.set_background_image(img, format=self.image_format, jpeg_quality=90)
-                except (AssertionError, KeyError):
-                    st.dirty = True         # the client has not reported its camera yet
-                    continue
-                st.preview_shown = moving and self.preview_scale < 1.0
-                st.renders += 1
-                st.last_camera = splat_cam
-                elapsed = time.perf_counter() - t0
-                # The rate cap: at most max_fps, and (live training) at most
-                # duty_cycle of the wall time spent rendering.
-                pause = 1.0 / self.max_fps - elapsed
+                spent = self.pump(budget=1.0 / self.max_fps)
+                # The rate cap: at most max_fps, and at most duty_cycle of the
+                # wall time spent rendering.
+                pause = 1.0 / self.max_fps - (time.perf_counter() - t0)
                 if self.duty_cycle:
-                    pause = max(pause, elapsed * (1.0 / self.duty_cycle - 1.0))
+                    pause = max(pause, spent * (1.0 / self.duty_cycle - 1.0))
                 if pause > 0:
                     self._stop.wait(pause)
-                if any(s.dirty for s in self._clients.values()):
+                if self.needs_render:
                     self._wake.set()
             if time.monotonic() - last_info > 0.5:
                 self._info.content = self._info_text()
                 last_info = time.monotonic()
-            if any(s.preview_shown for s in self._clients.values()):
-                self._wake.set()
-                self._stop.wait(0.02)
