@@ -191,6 +191,14 @@ def test_render_video_of_a_foreign_ply(tmp_path):
         assert np.abs(got - refs[(i + frames // 2) % frames]).mean() > 4 * np.abs(got - refs[i]).mean()
 
 
+def test_render_test_views_from_cameras_json(run, tmp_path):
+    rc = cli.main(["render", str(run), "--path", "test", "--out", str(tmp_path / "t"), "--quiet",
+                   "--backend", "cpu"])
+    assert rc == 0
+    test = formats.load_cameras_json(run / "cameras.json", "test")
+    assert sorted(p.stem for p in (tmp_path / "t").glob("*.png")) == sorted(n for n, _ in test)
+
+
 def test_render_ply_of_a_run_along_train_and_json_paths(run, tmp_path):
     rc = cli.main(["render", str(run / "point_cloud.ply"), "--path", "train", "--frames", "0:3",
                    "--out", str(tmp_path / "t"), "--quiet", "--backend", "cpu"])
@@ -260,7 +268,12 @@ def test_render_errors(run, tmp_path, capsys):
         assert len(lines) == 1 and lines[0].startswith("splat: error: "), e
         return e
 
-    assert "--data" in err("render", run, "--path", "test", "--backend", "cpu")
+    import shutil
+    lone = tmp_path / "lone" / "scene.ply"          # a PLY without cameras.json anywhere above
+    lone.parent.mkdir()
+    shutil.copy(run / "point_cloud.ply", lone)
+    assert "--data" in err("render", lone, "--path", "test", "--backend", "cpu")
+    assert "--data" in err("render", lone, "--path", "train", "--backend", "cpu")
     assert "run folder" in err("render", "--backend", "cpu")
     (tmp_path / "bad.json").write_text("[{\"width\": 4}]")
     assert "bad.json" in err("render", run, "--path", tmp_path / "bad.json", "--backend", "cpu")
@@ -268,3 +281,21 @@ def test_render_errors(run, tmp_path, capsys):
     (tmp_path / "junk.ply").write_bytes(b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nend_header\n1\n")
     assert "junk.ply" in err("eval", tmp_path / "junk.ply", "--data", tmp_path, "--backend", "cpu")
     assert "--data" in err("eval", run, "--backend", "cpu")
+
+
+def test_export_command(run, tmp_path, capsys):
+    g = formats.load(run / "point_cloud.ply")
+    for name, fmt in (("a.splat", "splat"), ("a.spz", "spz"), ("a.compressed.ply", "compressed-ply"),
+                      ("b.ply", "ply")):
+        assert cli.main(["export", str(run), "--out", str(tmp_path / name)]) == 0
+        assert formats.detect_format(tmp_path / name) == fmt
+        back = formats.load(tmp_path / name)
+        assert len(back) == len(g)
+    assert cli.main(["export", str(tmp_path / "a.spz"), "--format", "compressed-ply",
+                     "--out", str(tmp_path / "c.ply")]) == 0
+    assert formats.detect_format(tmp_path / "c.ply") == "compressed-ply"
+    np.testing.assert_array_equal(formats.load(tmp_path / "b.ply").means, g.means)
+    capsys.readouterr()
+    assert cli.main(["export", str(run), "--out", str(tmp_path / "x.obj")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("splat: error: ") and "x.obj" in err and len(err.strip().splitlines()) == 1
