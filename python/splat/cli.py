@@ -1,11 +1,14 @@
 """The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
 
     splat train [PATH] [--config X.toml] [--data PATH] [--set section.key=value ...] [--steps N]
-                [--out DIR] [--backend B] [--overwrite]
+                [--out DIR] [--backend B] [--overwrite] [--view]
     splat train --resume RUN_DIR [--steps N]
     splat check --config X.toml
+    splat render RUN_DIR|FILE [--path orbit|train|test|FILE.json] [--video OUT.mp4] [--out DIR] ...
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
-    splat eval --checkpoint C --data PATH [--split test] [--frames ..] [--supersample K] [--json out.json]
+    splat eval RUN_DIR|FILE|--checkpoint C --data PATH [--split test] [--frames ..] [--json out.json]
+    splat export RUN_DIR|FILE [--format ply|splat|spz|compressed-ply] --out FILE
+    splat view RUN_DIR|FILE [--port 8080] [--data PATH]
 
 User errors (a bad config, missing data, an unreadable file, a backend that
 is not available) print one `splat: error: ...` line per problem to stderr
@@ -27,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ._cli_common import one_line, positive_int, warn, write_json
-from ._cli_data import render_files, run_config, scene_arg
+from ._cli_data import _safe_name, render_files, run_config, scene_arg
 from .stop_signals import StopSignals, Terminated
 
 __all__ = ["main"]
@@ -320,6 +323,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
     if not resume or args.steps:
         _write_text_config(out / "config.toml", cfg, synthetic)
+    _write_cameras(out, train, test)
 
     seconds = warm_up(train, bc)
     if seconds is not None:
@@ -372,6 +376,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         done = [p for p in folder.checkpoints()]
         return f"the last checkpoint, {done[-1]}, is finite" if done else "no checkpoint was written"
 
+    live = _live_view(args, trainer, train, test, out, bc)
     if bar is not None:
         bar.start()
         task = bar.add_task("train", total=steps, completed=trainer.step_count, loss=float("nan"),
@@ -388,6 +393,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                 i = trainer.step_count + 1
                 read = i % LOSS_EVERY == 0 or i == milestone
                 st = trainer.step(read_loss=read)
+                if live is not None:
+                    live(trainer)
                 if read and bar is not None:
                     rate = (i - first_step) / max(train_seconds + time.perf_counter() - t0, 1e-9)
                     bar.update(task, completed=i, loss=st.loss, gaussians=st.num_gaussians, rate=rate)
@@ -426,6 +433,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     finally:
         if bar is not None:
             bar.stop()
+        if live is not None:
+            live.close(trainer)
 
     if stop.signum is not None:
         return _stopped(stop, trainer, out, metrics)
@@ -463,6 +472,20 @@ def _stopped(stop: StopSignals, trainer, out: Path, metrics) -> int:
     print(f"splat: stopped by {stop.name} after step {step}: {where}; continue with: splat train --resume {out}",
           file=sys.stderr, flush=True)
     return 128 + stop.signum
+def _live_view(args, trainer, train, test, out, bc):
+    """With --view: the viewer served during training (a callable run after each step)."""
+    if not args.view:
+        return None
+    from .viewer.live import LiveView
+    live = LiveView(trainer, train, test, out, bc, host=args.view_host, port=args.view_port)
+    print(f"viewer: open {live.url} to watch training", file=sys.stderr, flush=True)
+    return live
+
+
+def _write_cameras(out: Path, train, test) -> None:
+    """cameras.json in the 3DGS reference's layout, for viewers that show the cameras."""
+    from .formats import save_cameras_json
+    save_cameras_json(out / "cameras.json", train.cameras, train.names, test.cameras, test.names)
 
 
 def _write_text_config(path: Path, cfg, synthetic: bool) -> None:
@@ -535,54 +558,105 @@ def _print_image_footprint(cfg, backend: str) -> None:
 # --------------------------------------------------------------------------- render / eval
 
 
-def _read_checkpoint_meta(path) -> dict:
-    from .trainer import read_checkpoint
-    return read_checkpoint(path)[0]
+def _background(text):
+    """argparse type: R,G,B in [0, 1]."""
+    try:
+        vals = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        vals = ()
+    if len(vals) != 3 or not all(0.0 <= v <= 1.0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected R,G,B with values in [0, 1], got {text!r}")
+    return vals
 
 
-def _load_model(args):
-    """(trainer holding the checkpoint, dataset to render/evaluate)."""
-    from .camera import Camera
-    from .data import Dataset, load_dataset
-    from .trainer import Trainer
-    meta = _read_checkpoint_meta(args.checkpoint)
-    background = tuple(meta.get("background", (1.0, 1.0, 1.0)))
-    data = load_dataset(args.data, args.split, background=background, frames=args.frames)
-    # The checkpoint's trainer wants a dataset of its own image size; the
-    # views to render are independent of it, so a one-view stand-in does.
-    w, h = int(meta["width"]), int(meta["height"])
-    stand_in = Dataset(cameras=[Camera(np.eye(4), w, w, 0.5 * w, 0.5 * h, w, h)],
-                       images=np.zeros((1, h, w, 3), np.uint8), names=["checkpoint"],
-                       background=background, scene_extent=meta.get("scene_extent", 1.0))
+def _open_model(args):
+    from .render_path import open_model
+    source = args.source or args.checkpoint
+    if source is None:
+        raise UserError("give a run folder, a scene file (.ply, .splat, .spz) or --checkpoint C.npz")
+    if args.source and args.checkpoint:
+        raise UserError(f"give the model once: {args.source} or --checkpoint {args.checkpoint}")
     bc = _make_backend({"backend": args.backend or "auto"})
-    trainer = Trainer.load_checkpoint(args.checkpoint, stand_in, bc)
-    return trainer, data
+    return open_model(source, bc, background=args.background)
+
+
+def _load_split(args, model, split):
+    from .data import load_dataset
+    if not args.data:
+        raise UserError(f"--path {split} needs the dataset: --data PATH")
+    return load_dataset(args.data, split, background=model.background, frames=args.frames)
+
+
+def _render_cameras(args, model):
+    """(cameras, names, dataset or None, label) that `splat render` renders."""
+    from .formats import load_cameras_json
+    from .render_path import orbit_cameras, orbit_frame, resized
+    path = args.path or ("split" if args.data else "orbit")
+    if path == "orbit":
+        frame = orbit_frame(model.gaussians, [c for _, c, s in model.cameras if s == "train"], up=args.up)
+        if not frame.from_cameras and args.up is None:
+            print("note: no cameras.json found: the orbit takes -y as up (--up to change)", file=sys.stderr)
+        cams = orbit_cameras(frame, args.orbit_frames, args.width, args.height, fov_deg=args.fov,
+                             radius_scale=args.radius_scale, elevation_deg=args.elevation)
+        return cams, [f"orbit_{i:04d}" for i in range(len(cams))], None, "orbit"
+    if path in ("split", "test", "train") and args.data:
+        data = _load_split(args, model, args.split if path == "split" else path)
+        cams = [resized(c, args.width, args.height) for c in data.cameras]
+        files = render_files(data.names)   # 0000.jpg -> 0000.png
+        return cams, [files[n][:-len(".png")] for n in data.names], data, f"{args.data} [{data.split}]"
+    if path in ("train", "test", "split"):
+        split = "test" if path == "test" else "train"
+        named = [(n, c) for n, c, s in model.cameras if s == split]
+        if not named:
+            raise UserError(f"--path {path}: {model.source} has no {split} cameras in a cameras.json; "
+                            f"give the dataset: --data PATH")
+        label = f"the {split} cameras (cameras.json)"
+    else:
+        named = load_cameras_json(path)
+        label = path
+    if not named:
+        raise UserError(f"{path}: no cameras")
+    from .data import select_frames
+    named = [named[i] for i in select_frames(len(named), args.frames)] if args.frames else named
+    return [resized(c, args.width, args.height) for _, c in named], [_safe_name(n) for n, _ in named], None, label
 
 
 def cmd_render(args) -> int:
-    from .metrics import box_downsample
-    trainer, data = _load_model(args)
-    out = Path(args.out) if args.out else Path(args.checkpoint).resolve().parent / f"renders_{args.split}"
-    out.mkdir(parents=True, exist_ok=True)
+    from .render_path import render_path
+    model = _open_model(args)
+    cams, names, data, label = _render_cameras(args, model)
+    if args.compare and data is None:
+        raise UserError("--compare needs dataset views (--data PATH)")
+    base = model.run_dir if model.run_dir is not None else Path(model.source).resolve().parent
+    tag = data.split if data is not None else Path(str(args.path or "orbit")).stem
+    out = Path(args.out) if args.out else (None if args.video else base / f"renders_{tag}")
     k = args.supersample
     t0 = time.perf_counter()
-    files = render_files(data.names)
-    for cam, img, name in zip(data.cameras, data.images, data.names):
-        render = trainer.render(cam.scaled(k) if k > 1 else cam, background=data.background)
-        render = box_downsample(render, k)
-        pixels = _side_by_side(render, img) if args.compare else _to_uint8(render)
-        _write_png(out / files[name], pixels)
-    print(f"rendered {len(data)} views of {args.data} [{args.split}] at {data.size_summary()}"
-          + (f" (supersample {k})" if k > 1 else "") + f" on {trainer.backend} in "
-          f"{time.perf_counter() - t0:.1f} s -> {out}")
+    if args.compare:
+        from .metrics import box_downsample
+        out.mkdir(parents=True, exist_ok=True)
+        for cam, img, name in zip(cams, data.images, names):
+            render = model.renderer.render(cam.scaled(k) if k > 1 else cam, background=model.background)
+            _write_png(out / f"{name}.png", _side_by_side(box_downsample(render, k), img))
+    else:
+        render_path(model.renderer, cams, names, out_dir=out, video=args.video, fps=args.fps, supersample=k,
+                    progress=not args.quiet, background=model.background)
+    where = " and ".join(str(p) for p in (out, args.video) if p)
+    sizes = data.size_summary() if data is not None else f"{cams[0].width}x{cams[0].height}"
+    print(f"rendered {len(cams)} views of {label} at {sizes}"
+          + (f" (supersample {k})" if k > 1 else "") + f" on {model.renderer.backend} in "
+          f"{time.perf_counter() - t0:.1f} s -> {where}")
     return 0
 
 
 def cmd_eval(args) -> int:
     from .metrics import evaluate
-    trainer, data = _load_model(args)
+    if not args.data:
+        raise UserError("splat eval needs the dataset: --data PATH")
+    model = _open_model(args)
+    data = _load_split(args, model, args.split)
     t0 = time.perf_counter()
-    ev = evaluate(trainer, data, supersample=args.supersample, masked=args.masked)
+    ev = evaluate(model.renderer, data, supersample=args.supersample, masked=args.masked)
     seconds = time.perf_counter() - t0
     if args.per_view:
         for v in ev.per_view:
@@ -590,14 +664,50 @@ def cmd_eval(args) -> int:
     print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  on {len(data)} views of {args.data} [{args.split}]"
           + (f" (supersample {args.supersample})" if args.supersample > 1 else ""))
     if args.json:
-        result = ev.to_dict() | {"checkpoint": str(Path(args.checkpoint).resolve()),
+        is_ckpt = model.source.lower().endswith(".npz")
+        result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
+                                 "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
                                  "data": str(Path(args.data).resolve()), "split": args.split,
                                  "frames": args.frames, "supersample": args.supersample, "masked": args.masked,
-                                 "views": len(data), "num_gaussians": trainer.num_gaussians,
-                                 "step": trainer.step_count, "backend": trainer.backend,
+                                 "views": len(data), "num_gaussians": model.renderer.num_gaussians,
+                                 "step": model.renderer.step_count, "backend": model.renderer.backend,
                                  "seconds": seconds}
         write_json(args.json, result)
     return 0
+
+
+def cmd_export(args) -> int:
+    from . import formats
+    scene = formats.load_scene(args.source)
+    fmt = args.format or formats.format_for_path(args.out)
+    formats.save(args.out, scene.gaussians, fmt)
+    size = os.path.getsize(args.out)
+    print(f"wrote {args.out}: {len(scene.gaussians):,} Gaussians as {fmt} ({size / 1e6:.2f} MB) "
+          f"from {scene.source}")
+    return 0
+
+
+def cmd_view(args) -> int:
+    from .render_path import open_model
+    from .viewer import Viewer
+    bc = _make_backend({"backend": args.backend or "auto"})
+    model = open_model(args.source, bc, background=args.background)
+    cams = list(model.cameras)
+    if args.data:
+        from .data import load_dataset
+        test = load_dataset(args.data, args.split, background=model.background)
+        cams = [c for c in cams if c[2] != "test"] + [(n, c, "test") for n, c in zip(test.names, test.cameras)]
+    save_dir = Path(args.save_dir) if args.save_dir else (model.run_dir or Path.cwd())
+    viewer = Viewer(model.gaussians, cameras=cams, backend_config=bc, background=model.background,
+                    host=args.host, port=args.port, up=args.up, save_dir=save_dir, max_side=args.max_resolution,
+                    max_fps=args.max_fps).start()
+    print(f"splat view: {len(model.gaussians):,} Gaussians of {model.source}, {len(cams)} cameras; "
+          f"open {viewer.url} (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        viewer.stop()
 
 
 def cmd_bench(args) -> int:
@@ -634,6 +744,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (its config.toml; "
                         "--steps N trains on to N)")
+    t.add_argument("--view", action="store_true", help="serve the browser viewer during training (splat[view])")
+    t.add_argument("--view-port", type=positive_int, default=8080, metavar="PORT", help="viewer port (default 8080)")
+    t.add_argument("--view-host", default="127.0.0.1", metavar="HOST", help="viewer address (default 127.0.0.1)")
     t.set_defaults(func=cmd_train)
 
     c = sub.add_parser("check", help="validate a config and show it resolved",
@@ -642,27 +755,76 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_check)
 
     def model_args(q):
-        q.add_argument("--checkpoint", required=True, metavar="C.npz", help="a checkpoint written by splat train")
-        q.add_argument("--data", required=True, metavar="PATH", help="scene folder (Blender or COLMAP)")
+        q.add_argument("source", nargs="?", metavar="RUN_DIR|FILE",
+                       help="a run folder, a scene file (.ply, compressed .ply, .splat, .spz) or a checkpoint")
+        q.add_argument("--checkpoint", metavar="C.npz", help="a checkpoint written by splat train (or any SOURCE)")
+        q.add_argument("--data", metavar="PATH", help="scene folder (Blender or COLMAP)")
         q.add_argument("--split", default="test", help="split to use (default test)")
-        q.add_argument("--frames", metavar="SPEC", help="subset of the split, e.g. 0::10 or 3")
+        q.add_argument("--frames", metavar="SPEC", help="subset of the views, e.g. 0::10 or 3")
         q.add_argument("--supersample", type=positive_int, default=1, metavar="K",
                        help="render at K times the image size and box-average down")
+        q.add_argument("--background", type=_background, metavar="R,G,B",
+                       help="background colour (default: the run's, else white)")
         q.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
 
-    r = sub.add_parser("render", help="render dataset views with a checkpoint to PNG")
+    r = sub.add_parser("render", help="render a run or a scene file along a camera path, to PNG or MP4",
+                       description="Render a run folder, a scene file or a checkpoint: an orbit around the "
+                                   "scene (default), the training or test cameras, or the cameras of a JSON "
+                                   "file (the cameras.json layout); to PNGs and/or an MP4 (--video).")
     model_args(r)
-    r.add_argument("--out", metavar="DIR", help="output folder (default: renders_<split> next to the checkpoint)")
-    r.add_argument("--compare", action="store_true", help="put the ground truth next to each render")
+    r.add_argument("--path", metavar="orbit|train|test|FILE.json",
+                   help="camera path (default: the --split views with --data, else orbit)")
+    r.add_argument("--video", metavar="OUT.mp4", help="also (without --out: only) write an MP4 (needs imageio-ffmpeg)")
+    r.add_argument("--fps", type=float, default=30.0, help="video frame rate (default 30)")
+    r.add_argument("--orbit-frames", type=positive_int, default=120, metavar="N", help="orbit frames (default 120)")
+    r.add_argument("--width", type=positive_int, metavar="W", help="image width (default: the cameras')")
+    r.add_argument("--height", type=positive_int, metavar="H", help="image height (default: from the aspect)")
+    r.add_argument("--fov", type=float, metavar="DEG", help="orbit horizontal field of view (default: the "
+                                                             "training cameras', else 50)")
+    r.add_argument("--up", choices=("+x", "-x", "+y", "-y", "+z", "-z"),
+                   help="orbit up axis (default: the training cameras' mean up, else -y)")
+    r.add_argument("--elevation", type=float, metavar="DEG", help="orbit elevation (default: the cameras')")
+    r.add_argument("--radius-scale", type=float, default=1.0, metavar="S", help="orbit radius factor (default 1)")
+    r.add_argument("--out", metavar="DIR", help="PNG folder (default: renders_<path> in the run folder)")
+    r.add_argument("--compare", action="store_true", help="put the ground truth next to each render (--data)")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_render)
 
-    e = sub.add_parser("eval", help="PSNR and SSIM of a checkpoint on a dataset split")
+    e = sub.add_parser("eval", help="PSNR and SSIM of a run, scene file or checkpoint on a dataset split")
     model_args(e)
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.add_argument("--masked", action="store_true",
                    help="leave out the pixels the views' masks exclude (as [data] eval_masked = true)")
     e.set_defaults(func=cmd_eval)
+
+    v = sub.add_parser("view", help="look at a run or a scene file in the browser (needs viser: splat[view])",
+                       description="Serve a browser viewer of a run folder, scene file or checkpoint: splat's "
+                                   "renders of the scene, the training (and test) cameras, jump to a view, "
+                                   "save an image.")
+    v.add_argument("source", metavar="RUN_DIR|FILE", help="a run folder, a scene file or a checkpoint")
+    v.add_argument("--data", metavar="PATH", help="dataset, to offer its --split views as test cameras")
+    v.add_argument("--split", default="test", help="the dataset split shown (default test)")
+    v.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1; 0.0.0.0 for all)")
+    v.add_argument("--port", type=positive_int, default=8080, help="port (default 8080; the next free one if taken)")
+    v.add_argument("--up", choices=("+x", "-x", "+y", "-y", "+z", "-z"),
+                   help="up axis (default: the training cameras' mean up, else -y)")
+    v.add_argument("--max-resolution", type=positive_int, default=1024, metavar="PX",
+                   help="longest side of the rendered image (default 1024; a slider in the page too)")
+    v.add_argument("--max-fps", type=float, default=30.0, help="render rate cap (default 30)")
+    v.add_argument("--background", type=_background, metavar="R,G,B", help="background (default: the run's)")
+    v.add_argument("--save-dir", metavar="DIR", help="where 'Save image' writes (default: the run folder)")
+    v.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
+    v.set_defaults(func=cmd_view)
+
+    x = sub.add_parser("export", help="write a run's Gaussians as .ply, .splat, .spz or compressed .ply",
+                       description="Convert a run folder (its point_cloud.ply or checkpoint.npz) or a scene "
+                                   "file (.ply, compressed .ply, .splat, .spz) to another format.")
+    x.add_argument("source", metavar="RUN_DIR|FILE", help="a run folder or a scene file")
+    x.add_argument("--format", choices=("ply", "splat", "spz", "compressed-ply"),
+                   help="output format (default: from --out: .ply, .compressed.ply, .splat, .spz)")
+    x.add_argument("--out", required=True, metavar="FILE", help="the file to write")
+    x.set_defaults(func=cmd_export)
 
     b = sub.add_parser("bench", help="replay benchmark, A/B comparison and parity checks (splat bench -h)",
                        add_help=False)

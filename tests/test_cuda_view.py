@@ -1,0 +1,89 @@
+"""The viewer, render paths and the live training view on the CUDA backend:
+renders match the CPU backend's, and the live view pumping renders between
+CUDA training steps (in the training thread) delivers frames within its budget."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pkg import NATIVE, splat  # noqa: E402
+
+pytestmark = pytest.mark.cuda
+if not NATIVE:
+    pytest.skip("needs the native module splat._core", allow_module_level=True)
+_ok, _why = splat.backend_available("cuda")
+if not _ok:
+    pytest.skip(f"CUDA backend not available: {_why}", allow_module_level=True)
+
+from splat.render_path import SceneRenderer, orbit_cameras, orbit_frame  # noqa: E402
+
+rng = np.random.default_rng()
+
+
+def random_gaussians(n):
+    return splat.Gaussians(
+        means=rng.normal(size=(n, 3)).astype(np.float32) * 0.6,
+        log_scales=rng.uniform(-4, -2.5, size=(n, 3)).astype(np.float32),
+        quats=rng.normal(size=(n, 4)).astype(np.float32),
+        opacity_logits=rng.uniform(-1, 3, size=n).astype(np.float32),
+        sh=rng.normal(0, 0.5, size=(n, 16, 3)).astype(np.float32))
+
+
+def test_orbit_renders_match_cpu():
+    g = random_gaussians(5000)
+    cams = orbit_cameras(orbit_frame(g, [], up="+z"), 6, 203, 151)
+    gpu = SceneRenderer(g, splat.BackendConfig(backend="cuda"))
+    cpu = SceneRenderer(g, splat.BackendConfig(backend="cpu"))
+    assert gpu.backend == "cuda"
+    for cam in cams:
+        a, b = gpu.render(cam), cpu.render(cam)
+        assert b.std() > 0.02
+        assert np.abs(a - b).max() < 2e-3
+
+
+def test_live_view_between_cuda_steps(tmp_path):
+    pytest.importorskip("viser")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _browser import free_port
+    from splat.data import synthetic
+    from splat.viewer.live import LiveView
+    from splat.viewer.server import _ClientState
+    train, test = synthetic.make_scene()
+    tc = synthetic.default_train_config(600, image_size=train.width)
+    bc = splat.BackendConfig(backend="cuda")
+    trainer = splat.Trainer.from_dataset(train, tc, bc)
+    live = LiveView(trainer, train, test, tmp_path, bc, port=free_port())
+    frames = []
+
+    class Client:
+        client_id = -1
+        scene = None
+
+        class camera:
+            wxyz, position = np.array([1.0, 0, 0, 0]), np.array([0.0, 0, -4.0])
+            fov, image_width, image_height = math.radians(50), 640, 480
+
+    Client.scene = type("S", (), {"set_background_image": lambda self, img, **kw: frames.append(img.copy())})()
+    live.viewer.server.get_clients = lambda: {-1: Client}
+    st = live.viewer._clients[-1] = _ClientState()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(600):
+            trainer.step(read_loss=False)
+            st.dirty = True
+            live(trainer)
+        trainer.step(read_loss=True)
+        seconds = time.perf_counter() - t0
+    finally:
+        live.viewer._clients.clear()
+        live.close()
+    assert live.updates > 0 and len(frames) > 0
+    assert frames[-1].shape == (384, 512, 3) and frames[-1].std() > 1
+    assert live.spent <= 0.08 * seconds + 0.05
+    print(f"{len(frames)} frames, {live.updates} updates, viewer {100 * live.spent / seconds:.1f}% of {seconds:.2f} s")
