@@ -341,7 +341,7 @@ def _load_model(args):
     from .camera import Camera
     from .data import Dataset, load_dataset
     from .trainer import Trainer
-    meta = _read_checkpoint_meta(args.checkpoint)
+    meta = _read_checkpoint_meta(args.checkpoint)  # its header values are checked there
     background = tuple(meta.get("background", (1.0, 1.0, 1.0)))
     data = load_dataset(args.data, args.split, background=background, frames=args.frames)
     # The checkpoint's trainer wants a dataset of its own image size; the
@@ -349,7 +349,7 @@ def _load_model(args):
     w, h = int(meta["width"]), int(meta["height"])
     stand_in = Dataset(cameras=[Camera(np.eye(4), w, w, 0.5 * w, 0.5 * h, w, h)],
                        images=np.zeros((1, h, w, 3), np.uint8), names=["checkpoint"],
-                       background=background, scene_extent=meta.get("scene_extent", 1.0))
+                       background=background, scene_extent=meta["scene_extent"])
     bc = _make_backend({"backend": args.backend or "auto"})
     trainer = Trainer.load_checkpoint(args.checkpoint, stand_in, bc)
     return trainer, data
@@ -496,6 +496,16 @@ def main(argv=None) -> int:
         if debug:
             raise
         _err(_exc_message(exc))
+        return 1
+    except TypeError as exc:  # argument checks raise TypeError with a [component] prefix; others are bugs
+        if debug or not str(exc).startswith("["):
+            raise
+        _err(_exc_message(exc))
+        return 1
+    except MemoryError:
+        if debug:
+            raise
+        _err("out of memory (a smaller scene, fewer Gaussians or a lower resolution may fit)")
         return 1
 
 

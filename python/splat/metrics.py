@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _core
-from ._validate import as_float32
+from ._validate import as_float32, integer
 
 
 def psnr(image, target) -> float:
     """PSNR in dB of float images in [0, 1] (the render is clipped to [0, 1] first)."""
-    a = np.clip(np.asarray(image, np.float64), 0.0, 1.0)
-    b = np.asarray(target, np.float64)
+    a = np.clip(as_float32("image", image, finite=False).astype(np.float64), 0.0, 1.0)
+    b = as_float32("target", target, a.shape, finite=False).astype(np.float64)
     mse = float(np.mean((a - b) ** 2))
     return float("inf") if mse == 0.0 else -10.0 * np.log10(mse)
 
@@ -21,7 +21,7 @@ def ssim(image, target) -> float:
     """Mean SSIM (11x11 Gaussian window, sigma 1.5) over the interior at least 5
     pixels from the border: the value of scikit-image's structural_similarity
     with gaussian_weights=True, use_sample_covariance=False, data_range=1."""
-    a = as_float32("image", np.clip(np.asarray(image, np.float32), 0.0, 1.0), (None, None, 3))
+    a = np.clip(as_float32("image", image, (None, None, 3)), 0.0, 1.0)
     b = as_float32("target", target, a.shape)
     return float(_core.ssim(a, b)[1])
 
@@ -50,8 +50,7 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     supersample > 1 renders each view at that multiple of the dataset's size and
     box-averages it down (e.g. an 800x800 model evaluated on 400x400 test images).
     Pass a dict as `renders` to receive the rendered images by view name."""
-    if isinstance(supersample, bool) or not isinstance(supersample, (int, np.integer)) or supersample < 1:
-        raise ValueError(f"[splat] supersample: expected a positive integer, got {supersample!r}")
+    supersample = integer("supersample", supersample, 1)
     per_view = []
     for cam, image, name in zip(dataset.cameras, dataset.images, dataset.names):
         render = trainer.render(cam.scaled(supersample) if supersample > 1 else cam, background=dataset.background)

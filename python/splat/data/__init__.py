@@ -38,12 +38,12 @@ def detect_format(path, split: str = "train") -> str:
 
 
 def _check_background(background) -> tuple:
-    try:
-        bg = tuple(float(x) for x in background)
-    except (TypeError, ValueError):
-        raise TypeError(f"[splat] background: expected 3 numbers, got {background!r}") from None
-    if len(bg) != 3 or not all(math.isfinite(x) and 0.0 <= x <= 1.0 for x in bg):
-        raise ValueError(f"[splat] background: expected 3 values in [0, 1], got {background!r}")
+    """3 real numbers in [0, 1] (any sequence or array; the package's number rule)."""
+    from .._validate import real_array
+    arr = real_array("background", background, (3,)).astype(np.float64)
+    bg = tuple(float(x) for x in arr)
+    if not all(math.isfinite(x) and 0.0 <= x <= 1.0 for x in bg):
+        raise ValueError(f"[splat] background: expected 3 values in [0, 1], got {list(bg)!r}")
     return bg
 
 
@@ -71,8 +71,8 @@ def load_dataset(path, split: str = "train", *, background=(1.0, 1.0, 1.0), down
         raise TypeError(f"[splat] split: expected a string, got {type(split).__name__}")
     if format not in FORMATS:
         raise ValueError(f"[splat] format: expected one of {', '.join(FORMATS)}, got {format!r}")
-    if isinstance(downscale, bool) or not isinstance(downscale, (int, np.integer)) or downscale < 1:
-        raise ValueError(f"[splat] downscale: expected an integer >= 1, got {downscale!r}")
+    from .._validate import integer
+    downscale = integer("downscale", downscale, 1)
     bg = _check_background(background)
     frames = parse_frames(frames)
     fmt = detect_format(root, split) if format == "auto" else format

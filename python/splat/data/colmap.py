@@ -267,6 +267,11 @@ def _check_camera(path, cam: ColmapCamera) -> ColmapCamera:
         raise DatasetError(f"[splat] {path}: camera {cam.id} has invalid size {cam.width}x{cam.height}")
     if not all(math.isfinite(p) for p in cam.params):
         raise DatasetError(f"[splat] {path}: camera {cam.id} has non-finite parameters")
+    if cam.model in SUPPORTED_MODELS:  # the others are refused where an image uses them
+        (fx, fy, _, _), _ = pinhole_intrinsics(cam.model, cam.params)
+        if not (fx > 0 and fy > 0):
+            raise DatasetError(f"[splat] {path}: camera {cam.id} ({cam.model}) has focal length "
+                               f"{fx:g}, {fy:g}; focal lengths must be positive")
     return cam
 
 
