@@ -140,23 +140,29 @@ def _unit_float(path: str, arr: np.ndarray) -> np.ndarray:
 
 
 def _read_tiff(path: str) -> np.ndarray | None:
-    """A TIFF through tifffile (exact 16-bit and float samples); None without tifffile."""
+    """A grey or RGB TIFF through tifffile (exact 16-bit and float samples);
+    None (Pillow decides) without tifffile or for other photometric kinds
+    (palette, min-is-white, CIELAB, YCbCr, ...)."""
     try:
         import tifffile
     except ImportError:
         return None
-    try:
-        arr = tifffile.imread(path, key=0)
-    except Exception as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise DatasetError(f"[splat] {path}: cannot decode TIFF ({reason})") from None
-    if arr.ndim == 3 and arr.shape[2] == 1:
-        arr = arr[..., 0]
-    if arr.ndim == 2:
+    with tifffile.TiffFile(path) as tf:
+        page = tf.pages[0]
+        if int(page.photometric) not in (1, 2):  # MINISBLACK, RGB
+            return None
+        arr = page.asarray()
+        axes = page.axes
+        extra = tuple(int(e) for e in getattr(page, "extrasamples", ()) or ())
+    if axes == "SYX":
+        arr = np.moveaxis(arr, 0, -1)
+    elif axes == "YX":
         arr = arr[..., None]
-    if arr.ndim != 3 or arr.shape[2] not in (1, 2, 3, 4):
-        raise DatasetError(f"[splat] {path}: unsupported TIFF layout {list(arr.shape)} (expected grey, "
-                           f"grey + alpha, RGB or RGBA samples per pixel)")
+    elif axes != "YXS":
+        raise DatasetError(f"[splat] {path}: unsupported TIFF layout {axes} {list(arr.shape)}")
+    if arr.shape[2] not in (1, 2, 3, 4) or len(extra) > 1:
+        raise DatasetError(f"[splat] {path}: unsupported TIFF layout: {arr.shape[2]} samples per pixel "
+                           f"(expected grey, grey + alpha, RGB or RGBA)")
     if arr.dtype == np.uint8:
         x = arr
     elif arr.dtype == np.uint16:
@@ -166,8 +172,13 @@ def _read_tiff(path: str) -> np.ndarray | None:
     elif arr.dtype == np.bool_:
         x = arr.astype(np.uint8) * np.uint8(255)
     else:
-        raise DatasetError(f"[splat] {path}: unsupported TIFF sample type {arr.dtype} (splat reads 8- and "
+        raise DatasetError(f"[splat] {path}: unsupported TIFF sample type {arr.dtype} (splat reads 1-, 8- and "
                            f"16-bit unsigned integer and float samples)")
+    if extra == (1,) and x.shape[2] in (2, 4):  # associated (premultiplied) alpha -> straight
+        xf = x.astype(np.float32)
+        a = xf[..., -1:]
+        xf[..., :-1] = np.where(a > 0, np.minimum(xf[..., :-1] * np.float32(255.0) / np.maximum(a, 1e-12), 255.0), 0.0)
+        x = xf
     if x.shape[2] in (1, 2):  # grey (+ alpha) -> RGB (+ alpha)
         x = np.concatenate([x[..., :1]] * 3 + ([x[..., 1:2]] if x.shape[2] == 2 else []), axis=2)
     return np.ascontiguousarray(x)
