@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._validate import UINT32_MAX, as_float32, integer, positive_float
+from ._validate import UINT32_MAX, as_float32, integer, positive_float, real_array
 from ._validate import backend_config as as_backend_config
 from .camera import Camera
 from .config import ConfigError, TrainConfig
@@ -234,7 +234,6 @@ def read_checkpoint(path) -> tuple[dict, dict]:
         meta = json.loads(arrays.pop("__meta__").tobytes().decode())
         if not isinstance(meta, dict):
             raise ValueError("its header is not an object")
-        int(meta["step"]), int(meta["width"]), int(meta["height"]), dict(meta["train_config"])
     except Exception as exc:  # any failure to parse means: not a usable checkpoint
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"[splat] checkpoint {path}: not a readable splat checkpoint ({reason})") from None
@@ -264,7 +263,7 @@ def _check_header(meta: dict) -> None:
         bg = meta["background"]
         if not isinstance(bg, (list, tuple)) or len(bg) != 3:
             raise ValueError(f"background: expected 3 numbers in [0, 1], got {bg!r}")
-        bg = tuple(float(as_float32("background", bg, (3,)).astype(np.float64)[i]) for i in range(3))
+        bg = tuple(float(x) for x in real_array("background", bg, (3,)))
         if not all(0.0 <= b <= 1.0 for b in bg):
             raise ValueError(f"background: expected 3 numbers in [0, 1], got {meta['background']!r}")
         meta["background"] = bg
