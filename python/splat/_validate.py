@@ -18,6 +18,7 @@ core as float32 must be finite in float32.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -49,8 +50,7 @@ def real_array(name: str, value, shape: tuple | None = None) -> np.ndarray:
         if not all(isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) for x in arr.flat):
             raise TypeError(f"[splat] {name}: expected a numeric array, got non-numeric elements "
                             f"(dtype object)")
-        arr = np.array([float(x) if abs(x) < 2.0 ** 1024 else (float("inf") if x > 0 else float("-inf"))
-                        for x in arr.flat], dtype=np.float64).reshape(arr.shape)
+        arr = np.array([_to_float(x) for x in arr.flat], dtype=np.float64).reshape(arr.shape)
         kind = "f"
     if kind not in "fiu":
         what = {"b": "bool", "c": "complex", "U": "str", "S": "bytes", "M": "datetime",
@@ -62,6 +62,13 @@ def real_array(name: str, value, shape: tuple | None = None) -> np.ndarray:
             want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
             raise ValueError(f"[splat] {name}: expected shape {want}, got {list(arr.shape)}")
     return arr
+
+
+def _to_float(x) -> float:
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond float64: Inf, which the finiteness check reports
+        return math.inf if x > 0 else -math.inf
 
 
 def as_float32(name: str, value, shape: tuple | None = None, *, finite: bool = True) -> np.ndarray:
