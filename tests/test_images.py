@@ -178,7 +178,11 @@ def test_tiffs_without_tifffile(tmp_path, monkeypatch):
     tifffile.imwrite(tmp_path / "g.tif", gray, photometric="minisblack")
     rgb = rng.uniform(0, 1, (H, W, 3)).astype(np.float32)
     tifffile.imwrite(tmp_path / "f.tif", rgb, photometric="rgb")
+    u16 = rng.integers(0, 65536, (H, W, 3)).astype(np.uint16)
+    tifffile.imwrite(tmp_path / "u.tif", u16, photometric="rgb")
     monkeypatch.setitem(sys.modules, "tifffile", None)  # import fails
     np.testing.assert_allclose(read_image(tmp_path / "g.tif"), np.repeat(gray[..., None], 3, 2) * 255.0, rtol=1e-6)
     with pytest.raises(DatasetError, match=r"f.tif: cannot decode image .*pip install tifffile"):
         read_image(tmp_path / "f.tif")
+    with pytest.raises(DatasetError, match=r"u.tif: 16-bit colour TIFF images need tifffile"):
+        read_image(tmp_path / "u.tif")

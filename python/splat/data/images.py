@@ -110,6 +110,9 @@ def _read_pillow(path: str) -> np.ndarray:
             gray = (b[..., 0] << 8) | b[..., 1]
             alpha = (b[..., 2] << 8) | b[..., 3]
             return _gray_to_rgb(gray, alpha).astype(np.float32) * np.float32(SCALE_16BIT)
+        if mode in ("RGB", "RGBA") and rawmode and ";16" in rawmode:  # Pillow would keep the high bytes
+            raise DatasetError(f"[splat] {path}: 16-bit colour {im.format} images need tifffile "
+                               f"(pip install tifffile)")
         if mode in _GRAY16_RAW or (mode == "I" and rawmode in _GRAY16_RAW):
             gray = np.asarray(im).astype(np.uint16)
             alpha = None
