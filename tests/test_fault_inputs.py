@@ -133,6 +133,96 @@ def test_config_files_load_cleanly(tmp_path_factory, raw):
     works_or_clean(load_config, path, check_paths=False)
 
 
+@quick(30)
+@given(raw=configs())
+def test_splat_check_prints_only_error_lines(tmp_path_factory, capsys, raw):
+    from splat import cli
+    path = tmp_path_factory.mktemp("cli") / "c.toml"
+    try:
+        path.write_text("".join(f"[{sec}]\n" + "".join(f"{json.dumps(k)} = {_toml_scalar(v)}\n"
+                                                        for k, v in table.items()) for sec, table in raw.items()))
+    except (TypeError, ValueError):
+        return
+    capsys.readouterr()
+    rc = cli.main(["check", "--config", str(path)])
+    err = capsys.readouterr().err
+    assert rc in (0, 1), err
+    lines = [ln for ln in err.split("\n") if ln.strip()]
+    assert all(ln.startswith(("splat: error: ", "splat: warning: ")) or ln.endswith(": OK") for ln in lines), err
+    assert (rc == 1) == any(ln.startswith("splat: error: ") for ln in lines), err
+
+
+@pytest.fixture(scope="module")
+def eval_setup(tmp_path_factory):
+    """A scene on disk and a checkpoint trained on it (a few steps)."""
+    from _scenes import write_blender_scene
+    root = tmp_path_factory.mktemp("ckpt")
+    write_blender_scene(root / "scene", 16, n_test_views=1, n_views=2, n_gaussians=30)
+    data = load_dataset(root / "scene", "train")
+    trainer = splat.Trainer.from_dataset(data, TrainConfig(steps=4, init_points=40, sh_degree=1),
+                                         splat.BackendConfig(backend="cpu"))
+    trainer.run(2, progress=False)
+    trainer.save_checkpoint(root / "good.npz")
+    return root
+
+
+header_keys = st.sampled_from(["step", "width", "height", "train_config", "backend_config", "scene_extent",
+                               "background", "version", "unknown"])
+array_keys = st.sampled_from(["means", "log_scales", "quats", "opacity_logits", "sh", "adam_m.means",
+                              "adam_v.sh", "grad_accum", "grad_count", "max_radii"])
+
+
+@quick(40)
+@given(meta_edits=st.dictionaries(header_keys, toml_values | st.none(), max_size=2),
+       array_edits=st.dictionaries(array_keys, st.sampled_from(["drop", "nan", "neg", "short", "f64", "int"]),
+                                   max_size=2),
+       config_edits=st.dictionaries(st.sampled_from(["steps", "sh_degree", "seed", "means_lr", "bogus"]),
+                                    scalars, max_size=2))
+def test_edited_checkpoints_evaluate_or_fail_in_one_line(eval_setup, capsys, meta_edits, array_edits,
+                                                         config_edits):
+    import io
+
+    from splat import cli
+    with np.load(eval_setup / "good.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays.pop("__meta__").tobytes())
+    for k, v in meta_edits.items():
+        if v is None:
+            meta.pop(k, None)
+        else:
+            meta[k] = v
+    if isinstance(meta.get("train_config"), dict):
+        meta["train_config"].update(config_edits)
+    for k, how in array_edits.items():
+        a = arrays[k]
+        if how == "drop":
+            arrays.pop(k)
+        elif how == "nan" and a.size:
+            arrays[k] = a.copy()
+            arrays[k].reshape(-1)[0] = np.nan
+        elif how == "neg":
+            arrays[k] = -np.abs(a) - 1
+        elif how == "short":
+            arrays[k] = a[:-1]
+        elif how == "f64":
+            arrays[k] = a.astype(np.float64)
+        elif how == "int":
+            arrays[k] = a.astype(np.int64)
+    buf = io.BytesIO()
+    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta, allow_nan=True).encode(), np.uint8), **arrays)
+    path = eval_setup / "edited.npz"
+    path.write_bytes(buf.getvalue())
+    capsys.readouterr()
+    rc = cli.main(["eval", "--checkpoint", str(path), "--data", str(eval_setup / "scene"), "--backend", "cpu"])
+    out, err = capsys.readouterr()
+    if rc == 0:
+        assert "PSNR" in out and not err.strip()
+    else:
+        lines = err.strip().splitlines()
+        assert rc == 1 and len(lines) == 1 and lines[0].startswith("splat: error: "), err
+        assert "edited.npz" in err or "scene" in err, err
+
+
 @pytest.fixture(scope="module")
 def tiny_dataset():
     from splat.data import Dataset

@@ -65,6 +65,12 @@ def _f(default, kind: str, *, lo=None, hi=None, lo_open=False, hi_open=False, ch
     return field(default=default, metadata=meta)
 
 
+def _printable(name) -> str:
+    """A key as it can be shown on one line (control or separator characters quoted)."""
+    name = str(name)
+    return name if name.isprintable() and name.strip() == name and name else repr(name)
+
+
 def _type_name(v) -> str:
     return type(v).__name__
 
@@ -212,7 +218,7 @@ class _Section:
             if k not in known:
                 close = difflib.get_close_matches(str(k), list(known), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                errors.append(f"{sec}.{k}: unknown key{hint}")
+                errors.append(f"{sec}.{_printable(k)}: unknown key{hint}")
         values = {}
         for name, f in known.items():
             if name in kwargs:
@@ -531,7 +537,7 @@ def _build(raw, base_dir, check_paths: bool) -> tuple[Config | None, list[str]]:
         if sec not in _ALL_SECTIONS:
             close = difflib.get_close_matches(str(sec), _ALL_SECTIONS, n=1)
             hint = f" (did you mean [{close[0]}]?)" if close else ""
-            errors.append(f"{sec}: unknown section{hint}; expected {', '.join(_ALL_SECTIONS)}")
+            errors.append(f"{_printable(sec)}: unknown section{hint}; expected {', '.join(_ALL_SECTIONS)}")
         elif not isinstance(table, dict):
             errors.append(f"{sec}: expected a table, got {_type_name(table)}")
     built = {}
