@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _core
-from ._validate import as_float32, integer
+from ._validate import as_float32, integer, real_array
 
 
 def psnr(image, target) -> float:
     """PSNR in dB of float images in [0, 1] (the render is clipped to [0, 1] first)."""
-    a = np.clip(as_float32("image", image, finite=False).astype(np.float64), 0.0, 1.0)
-    b = as_float32("target", target, a.shape, finite=False).astype(np.float64)
+    a = np.clip(real_array("image", image).astype(np.float64), 0.0, 1.0)  # in float64: a metric
+    b = real_array("target", target, a.shape).astype(np.float64)
     mse = float(np.mean((a - b) ** 2))
     return float("inf") if mse == 0.0 else -10.0 * np.log10(mse)
 
