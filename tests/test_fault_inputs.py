@@ -246,7 +246,8 @@ def test_train_configs_reach_the_native_trainer(tiny_dataset, values):
         return
     n = 4
     rng = np.random.default_rng()
-    state = dict(means=rng.normal(0, 0.3, (n, 3)), log_scales=np.full((n, 3), -2.0), quats=np.tile([1.0, 0, 0, 0], (n, 1)),
+    state = dict(means=rng.normal(0, 0.3, (n, 3)), log_scales=np.full((n, 3), -2.0),
+                 quats=np.tile([1.0, 0, 0, 0], (n, 1)),
                  opacity_logits=np.zeros(n), sh=rng.normal(0, 0.2, (n, 16, 3)))
     trainer = splat.Trainer(tiny_dataset, cfg, splat.BackendConfig(backend="cpu"), state)
     assert trainer.step_count == 0 and trainer.num_gaussians == n
@@ -419,9 +420,12 @@ def test_huge_claimed_image_size_is_refused(tmp_path):
     import struct
     import zlib
     ihdr = struct.pack(">IIBBBBB", 60000, 60000, 8, 2, 0, 0, 0)
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)  # noqa: E731
-    (tmp_path / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 100))
-                                        + chunk(b"IEND", b""))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    (tmp_path / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+                                        + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b""))
     with pytest.raises(DatasetError, match=r"bomb.png: cannot decode image"):
         read_image(tmp_path / "bomb.png")
 

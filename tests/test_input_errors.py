@@ -303,7 +303,8 @@ def test_colmap_negative_focal_names_the_file(tmp_path, capsys):
     with pytest.raises(DatasetError, match=r"cameras.txt: camera 1 \(PINHOLE\) has focal length -20, 20"):
         load_dataset(tmp_path / "neg", "train")
     cfg = tmp_path / "neg.toml"
-    cfg.write_text(f'[data]\npath = "neg"\n[backend]\nbackend = "cpu"\n[output]\ndir = {json.dumps(str(tmp_path / "r"))}\n')
+    cfg.write_text(f'[data]\npath = "neg"\n[backend]\nbackend = "cpu"\n'
+                   f'[output]\ndir = {json.dumps(str(tmp_path / "r"))}\n')
     rc, _, err = run_cli(capsys, "train", "--config", cfg, "--quiet")
     assert_user_error(rc, err, str(tmp_path / "neg" / "sparse" / "0" / "cameras.txt"), "focal length")
     _write_colmap(tmp_path / "pos", 20.0)

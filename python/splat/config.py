@@ -311,7 +311,8 @@ class TrainConfig(_Section):
     adam_beta2: float = _f(0.999, "float", lo=0.0, hi=1.0, hi_open=True, doc="Adam beta2")
     # spherical harmonics
     sh_degree: int = _f(3, "int", lo=0, hi=3, doc="final SH degree")
-    sh_degree_interval: int = _f(1000, "int", lo=1, hi=UINT32_MAX, doc="raise the active SH degree every this many steps")
+    sh_degree_interval: int = _f(1000, "int", lo=1, hi=UINT32_MAX,
+                                 doc="raise the active SH degree every this many steps")
     # densification
     densify_from: int = _f(500, "int", lo=0, hi=UINT32_MAX, doc="first densification step")
     densify_until: int = _f(15000, "int", lo=0, hi=UINT32_MAX, doc="last densification step")

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from .dataset import DatasetError
 
