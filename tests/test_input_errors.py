@@ -309,3 +309,13 @@ def test_colmap_negative_focal_names_the_file(tmp_path, capsys):
     assert_user_error(rc, err, str(tmp_path / "neg" / "sparse" / "0" / "cameras.txt"), "focal length")
     _write_colmap(tmp_path / "pos", 20.0)
     assert load_dataset(tmp_path / "pos", "all").cameras[0].fx == 20.0
+
+
+def test_empty_frame_selection_names_the_key(scene, tmp_path, capsys):
+    cfg = tmp_path / "frames.toml"
+    text = TINY.format(background="[1.0, 1.0, 1.0]", out=json.dumps(str(tmp_path / "run")))
+    cfg.write_text(text.replace('background = [1.0, 1.0, 1.0]',
+                                f'background = [1.0, 1.0, 1.0]\ntrain_frames = "10:"\n'
+                                f'path = {json.dumps(str(scene / "scene"))}').replace('path = "scene"\n', "", 1))
+    rc, _, err = run_cli(capsys, "train", "--config", cfg, "--quiet")
+    assert_user_error(rc, err, str(cfg), "data.train_frames", "selects no view out of 4")

@@ -132,7 +132,6 @@ def _synthetic_setup(args):
 def _config_setup(args):
     """(config, train dataset, eval dataset) from a TOML config."""
     from .config import load_config
-    from .data import load_dataset
     cfg = load_config(args.config)
     if args.steps:
         cfg.train.steps = args.steps
@@ -144,9 +143,20 @@ def _config_setup(args):
         cfg.backend = dict(cfg.backend, backend=args.backend)
     d = cfg.data
     common = dict(background=d.background, downscale=d.downscale, test_every=d.test_every, format=d.format)
-    train = load_dataset(d.path, d.train_split, frames=d.train_frames, **common)
-    test = load_dataset(d.eval_path or d.path, d.eval_split, frames=d.test_frames, **common)
+    train = _load_split(args.config, "train_frames", d.path, d.train_split, d.train_frames, common)
+    test = _load_split(args.config, "test_frames", d.eval_path or d.path, d.eval_split, d.test_frames, common)
     return cfg, train, test
+
+
+def _load_split(config_path, key: str, path, split: str, frames, common: dict):
+    """load_dataset, a frame selection that selects nothing named by its config key."""
+    from .data import load_dataset
+    try:
+        return load_dataset(path, split, frames=frames, **common)
+    except ValueError as exc:
+        if not str(exc).startswith("[splat] frames: "):
+            raise
+        raise ValueError(f"[splat] {config_path}: data.{key}: {str(exc).removeprefix('[splat] frames: ')}") from None
 
 
 class _KeepSome(dict):
