@@ -51,14 +51,16 @@ def quick(n: int):
                                            HealthCheck.data_too_large])
 
 
-def works_or_clean(fn, *args, **kwargs):
-    """fn's result, or None after a clean error; anything else propagates (and fails)."""
+def works_or_clean(fn, *args, naming=None, **kwargs):
+    """fn's result, or None after a clean error (whose message contains `naming`,
+    when given: the file or folder at fault); anything else propagates (and fails)."""
     try:
         return fn(*args, **kwargs)
     except CLEAN as exc:
         msg = str(exc)
         assert PREFIX.match(msg), f"{type(exc).__name__} without a [component] prefix: {msg!r}"
         assert "Traceback" not in msg and "bad_cast" not in msg, msg
+        assert naming is None or str(naming) in msg, f"the error does not name {naming}: {msg!r}"
         return None
 
 
@@ -130,7 +132,7 @@ def test_config_files_load_cleanly(tmp_path_factory, raw):
     except (TypeError, ValueError):
         return
     path.write_text(text)
-    works_or_clean(load_config, path, check_paths=False)
+    works_or_clean(load_config, path, check_paths=False, naming=path)
 
 
 @quick(30)
@@ -289,7 +291,8 @@ frames = st.fixed_dictionaries(
 def test_blender_transforms_load_cleanly(image_folder, meta, downscale, raw_bytes):
     text = raw_bytes if raw_bytes is not None else json.dumps(meta, allow_nan=True).encode()
     (image_folder / "transforms_train.json").write_bytes(text)
-    ds = works_or_clean(load_dataset, image_folder, "train", downscale=downscale, background=(0.2, 0.4, 0.6))
+    ds = works_or_clean(load_dataset, image_folder, "train", downscale=downscale, background=(0.2, 0.4, 0.6),
+                        naming=image_folder)
     if ds is not None:
         assert ds.images.dtype == np.uint8 and len(ds) == len(ds.cameras)
         assert all(math.isfinite(c.fx) and c.fx > 0 for c in ds.cameras)
@@ -345,7 +348,8 @@ def test_colmap_text_models_load_cleanly(colmap_folder, texts, split, downscale)
     sparse = colmap_folder / "sparse" / "0"
     for name, text in zip(("cameras.txt", "images.txt", "points3D.txt"), texts):
         (sparse / name).write_text(text)
-    ds = works_or_clean(load_dataset, colmap_folder, split, format="colmap", test_every=2, downscale=downscale)
+    ds = works_or_clean(load_dataset, colmap_folder, split, format="colmap", test_every=2, downscale=downscale,
+                        naming=colmap_folder)
     if ds is not None:
         assert all(c.fx > 0 and c.fy > 0 for c in ds.cameras)
         assert np.all(np.isfinite(ds.points))
@@ -408,7 +412,7 @@ def test_damaged_images_decode_or_fail_cleanly(tmp_path_factory, valid_image_byt
     ext = {"PNG": "png", "PNG16": "png", "JPEG": "jpg", "BMP": "bmp", "TIFF": "tif", "GIF": "gif"}[fmt]
     path = tmp_path_factory.mktemp("bad") / f"x.{ext}"
     path.write_bytes(bytes(data))
-    img = works_or_clean(read_image, path)
+    img = works_or_clean(read_image, path, naming=path)
     if img is None:
         return
     assert img.ndim == 3 and img.shape[2] in (3, 4) and img.dtype in (np.uint8, np.float32)
@@ -452,7 +456,7 @@ def test_generated_plys_load_cleanly(tmp_path_factory, fmt, count, other, props,
     data += "\n".join(" ".join(r) for r in ascii_body).encode() if fmt == "ascii" else body
     path = tmp_path_factory.mktemp("ply") / "g.ply"
     path.write_bytes(data)
-    g = works_or_clean(load_ply, path)
+    g = works_or_clean(load_ply, path, naming=path)
     if g is not None:
         assert len(g) == count and np.all(np.isfinite(g.means))
 

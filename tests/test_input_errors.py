@@ -212,6 +212,8 @@ CHECKPOINT_FAULTS = {
     "nan_moment": (None, _set_nan("adam_m.sh"), "adam_m.sh: contains 1 NaN"),
     "nan_stat": (None, _set_nan("grad_accum"), "grad_accum: contains 1 NaN"),
     "string_width": (lambda m: m.update(width="32"), None, "width: expected a number"),
+    "huge_size": (lambda m: m.update(width=2 ** 32 - 1, height=2 ** 32 - 1), None, "width: must be <= 65536"),
+    "many_pixels": (lambda m: m.update(width=2 ** 16, height=2 ** 15), None, "is more than 268435456 pixels"),
     "bad_steps": (lambda m: m["train_config"].update(steps=2 ** 33), None, "train.steps: must be in"),
     "bad_config": (lambda m: m.update(train_config=[1, 2]), None, "train_config: expected an object"),
 }

@@ -21,6 +21,10 @@ from .io.ply import save_ply
 
 SH_C0 = 0.28209479177387814
 CHECKPOINT_VERSION = 1
+# A checkpoint's image size is bounded before anything is allocated for it
+# (eval / render build a one-view stand-in dataset of that size): 16384^2.
+MAX_IMAGE_SIDE = 1 << 16
+MAX_IMAGE_PIXELS = 1 << 28
 # TrainConfig fields that the native step reads (the rest shape initialisation).
 _NATIVE_SETTINGS = (
     "steps", "means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_lr", "sh_dc_lr",
@@ -252,8 +256,10 @@ def _check_header(meta: dict) -> None:
         if key not in meta:
             raise ValueError(f"header: missing '{key}'")
     meta["step"] = integer("step", meta["step"], 0, UINT32_MAX)
-    meta["width"] = integer("width", meta["width"], 1, UINT32_MAX)
-    meta["height"] = integer("height", meta["height"], 1, UINT32_MAX)
+    meta["width"] = integer("width", meta["width"], 1, MAX_IMAGE_SIDE)
+    meta["height"] = integer("height", meta["height"], 1, MAX_IMAGE_SIDE)
+    if meta["width"] * meta["height"] > MAX_IMAGE_PIXELS:
+        raise ValueError(f"width x height: {meta['width']}x{meta['height']} is more than {MAX_IMAGE_PIXELS} pixels")
     if not isinstance(meta["train_config"], dict):
         raise TypeError(f"train_config: expected an object, got {type(meta['train_config']).__name__}")
     if not isinstance(meta.get("backend_config", {}), dict):

@@ -124,7 +124,10 @@ def load_blender(root, split: str = "train", *, background=(1.0, 1.0, 1.0), down
             cam_fx, cam_fy, cam_cx, cam_cy = base.fx, base.fy, base.cx, base.cy
         else:
             cam_fx, cam_fy, cam_cx, cam_cy = fx, fy, cx, cy
-        cameras.append(Camera(base.world_to_camera, cam_fx / d, cam_fy / d, cam_cx / d, cam_cy / d, w, h))
+        try:
+            cameras.append(Camera(base.world_to_camera, cam_fx / d, cam_fy / d, cam_cx / d, cam_cy / d, w, h))
+        except (TypeError, ValueError) as exc:  # e.g. an fl_x too small or a cx too large for float32
+            raise DatasetError(f"[splat] {tf}: frames[{i}]: {str(exc).removeprefix('[splat] ')}") from None
 
     return Dataset(cameras=cameras, images=images, names=names, points=None, point_colors=None,
                    background=bg, alphas=alphas, path=str(root), format="blender", split=split)

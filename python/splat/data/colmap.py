@@ -517,7 +517,11 @@ def load_colmap(root, split: str = "train", *, background=(1.0, 1.0, 1.0), downs
         w2c = np.eye(4)
         w2c[:3, :3] = qvec_to_rotmat(im.qvec)
         w2c[:3, 3] = im.tvec
-        cameras.append(Camera(w2c.astype(np.float32), fx, fy, cx, cy, w, h))
+        try:
+            cameras.append(Camera(w2c.astype(np.float32), fx, fy, cx, cy, w, h))
+        except (TypeError, ValueError) as exc:  # intrinsics beyond float32 (a focal length of 1e-320, say)
+            raise DatasetError(f"[splat] {sparse}: camera {im.camera_id} (used by {im.name}): "
+                               f"{str(exc).removeprefix('[splat] ')}") from None
     return Dataset(cameras=cameras, images=images, names=[im.name for im in chosen], points=points,
                    point_colors=colors, background=bg, alphas=alphas, path=str(root), format="colmap",
                    split=split)
