@@ -355,6 +355,48 @@ def test_colmap_text_models_load_cleanly(colmap_folder, texts, split, downscale)
         assert np.all(np.isfinite(ds.points))
 
 
+@st.composite
+def colmap_binaries(draw):
+    """cameras.bin / images.bin / points3D.bin: plausible records with arbitrary fields, then damage."""
+    import struct
+    num = st.one_of(st.floats(-1e3, 1e3), finite_or_not)
+    cams = [struct.pack("<iiQQ", draw(st.integers(-2, 3)), draw(st.integers(-1, 12)), draw(st.integers(0, 20)),
+                        draw(st.integers(0, 20))) + struct.pack(f"<{n}d", *(draw(num) for _ in range(n)))
+            for n in (draw(st.integers(0, 8)) for _ in range(draw(st.integers(0, 2))))]
+    imgs = [struct.pack("<i4d3di", i, *(draw(num) for _ in range(7)), draw(st.integers(-1, 3)))
+            + draw(st.sampled_from([b"a.png\0", b"odd.png\0", b"\xff\xfe\0", b"none.png\0", b"a.png"]))
+            + struct.pack("<Q", draw(st.sampled_from([0, 1, 2 ** 40]))) + draw(st.binary(max_size=48))
+            for i in range(draw(st.integers(0, 3)))]
+    pts = [struct.pack("<Q3d3BdQ", i, *(draw(num) for _ in range(3)), 1, 2, 3, 0.5,
+                       draw(st.sampled_from([0, 1, 2 ** 62]))) + draw(st.binary(max_size=16))
+           for i in range(draw(st.integers(0, 3)))]
+    out = []
+    for records, count in ((cams, len(cams)), (imgs, len(imgs)), (pts, len(pts))):
+        count = draw(st.sampled_from([count, count, count + 1, 2 ** 63]))
+        data = struct.pack("<Q", count) + b"".join(records)
+        if draw(st.booleans()):
+            data = data[: draw(st.integers(0, len(data)))]
+        out.append(data)
+    return out
+
+
+@quick(40)
+@given(blobs=colmap_binaries())
+def test_colmap_binary_models_load_cleanly(colmap_folder, blobs):
+    sparse = colmap_folder / "sparse" / "0"
+    for stem in ("cameras", "images", "points3D"):
+        (sparse / f"{stem}.txt").unlink(missing_ok=True)
+    for stem, data in zip(("cameras", "images", "points3D"), blobs):
+        (sparse / f"{stem}.bin").write_bytes(data)
+    try:
+        ds = works_or_clean(load_dataset, colmap_folder, "all", format="colmap", naming=colmap_folder)
+    finally:
+        for stem in ("cameras", "images", "points3D"):
+            (sparse / f"{stem}.bin").unlink()
+    if ds is not None:
+        assert all(c.fx > 0 and c.fy > 0 for c in ds.cameras)
+
+
 # --------------------------------------------------------------------------- images
 
 
