@@ -58,31 +58,42 @@ def test_non_finite_names_argument(name, bad):
         splat.Gaussians(**s)
 
 
-def test_lossy_dtypes_rejected_lossless_accepted():
+def test_real_arrays_convert_non_numeric_rejected():
+    """Any real numeric input is rounded to float32 (the rounding is numpy's, to
+    nearest); only non-numeric element types are TypeErrors."""
     rng = np.random.default_rng()
     s = scene(rng=rng)
-    s["means"] = rng.normal(size=(5, 3))  # float64 with bits beyond float32
-    with pytest.raises(TypeError, match=r"\] means: dtype float64 cannot be converted"):
-        splat.Gaussians(**s)
-    s = scene(rng=rng)
-    s["means"] = s["means"].astype(np.float64)  # exactly representable: accepted
+    s["means"] = rng.normal(size=(5, 3))  # float64 with bits beyond float32: rounded
     g = splat.Gaussians(**s)
     assert g.means.dtype == np.float32 and g.means.flags.c_contiguous
+    np.testing.assert_array_equal(g.means, s["means"].astype(np.float32))
     s = scene(rng=rng)
-    s["opacity_logits"] = np.array(["a"] * 5)
-    with pytest.raises(TypeError, match=r"\] opacity_logits: expected a float32 array"):
-        splat.Gaussians(**s)
+    s["means"] = (rng.integers(-5, 5, (5, 3)) * (1 << 25) + 1).astype(np.int64)  # not exact in float32
+    np.testing.assert_array_equal(splat.Gaussians(**s).means, s["means"].astype(np.float32))
     s = scene(rng=rng)
-    s["quats"] = np.asfortranarray(s["quats"])  # non-contiguous float32: converted
-    s["sh"] = np.ascontiguousarray(np.repeat(s["sh"], 2, axis=0)[::2])
-    g = splat.Gaussians(**s)
-    assert g.quats.flags.c_contiguous
+    s["log_scales"] = s["log_scales"].tolist()  # nested Python lists of floats
+    np.testing.assert_array_equal(splat.Gaussians(**s).log_scales, np.float32(s["log_scales"]))
     s = scene(rng=rng)
     s["log_scales"] = s["log_scales"].astype(np.float16)
     assert splat.Gaussians(**s).log_scales.dtype == np.float32
     s = scene(rng=rng)
-    s["means"] = (rng.integers(-5, 5, (5, 3)) * (1 << 25) + 1).astype(np.int64)
-    with pytest.raises(TypeError, match=r"\] means: dtype int64"):
+    s["quats"] = np.asfortranarray(s["quats"])  # non-contiguous float32: copied
+    s["sh"] = np.ascontiguousarray(np.repeat(s["sh"], 2, axis=0)[::2])
+    g = splat.Gaussians(**s)
+    assert g.quats.flags.c_contiguous
+    s = scene(rng=rng)
+    same = s["means"]
+    assert splat.Gaussians(**s).means is same  # float32 C-contiguous: not copied
+    for bad, what in ((np.array(["a"] * 5), "str"), (np.ones(5, bool), "bool"),
+                      (np.ones(5, np.complex64), "complex"), (np.array([None] * 5), "non-numeric"),
+                      ([1.0, "2", 3.0, 4.0, 5.0], "str"), ("abcde", "str")):
+        s = scene(rng=rng)
+        s["opacity_logits"] = bad
+        with pytest.raises(TypeError, match=rf"\] opacity_logits: .*{what}"):
+            splat.Gaussians(**s)
+    s = scene(rng=rng)
+    s["means"] = np.full((5, 3), 1e39)  # finite float64, Inf as float32
+    with pytest.raises(ValueError, match=r"\] means: 15 value\(s\) beyond the float32 range"):
         splat.Gaussians(**s)
 
 
@@ -103,18 +114,67 @@ def test_sh_coefficient_count():
         r.forward(g, camera(), sh_degree=2)
     with pytest.raises(ValueError, match=r"\] sh_degree: must be in 0..3"):
         r.forward(g, camera(), sh_degree=4)
-    with pytest.raises(TypeError, match=r"\] sh_degree: expected an integer"):
-        r.forward(g, camera(), sh_degree=1.0)
+    with pytest.raises(ValueError, match=r"\] sh_degree: expected an integer, got 1.5"):
+        r.forward(g, camera(), sh_degree=1.5)
+    with pytest.raises(TypeError, match=r"\] sh_degree: expected a number, got str"):
+        r.forward(g, camera(), sh_degree="1")
+    assert r.forward(g, camera(), sh_degree=1.0).image.shape == (24, 32, 3)  # integral: accepted
 
 
 @pytest.mark.parametrize("name,value,exc", [
     ("fx", 0.0, ValueError), ("fy", -3.0, ValueError), ("fx", np.nan, ValueError),
-    ("width", 0, ValueError), ("height", -2, ValueError), ("width", 3.5, TypeError),
-    ("cx", np.inf, ValueError), ("fx", "wide", TypeError),
+    ("width", 0, ValueError), ("height", -2, ValueError), ("width", 3.5, ValueError),
+    ("cx", np.inf, ValueError), ("fx", "wide", TypeError), ("fx", "100", TypeError),
+    ("fx", True, TypeError), ("width", "64", TypeError), ("width", np.bool_(True), TypeError),
+    ("fy", 1e39, ValueError), ("cy", 2j, TypeError), ("height", 2.0 ** 32, ValueError),
+    ("fx", None, TypeError), ("width", [64], TypeError),
 ])
 def test_bad_camera_names_argument(name, value, exc):
     with pytest.raises(exc, match=rf"\] {name}:"):
         camera(**{name: value})
+
+
+def test_camera_numbers_one_rule():
+    """Any real number for the float fields; any integral real number for width / height."""
+    from fractions import Fraction
+    rng = np.random.default_rng()
+    fx = float(rng.uniform(20, 60))
+    w2c = np.eye(4)  # float64
+    w2c[:3, 3] = rng.normal(size=3)
+    for width, height in ((32, 24), (32.0, 24.0), (np.int64(32), np.uint16(24)),
+                          (np.float32(32), np.array(24.0))):
+        cam = splat.Camera(w2c, np.float32(fx), Fraction(85, 2), np.array(16.5), 12, width, height)
+        assert (cam.width, cam.height) == (32, 24) and type(cam.width) is int and type(cam.height) is int
+        assert cam.fx == float(np.float32(fx)) and cam.fy == 42.5 and cam.cx == 16.5 and cam.cy == 12.0
+        np.testing.assert_array_equal(cam.world_to_camera, w2c.astype(np.float32))
+
+
+def test_float64_and_sequences_render_as_float32():
+    """float64 Gaussians, a float64 look_at camera and a tuple background render exactly
+    like their float32 roundings (the conversion is numpy's nearest rounding)."""
+    from splat.data.synthetic import look_at
+    rng = np.random.default_rng()
+    s64 = {k: v.astype(np.float64) + rng.normal(0, 1e-9, v.shape) for k, v in scene(rng=rng).items()}
+    s32 = {k: v.astype(np.float32) for k, v in s64.items()}
+    w2c = look_at(rng.normal(size=3) * 0.2 + [0.0, 0.0, -4.0], target=rng.normal(size=3) * 0.1, up=(0, -1, 0))
+    assert w2c.dtype == np.float64
+    bg = tuple(float(x) for x in rng.uniform(0, 1, 3))
+    r = splat.Rasterizer(splat.BackendConfig(backend="cpu"))
+    a = r.forward(splat.Gaussians(**s64), splat.Camera(w2c, 40.0, 40.0, 16, 12, 32, 24), 1, bg)
+    b = r.forward(splat.Gaussians(**s32), splat.Camera(w2c.astype(np.float32), 40.0, 40.0, 16, 12, 32, 24),
+                  1, np.asarray(bg, np.float32))
+    np.testing.assert_array_equal(a.image, b.image)
+    assert a.alpha.max() > 0.01  # the scene is in view
+    empty = a.alpha == 0.0  # uncovered pixels show the tuple's colour
+    assert empty.any()
+    np.testing.assert_allclose(a.image[empty], np.broadcast_to(np.float32(bg), (int(empty.sum()), 3)), atol=1e-6)
+    for bad, exc in (("white", TypeError), ((1.0, 1.0), ValueError), ((0.1, np.nan, 0.2), ValueError)):
+        with pytest.raises(exc, match=r"\] background:"):
+            r.forward(splat.Gaussians(**s32), splat.Camera(w2c, 40.0, 40.0, 16, 12, 32, 24), 1, bad)
+    with pytest.raises(ValueError, match=r"\] target: must differ from eye"):
+        look_at((1.0, 2.0, 3.0), (1, 2, 3))
+    with pytest.raises(TypeError, match=r"\] eye:"):
+        look_at("far away")
 
 
 def test_bad_camera_matrix():

@@ -137,6 +137,9 @@ def test_evaluate_untrained_and_trained(tiny):
 
 def test_evaluate_bad_supersample(tiny):
     trainer, test = tiny
-    for bad in (0, -1, 1.5, True):
-        with pytest.raises(ValueError):
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match=r"\] supersample:"):
+            splat.evaluate(trainer, test, supersample=bad)
+    for bad in (True, "2"):  # not numbers
+        with pytest.raises(TypeError, match=r"\] supersample:"):
             splat.evaluate(trainer, test, supersample=bad)

@@ -224,7 +224,7 @@ def test_trainer_images_past_the_side_limit_stop():
     cam = splat.Camera(np.eye(4, dtype=np.float32), 100.0, 100.0, 8.0, 8.0, 16385, 16)
     ds = Dataset(cameras=[cam], images=np.zeros((1, 16, 16385, 3), np.uint8), names=["a"])
     with pytest.raises(ValueError, match=r"image size 16385x16: each side must be 1..16384"):
-        splat.Trainer(ds, splat.TrainConfig(steps=1), CPU, state_of(limit_arrays(rng, 1, 0, 64)))
+        splat.Trainer(ds, splat.TrainConfig(steps=1, sh_degree=0), CPU, state_of(limit_arrays(rng, 1, 0, 64)))
 
 
 @pytest.mark.parametrize("split_count", [256, 257])
@@ -245,10 +245,17 @@ def test_split_count_limit(split_count):
     errors = splat.check_config({"train": {"split_count": split_count}})
     assert any(e.startswith("train.split_count") for e in errors) == (split_count > 256), errors
     if split_count > _core.MAX_SPLIT_COUNT:
-        # Past the config's own check, the native trainer refuses it too.
+        # Past the config's own check, the trainer refuses it too (the config is checked again
+        # there), and so does the native trainer behind it.
         object.__setattr__(cfg, "split_count", split_count)
-        with pytest.raises(ValueError, match=r"\[splat\] split_count 257: must be 2..256"):
+        with pytest.raises(ValueError, match=r"\[splat\] train.split_count: must be in \[2, 256\], got 257"):
             splat.Trainer(limit_dataset(32), cfg, CPU, state, scene_extent=1.0)
+        from splat.trainer import _NATIVE_SETTINGS, _camera_arrays
+        ds = limit_dataset(32)
+        w2c, intr = _camera_arrays(ds.cameras)
+        settings = {k: getattr(cfg, k) for k in _NATIVE_SETTINGS}
+        with pytest.raises(ValueError, match=r"\[splat\] split_count 257: must be 2..256"):
+            _core.Trainer(CPU, settings, w2c, intr, list(ds.images), None, state, 0)
         return
     tr = splat.Trainer(limit_dataset(32), cfg, CPU, state, scene_extent=1.0)
     stats = tr.step()

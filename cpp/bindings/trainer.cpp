@@ -98,9 +98,14 @@ nb::dict state_to_dict(const TrainingState& s) {
   return d;
 }
 
+// A value the native type cannot hold (an integer past 32 bits, a negative
+// count) is a named error here, never nanobind's bare std::bad_cast.
 template <class T>
 void read_setting(nb::dict d, const char* key, T& dst) {
-  if (d.contains(key)) dst = nb::cast<T>(d[key]);
+  if (!d.contains(key)) return;
+  if (!nb::try_cast(d[key], dst))
+    throw ConfigError(std::string("[trainer] settings.") + key + ": " +
+                      nb::repr(d[key]).c_str() + " does not fit the native type");
 }
 
 TrainSettings settings_from_dict(nb::dict d) {

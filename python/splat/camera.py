@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import as_float32, finite_float, positive_float, positive_int
+from ._validate import as_float32, finite_float, positive_float, positive_int, real_array
 
 # Blender / NeRF-synthetic cameras are OpenGL (y up, z backward): flip y and z.
 _OPENGL_TO_OPENCV = np.diag([1.0, -1.0, -1.0, 1.0])
@@ -13,7 +13,12 @@ _OPENGL_TO_OPENCV = np.diag([1.0, -1.0, -1.0, 1.0])
 
 @dataclass(frozen=True, init=False)
 class Camera:
-    """A pinhole camera: world-to-camera 4x4 matrix and intrinsics in pixels."""
+    """A pinhole camera: world-to-camera 4x4 matrix and intrinsics in pixels.
+
+    The matrix is stored as float32 (any real array converts, rounding);
+    fx, fy, cx, cy take any real number finite in float32, width and height
+    any real number with a positive integral value (64 or 64.0, not 64.5).
+    """
 
     world_to_camera: np.ndarray = field(repr=False)
     fx: float
@@ -39,7 +44,7 @@ class Camera:
     @classmethod
     def from_blender(cls, c2w_opengl, camera_angle_x: float, width: int, height: int) -> "Camera":
         """Camera from a NeRF-synthetic frame: OpenGL camera-to-world and horizontal FOV."""
-        c2w = np.asarray(c2w_opengl, dtype=np.float64)
+        c2w = real_array("c2w_opengl", c2w_opengl).astype(np.float64)
         if c2w.shape != (4, 4) or not np.all(np.isfinite(c2w)):
             raise ValueError("[splat] c2w_opengl: expected a finite 4x4 matrix")
         angle = positive_float("camera_angle_x", camera_angle_x)

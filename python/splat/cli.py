@@ -149,17 +149,26 @@ def _config_setup(args):
     return cfg
 
 
-def _datasets(cfg, synthetic: bool):
-    """(train dataset, eval dataset) of a run."""
+def _datasets(cfg, synthetic: bool, source=None):
+    """(train dataset, eval dataset) of a run; `source`: the config file errors name."""
     if synthetic:
         from .data import synthetic as syn
         return syn.make_scene()
     from .data import load_dataset
     d = cfg.data
     common = d.loader_args()
-    train = load_dataset(d.path, d.train_split, frames=d.train_frames, **common)
-    test = load_dataset(d.eval_path or d.path, d.eval_split, frames=d.test_frames, **common)
-    return train, test
+
+    def split(key: str, path, name: str, frames):
+        try:
+            return load_dataset(path, name, frames=frames, **common)
+        except ValueError as exc:  # a frame selection that selects nothing: name its config key
+            if not str(exc).startswith("[splat] frames: "):
+                raise
+            where = f"{source}: " if source else ""
+            raise ValueError(f"[splat] {where}data.{key}: {str(exc).removeprefix('[splat] frames: ')}") from None
+
+    return (split("train_frames", d.path, d.train_split, d.train_frames),
+            split("test_frames", d.eval_path or d.path, d.eval_split, d.test_frames))
 
 
 def _largest_size(ds) -> list:
@@ -271,7 +280,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     from .warmup import warm_up
 
     out = folder.path
-    train, test = _datasets(cfg, synthetic)
+    train, test = _datasets(cfg, synthetic, folder.path / "config.toml" if resume else args.config)
     steps = cfg.train.steps
     supersample = 1 if synthetic else cfg.data.eval_supersample
     check_supersample(test, supersample, "data.eval_supersample")  # before training, not at the first evaluation
@@ -889,6 +898,16 @@ def main(argv=None) -> int:
         if debug:
             raise
         _err(_exc_message(exc))
+        return 1
+    except TypeError as exc:  # argument checks raise TypeError with a [component] prefix; others are bugs
+        if debug or not str(exc).startswith("["):
+            raise
+        _err(_exc_message(exc))
+        return 1
+    except MemoryError:
+        if debug:
+            raise
+        _err("out of memory (a smaller scene, fewer Gaussians or a lower resolution may fit)")
         return 1
 
 

@@ -19,9 +19,12 @@ import difflib
 import json
 import math
 import os
+import struct
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
+
+from ._validate import FLOAT32_MAX, UINT32_MAX, real_scalar
 
 try:  # Python 3.11+
     import tomllib as _toml
@@ -30,6 +33,10 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 (pyproject depends
 
 __all__ = ["Config", "ConfigError", "DataConfig", "OutputConfig", "TrainConfig", "apply_overrides",
            "check_config", "load_config", "SECTIONS"]
+
+
+# The native trainer's cap on the number of Gaussians (TrainSettings::max_gaussians).
+MAX_GAUSSIANS = 1 << 24
 
 
 class ConfigError(ValueError):
@@ -59,16 +66,39 @@ def _f(default, kind: str, *, lo=None, hi=None, lo_open=False, hi_open=False, ch
     return field(default=default, metadata=meta)
 
 
+def _printable(name) -> str:
+    """A key as it can be shown on one line (control or separator characters quoted)."""
+    name = str(name)
+    return name if name.isprintable() and name.strip() == name and name else repr(name)
+
+
 def _type_name(v) -> str:
     return type(v).__name__
 
 
+def _as_number(v):
+    """v as a Python int or float under the package's one scalar rule
+    (splat._validate.real_scalar: bool, str and the like are not numbers), or None."""
+    try:
+        return real_scalar("value", v)
+    except TypeError:
+        return None
+
+
+def _as_int(v):
+    """v as an int when it is a number with an integral value (3, 3.0, numpy integers), else None."""
+    n = _as_number(v)
+    if isinstance(n, float):
+        return int(n) if math.isfinite(n) and n == int(n) else None
+    return n
+
+
 def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    return _as_int(v) is not None
 
 
 def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return _as_number(v) is not None
 
 
 def _range_error(meta, v) -> str | None:
@@ -89,16 +119,29 @@ def _coerce(meta, v):
     """(value, error message or None) for one field value."""
     kind = meta["kind"]
     if kind == "int":
-        if not _is_int(v):
+        n = _as_int(v)
+        if n is None:
             return v, f"expected an integer, got {_type_name(v)} {v!r}"
-        return v, _range_error(meta, v)
+        return n, _range_error(meta, n)
     if kind == "float":
-        if not _is_num(v):
+        n = _as_number(v)
+        if n is None:
             return v, f"expected a number, got {_type_name(v)} {v!r}"
-        v = float(v)
+        v = float(n)
         if not math.isfinite(v):
             return v, f"must be finite, got {v!r}"
-        return v, _range_error(meta, v)
+        err = _range_error(meta, v)
+        if err:
+            return v, err
+        # The native core holds these as float32: beyond its range a value
+        # becomes Inf, and a tiny one can round onto an open bound (0 or 1).
+        if abs(v) > FLOAT32_MAX:
+            return v, f"{v!r} is beyond the float32 range (|x| <= {FLOAT32_MAX:.4g})"
+        v32 = float(struct.unpack("f", struct.pack("f", v))[0])
+        err = _range_error(meta, v32)
+        if err:
+            return v, f"{v!r} rounds to {v32!r} in float32, which " + err.replace(f", got {v32!r}", "")
+        return v, None
     if kind == "bool":
         if not isinstance(v, bool):
             return v, f"expected true or false, got {_type_name(v)} {v!r}"
@@ -120,6 +163,7 @@ def _coerce(meta, v):
     if kind == "ints":
         if not isinstance(v, (list, tuple)) or not all(_is_int(x) for x in v):
             return v, f"expected a list of integers, got {v!r}"
+        v = [_as_int(x) for x in v]
         bad = [x for x in v if x < (meta["lo"] or 0)]
         if bad:
             return list(v), f"steps must be >= {meta['lo'] or 0}, got {bad[0]}"
@@ -129,7 +173,7 @@ def _coerce(meta, v):
     if kind in ("color", "optcolor"):
         if not isinstance(v, (list, tuple)) or len(v) != 3 or not all(_is_num(x) for x in v):
             return v, f"expected 3 numbers (r, g, b) in [0, 1], got {v!r}"
-        v = tuple(float(x) for x in v)
+        v = tuple(float(_as_number(x)) for x in v)
         if not all(0.0 <= x <= 1.0 for x in v):
             return v, f"values must be in [0, 1], got {list(v)!r}"
         return v, None
@@ -177,7 +221,7 @@ class _Section:
             if k not in known:
                 close = difflib.get_close_matches(str(k), list(known), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                errors.append(f"{sec}.{k}: unknown key{hint}")
+                errors.append(f"{sec}.{_printable(k)}: unknown key{hint}")
         values = {}
         for name, f in known.items():
             if name in kwargs:
@@ -274,7 +318,7 @@ class TrainConfig(_Section):
     """[train]: the optimisation recipe; defaults are those of 3D Gaussian Splatting."""
 
     SECTION: ClassVar[str] = "train"
-    steps: int = _f(30000, "int", lo=1, doc="optimisation steps")
+    steps: int = _f(30000, "int", lo=1, hi=UINT32_MAX, doc="optimisation steps")
     # Adam learning rates per parameter group
     means_lr: float = _f(1.6e-4, "float", lo=0.0, doc="initial means lr, times the scene extent")
     means_lr_final: float = _f(1.6e-6, "float", lo=0.0,
@@ -289,11 +333,12 @@ class TrainConfig(_Section):
     adam_beta2: float = _f(0.999, "float", lo=0.0, hi=1.0, hi_open=True, doc="Adam beta2")
     # spherical harmonics
     sh_degree: int = _f(3, "int", lo=0, hi=3, doc="final SH degree")
-    sh_degree_interval: int = _f(1000, "int", lo=1, doc="raise the active SH degree every this many steps")
+    sh_degree_interval: int = _f(1000, "int", lo=1, hi=UINT32_MAX,
+                                 doc="raise the active SH degree every this many steps")
     # densification
-    densify_from: int = _f(500, "int", lo=0, doc="first densification step")
-    densify_until: int = _f(15000, "int", lo=0, doc="last densification step")
-    densify_every: int = _f(100, "int", lo=1, doc="densify every this many steps")
+    densify_from: int = _f(500, "int", lo=0, hi=UINT32_MAX, doc="first densification step")
+    densify_until: int = _f(15000, "int", lo=0, hi=UINT32_MAX, doc="last densification step")
+    densify_every: int = _f(100, "int", lo=1, hi=UINT32_MAX, doc="densify every this many steps")
     densify_grad_threshold: float = _f(2e-4, "float", lo=0.0, lo_open=True,
                                        doc="mean screen-space gradient norm that triggers clone/split")
     percent_dense: float = _f(0.01, "float", lo=0.0, hi=1.0, lo_open=True,
@@ -308,11 +353,13 @@ class TrainConfig(_Section):
                                             "reset; 0 = off, which is what the 3DGS reference effectively does)")
     prune_max_world_scale: float = _f(0.1, "float", lo=0.0, lo_open=True,
                                       doc="prune max scale above this times the extent (after the first opacity reset)")
-    opacity_reset_every: int = _f(3000, "int", lo=1, doc="reset opacities every this many steps")
+    opacity_reset_every: int = _f(3000, "int", lo=1, hi=UINT32_MAX, doc="reset opacities every this many steps")
     opacity_reset_value: float = _f(0.01, "float", lo=0.0, hi=1.0, lo_open=True, hi_open=True,
                                     doc="opacity ceiling applied at a reset")
     # initialisation
-    init_points: int = _f(100000, "int", lo=1, doc="random points when the scene has no point cloud")
+    init_points: int = _f(100000, "int", lo=1, hi=MAX_GAUSSIANS,
+                          doc="random points when the scene has no point cloud (at most the native "
+                              "cap on Gaussians, 2^24)")
     init_extent: float = _f(1.3, "float", lo=0.0, lo_open=True, doc="random points in [-e, e]^3")
     init_opacity: float = _f(0.1, "float", lo=0.0, hi=1.0, lo_open=True, hi_open=True,
                              doc="initial opacity")
@@ -518,7 +565,7 @@ def _build(raw, base_dir, check_paths: bool) -> tuple[Config | None, list[str]]:
         if sec not in _ALL_SECTIONS:
             close = difflib.get_close_matches(str(sec), _ALL_SECTIONS, n=1)
             hint = f" (did you mean [{close[0]}]?)" if close else ""
-            errors.append(f"{sec}: unknown section{hint}; expected {', '.join(_ALL_SECTIONS)}")
+            errors.append(f"{_printable(sec)}: unknown section{hint}; expected {', '.join(_ALL_SECTIONS)}")
         elif not isinstance(table, dict):
             errors.append(f"{sec}: expected a table, got {_type_name(table)}")
     built = {}

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _core
-from ._validate import as_float32
+from ._validate import as_float32, integer, real_array
 
 
 def _as_mask(mask, shape) -> np.ndarray | None:
@@ -21,8 +21,8 @@ def _as_mask(mask, shape) -> np.ndarray | None:
 def psnr(image, target, mask=None) -> float:
     """PSNR in dB of float images in [0, 1] (the render is clipped to [0, 1] first).
     mask: optional bool [H,W]; the mean squared error runs over its True pixels."""
-    a = np.clip(np.asarray(image, np.float64), 0.0, 1.0)
-    b = np.asarray(target, np.float64)
+    a = np.clip(real_array("image", image).astype(np.float64), 0.0, 1.0)  # in float64: a metric
+    b = real_array("target", target, a.shape).astype(np.float64)
     m = _as_mask(mask, a.shape)
     d2 = (a - b) ** 2
     if m is not None:
@@ -39,7 +39,7 @@ def ssim(image, target, mask=None) -> float:
     with gaussian_weights=True, use_sample_covariance=False, data_range=1.
     mask: optional bool [H,W]; both images are 0 at its False pixels (as the
     training loss sees them) and the mean runs over its True interior pixels."""
-    a = as_float32("image", np.clip(np.asarray(image, np.float32), 0.0, 1.0), (None, None, 3))
+    a = np.clip(as_float32("image", image, (None, None, 3)), 0.0, 1.0)
     b = as_float32("target", target, a.shape)
     m = _as_mask(mask, a.shape)
     if m is None:
@@ -88,8 +88,7 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     eval_masked` setting; views without a mask count every pixel; a view masked
     entirely is skipped). Pass a dict as `renders` to receive the rendered
     images by view name."""
-    if isinstance(supersample, bool) or not isinstance(supersample, (int, np.integer)) or supersample < 1:
-        raise ValueError(f"[splat] supersample: expected a positive integer, got {supersample!r}")
+    supersample = integer("supersample", supersample, 1)
     if len(dataset.cameras):
         check_supersample(dataset, int(supersample))
     masks = getattr(dataset, "masks", None) if masked else None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._validate import as_float32, backend_config
+from ._validate import as_float32, backend_config, integer
 from .camera import Camera
 from .gaussians import MAX_SH_DEGREE, Gaussians, sh_coeffs
 
@@ -33,8 +33,7 @@ class RasterGradients:
 
 
 def check_sh_degree(sh_degree, gaussians: Gaussians) -> int:
-    if isinstance(sh_degree, (bool, np.bool_)) or not isinstance(sh_degree, (int, np.integer)):
-        raise TypeError(f"[splat] sh_degree: expected an integer, got {type(sh_degree).__name__}")
+    sh_degree = integer("sh_degree", sh_degree)
     if not 0 <= sh_degree <= MAX_SH_DEGREE:
         raise ValueError(f"[splat] sh_degree: must be in 0..{MAX_SH_DEGREE}, got {sh_degree}")
     if gaussians.sh.shape[1] < sh_coeffs(sh_degree):

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
-from ._validate import as_float32
+from ._validate import UINT32_MAX, as_float32, integer, positive_float, real_array
 from ._validate import backend_config as as_backend_config
 from .camera import Camera
-from .config import TrainConfig
+from .config import ConfigError, TrainConfig
 from .data.points import capture_points
 from .gaussians import Gaussians, sh_coeffs
 from .io.atomic import atomic_write
@@ -30,6 +30,10 @@ CHECKPOINT_VERSION = 1
 TrainingDiverged = _core.TrainingDiverged
 # Every checkpoint member gets this timestamp, so equal states give equal bytes.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+# A checkpoint's image size is bounded before anything is allocated for it
+# (eval / render build a one-view stand-in dataset of that size): 16384^2.
+MAX_IMAGE_SIDE = 1 << 16
+MAX_IMAGE_PIXELS = 1 << 28
 # TrainConfig fields that the native step reads (the rest shape initialisation).
 _NATIVE_SETTINGS = (
     "steps", "means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_lr", "sh_dc_lr",
@@ -39,6 +43,7 @@ _NATIVE_SETTINGS = (
     "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "ssim_weight", "seed",
     "random_background",
 )
+_STATS = ("grad_accum", "grad_count", "max_radii")
 
 
 @dataclass(frozen=True)
@@ -122,12 +127,18 @@ class Trainer:
                  *, scene_extent: float | None = None, image_budget: int = 0):
         if not isinstance(train_config, TrainConfig):
             raise TypeError(f"[splat] train_config: expected splat.TrainConfig, got {type(train_config).__name__}")
+        errors = train_config.errors()  # attributes may have been assigned since construction
+        if errors:
+            raise ConfigError(errors)
         backend_config = as_backend_config("backend_config", backend_config)
         if len(dataset) == 0:
             raise ValueError("[splat] dataset: has no views")
+        step = integer("step", step, 0, UINT32_MAX)
+        state = check_state(state, train_config.sh_degree)
         self.config = train_config
         self.backend_config = backend_config
-        self.scene_extent = float(dataset.scene_extent if scene_extent is None else scene_extent)
+        self.scene_extent = positive_float("scene_extent", dataset.scene_extent if scene_extent is None
+                                           else scene_extent)
         self.background = tuple(float(b) for b in dataset.background)
         # (width, height) of every training view: each view trains at its own size.
         self.sizes = [(int(c.width), int(c.height)) for c in dataset.cameras]
@@ -139,7 +150,7 @@ class Trainer:
         w2c, intr = _camera_arrays(dataset.cameras)
         images, masks = _native_images(dataset)
         self.masked_views = 0 if masks is None else sum(m is not None for m in masks)
-        self._native = _core.Trainer(backend_config, settings, w2c, intr, images, masks, state, int(step))
+        self._native = _core.Trainer(backend_config, settings, w2c, intr, images, masks, state, step)
         self.history: list[tuple[int, float, int]] = []  # (step, loss, #Gaussians)
 
     @classmethod
@@ -218,8 +229,7 @@ class Trainer:
 
     def run(self, n: int, progress: bool = True, loss_every: int = 10) -> StepStats | None:
         """n steps, with a progress bar (loss, #Gaussians, steps/s) when `progress`."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"[splat] n: expected a non-negative integer, got {n!r}")
+        n = integer("n", n, 0)
         last = None
         if not progress:
             for i in range(n):
@@ -302,9 +312,14 @@ class Trainer:
         """A trainer in exactly the saved state, training on `dataset` (the same views)."""
         meta, arrays = read_checkpoint(path)
         check_checkpoint_sizes(meta, dataset, path)
-        config = TrainConfig(**meta["train_config"])
-        if backend_config is None:
-            backend_config = _core.BackendConfig(meta["backend_config"])
+        try:
+            config = TrainConfig(**meta["train_config"])
+            arrays = check_state(arrays, config.sh_degree)
+            if backend_config is None:
+                backend_config = _core.BackendConfig(meta.get("backend_config", {}))
+        except (ValueError, TypeError) as exc:  # ConfigError included: name the file, not just the key
+            reason = " ".join(str(exc).replace("[splat] ", "").split())
+            raise ValueError(f"[splat] checkpoint {path}: {reason}") from None
         return cls(dataset, config, backend_config, arrays, step=meta["step"], scene_extent=meta["scene_extent"],
                    image_budget=image_budget)
 
@@ -362,11 +377,80 @@ def read_checkpoint(path) -> tuple[dict, dict]:
         meta = json.loads(arrays.pop("__meta__").tobytes().decode())
         if not isinstance(meta, dict):
             raise ValueError("its header is not an object")
-        int(meta["step"]), int(meta["width"]), int(meta["height"]), dict(meta["train_config"])
-        checkpoint_sizes(meta)
     except Exception as exc:  # any failure to parse means: not a usable checkpoint
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"[splat] checkpoint {path}: not a readable splat checkpoint ({reason})") from None
     if meta.get("version") != CHECKPOINT_VERSION:
         raise ValueError(f"[splat] checkpoint {path}: version {meta.get('version')} is not supported")
+    try:
+        _check_header(meta)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"[splat] checkpoint {path}: {str(exc).removeprefix('[splat] ')}") from None
     return meta, arrays
+
+
+def _check_header(meta: dict) -> None:
+    """The header values a checkpoint is used with, checked (errors name the key)."""
+    for key in ("step", "width", "height", "train_config", "scene_extent"):
+        if key not in meta:
+            raise ValueError(f"header: missing '{key}'")
+    meta["step"] = integer("step", meta["step"], 0, UINT32_MAX)
+    meta["width"] = integer("width", meta["width"], 1, MAX_IMAGE_SIDE)
+    meta["height"] = integer("height", meta["height"], 1, MAX_IMAGE_SIDE)
+    if meta["width"] * meta["height"] > MAX_IMAGE_PIXELS:
+        raise ValueError(f"width x height: {meta['width']}x{meta['height']} is more than {MAX_IMAGE_PIXELS} pixels")
+    if not isinstance(meta["train_config"], dict):
+        raise TypeError(f"train_config: expected an object, got {type(meta['train_config']).__name__}")
+    if not isinstance(meta.get("backend_config", {}), dict):
+        raise TypeError(f"backend_config: expected an object, got {type(meta['backend_config']).__name__}")
+    meta["scene_extent"] = positive_float("scene_extent", meta["scene_extent"])
+    if "sizes" in meta:   # every training view's [width, height]
+        sizes = meta["sizes"]
+        if not isinstance(sizes, list) or not sizes or \
+                not all(isinstance(s, (list, tuple)) and len(s) == 2 for s in sizes):
+            raise ValueError(f"sizes: expected a list of [width, height], got {sizes!r:.80}")
+        meta["sizes"] = [[integer("sizes", w, 1, MAX_IMAGE_SIDE), integer("sizes", h, 1, MAX_IMAGE_SIDE)]
+                         for w, h in sizes]
+    if "background" in meta:
+        bg = meta["background"]
+        if not isinstance(bg, (list, tuple)) or len(bg) != 3:
+            raise ValueError(f"background: expected 3 numbers in [0, 1], got {bg!r}")
+        bg = tuple(float(x) for x in real_array("background", bg, (3,)))
+        if not all(0.0 <= b <= 1.0 for b in bg):
+            raise ValueError(f"background: expected 3 numbers in [0, 1], got {meta['background']!r}")
+        meta["background"] = bg
+
+
+def check_state(state, sh_degree: int) -> dict:
+    """A training state dict (Trainer.state() / a checkpoint's arrays) checked
+    and converted: the five parameter arrays present and consistent (as
+    splat.Gaussians checks them), optional Adam moments and statistics of
+    matching shapes, every value finite. Errors name the array."""
+    if not isinstance(state, dict):
+        raise TypeError(f"[splat] state: expected a dict of arrays, got {type(state).__name__}")
+    params = ("means", "log_scales", "quats", "opacity_logits", "sh")
+    for key in params:
+        if key not in state:
+            raise ValueError(f"[splat] state: missing array '{key}'")
+    g = Gaussians(*(state[k] for k in params))
+    if g.sh.shape[1] < sh_coeffs(sh_degree):
+        raise ValueError(f"[splat] sh: sh_degree {sh_degree} needs {sh_coeffs(sh_degree)} coefficients per "
+                         f"channel, got {g.sh.shape[1]}")
+    out = {k: getattr(g, k) for k in params}
+    for key, value in state.items():
+        if key in out:
+            continue
+        prefix, _, param = key.partition(".")
+        if prefix in ("adam_m", "adam_v") and param in params:
+            shape = out[param].shape
+        elif key in _STATS:
+            shape = (len(g),)
+        else:
+            continue  # not part of the native state
+        out[key] = as_float32(key, value, shape)
+        if (prefix == "adam_v" or key == "grad_count") and np.any(out[key] < 0):
+            raise ValueError(f"[splat] {key}: must not be negative")
+    for param in params:
+        if (f"adam_m.{param}" in out) != (f"adam_v.{param}" in out):
+            raise ValueError(f"[splat] state: adam_m.{param} and adam_v.{param} come together")
+    return out

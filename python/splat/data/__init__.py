@@ -52,12 +52,12 @@ def default_background(path, split: str = "train", format: str = "auto") -> tupl
 
 
 def _check_background(background) -> tuple:
-    try:
-        bg = tuple(float(x) for x in background)
-    except (TypeError, ValueError):
-        raise TypeError(f"[splat] background: expected 3 numbers, got {background!r}") from None
-    if len(bg) != 3 or not all(math.isfinite(x) and 0.0 <= x <= 1.0 for x in bg):
-        raise ValueError(f"[splat] background: expected 3 values in [0, 1], got {background!r}")
+    """3 real numbers in [0, 1] (any sequence or array; the package's number rule)."""
+    from .._validate import real_array
+    arr = real_array("background", background, (3,)).astype(np.float64)
+    bg = tuple(float(x) for x in arr)
+    if not all(math.isfinite(x) and 0.0 <= x <= 1.0 for x in bg):
+        raise ValueError(f"[splat] background: expected 3 values in [0, 1], got {list(bg)!r}")
     return bg
 
 
@@ -89,8 +89,8 @@ def load_dataset(path, split: str = "train", *, background=None, downscale: int 
         raise TypeError(f"[splat] split: expected a string, got {type(split).__name__}")
     if format not in FORMATS:
         raise ValueError(f"[splat] format: expected one of {', '.join(FORMATS)}, got {format!r}")
-    if isinstance(downscale, bool) or not isinstance(downscale, (int, np.integer)) or downscale < 1:
-        raise ValueError(f"[splat] downscale: expected an integer >= 1, got {downscale!r}")
+    from .._validate import integer
+    downscale = integer("downscale", downscale, 1)
     from .views import ALPHA_MODES
     if alpha not in ALPHA_MODES:
         raise ValueError(f"[splat] alpha: expected one of {', '.join(ALPHA_MODES)}, got {alpha!r}")

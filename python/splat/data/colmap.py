@@ -267,6 +267,12 @@ def _check_camera(path, cam: ColmapCamera) -> ColmapCamera:
         raise DatasetError(f"[splat] {path}: camera {cam.id} has invalid size {cam.width}x{cam.height}")
     if not all(math.isfinite(p) for p in cam.params):
         raise DatasetError(f"[splat] {path}: camera {cam.id} has non-finite parameters")
+    if cam.model in SUPPORTED_MODELS:  # the others are refused where an image uses them
+        p = list(cam.params)
+        fx, fy = (p[0], p[0]) if cam.model in ("SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL") else (p[0], p[1])
+        if not (fx > 0 and fy > 0):
+            raise DatasetError(f"[splat] {path}: camera {cam.id} ({cam.model}) has focal length "
+                               f"{fx:g}, {fy:g}; focal lengths must be positive")
     return cam
 
 

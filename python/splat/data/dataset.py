@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._validate import as_float32, positive_float, real_array
 from ..camera import Camera
 
 
@@ -187,22 +188,18 @@ class Dataset:
                 raise ValueError(f"[splat] cameras[{i}] ({self.names[i]}): camera is "
                                  f"{cam.width}x{cam.height} but its image is {w}x{h}")
         if self.points is not None:
-            self.points = np.ascontiguousarray(self.points, dtype=np.float32)
-            if self.points.ndim != 2 or self.points.shape[1] != 3:
-                raise ValueError(f"[splat] points: expected float32 [M,3], got {list(self.points.shape)}")
-            if not np.all(np.isfinite(self.points)):
-                raise ValueError("[splat] points: contains NaN or Inf")
+            self.points = as_float32("points", self.points, (None, 3))
             if self.point_colors is None:
                 self.point_colors = np.full_like(self.points, 0.5)
         if self.point_colors is not None:
             if self.points is None:
                 raise ValueError("[splat] point_colors: given without points")
-            self.point_colors = np.ascontiguousarray(self.point_colors, dtype=np.float32)
+            self.point_colors = as_float32("point_colors", self.point_colors)
             if self.point_colors.shape != self.points.shape:
                 raise ValueError(f"[splat] point_colors: shape {list(self.point_colors.shape)} does not "
                                  f"match points {list(self.points.shape)}")
-        bg = tuple(float(x) for x in self.background)
-        if len(bg) != 3 or not all(0.0 <= x <= 1.0 for x in bg):
+        bg = tuple(float(x) for x in real_array("background", self.background, (3,)))
+        if not all(0.0 <= x <= 1.0 for x in bg):
             raise ValueError(f"[splat] background: expected 3 values in [0, 1], got {self.background!r}")
         self.background = bg
         shapes = [img.shape[:2] for img in self.images]
@@ -213,9 +210,7 @@ class Dataset:
         if self.scene_extent is None:
             self.scene_extent = scene_extent(self.cameras)
         else:
-            self.scene_extent = float(self.scene_extent)
-            if not np.isfinite(self.scene_extent) or self.scene_extent <= 0:
-                raise ValueError(f"[splat] scene_extent: must be positive, got {self.scene_extent}")
+            self.scene_extent = positive_float("scene_extent", self.scene_extent)
 
     def __len__(self) -> int:
         return len(self.cameras)

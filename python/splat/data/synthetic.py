@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validate import integer, real_array
 from ..camera import Camera
 from .dataset import Dataset
 
@@ -213,11 +214,19 @@ def ground_truth(n_gaussians: int = 400, seed: int | None = None):
 
 
 def look_at(eye, target=(0.0, 0.0, 0.0), up=(0.0, 0.0, 1.0)) -> np.ndarray:
-    """OpenCV world-to-camera 4x4 (x right, y down, z towards `target`)."""
-    eye = np.asarray(eye, dtype=np.float64)
-    z = np.asarray(target, dtype=np.float64) - eye
+    """OpenCV world-to-camera 4x4 (x right, y down, z towards `target`), float64."""
+    eye, target, up = (real_array(name, v, (3,)).astype(np.float64)
+                       for name, v in (("eye", eye), ("target", target), ("up", up)))
+    for name, v in (("eye", eye), ("target", target), ("up", up)):
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"[splat] {name}: must be finite, got {v.tolist()}")
+    z = target - eye
+    if not np.linalg.norm(z) > 0:
+        raise ValueError("[splat] target: must differ from eye")
     z /= np.linalg.norm(z)
-    x = np.cross(z, np.asarray(up, dtype=np.float64))
+    x = np.cross(z, up)
+    if not np.linalg.norm(x) > 1e-12 * max(1.0, float(np.linalg.norm(up))):
+        raise ValueError("[splat] up: must not be parallel to the viewing direction")
     x /= np.linalg.norm(x)
     y = np.cross(z, x)
     w2c = np.eye(4)
@@ -265,9 +274,7 @@ def _render(gaussians, cameras, background) -> np.ndarray:
 
 
 def _positive_int(name, v, lo=1):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise ValueError(f"[splat] {name}: expected an integer >= {lo}, got {v!r}")
-    return int(v)
+    return integer(name, v, lo)
 
 
 def make_scene(n_gaussians: int = 400, n_views: int = 48, width: int = 80, height: int = 80,

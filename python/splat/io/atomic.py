@@ -3,7 +3,8 @@
 The data goes to a temporary file in the destination's directory (so the final
 rename never crosses a file system), is flushed and fsync'ed, and then
 `os.replace`s the destination. On any error the temporary file is removed and
-the destination is left untouched.
+the destination is left untouched. An OSError while writing (a read-only
+folder, a full disk) names the destination, never the temporary file.
 """
 from __future__ import annotations
 
@@ -68,7 +69,10 @@ def atomic_write(path, mode: str = "wb", *, encoding: str | None = None,
     except OSError:
         perms = 0o666 & ~_UMASK
 
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    except OSError as exc:  # a read-only folder, a full disk: name the file asked for
+        raise _naming(exc, path) from None
     try:
         open_mode = "wb" if binary else "w"
         kwargs = {} if binary else {"encoding": encoding or "utf-8", "newline": newline}
@@ -83,11 +87,19 @@ def atomic_write(path, mode: str = "wb", *, encoding: str | None = None,
             os.unlink(tmp)
         else:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno is not None and exc.filename in (None, tmp):
+            raise _naming(exc, path) from None
         raise
     _fsync_directory(directory)
+
+
+def _naming(exc: OSError, path: str) -> OSError:
+    """The same error (OSError picks the subclass from errno) about `path`,
+    not about the temporary file nobody asked for."""
+    return OSError(exc.errno, exc.strerror or " ".join(str(exc).split()), path)
 
 
 def atomic_write_bytes(path, data: bytes) -> None:

@@ -22,6 +22,7 @@ import re
 
 import numpy as np
 
+from .._validate import integer
 from ..gaussians import Gaussians, sh_coeffs
 from .atomic import atomic_write
 
@@ -51,7 +52,8 @@ def save_ply(path, gaussians: Gaussians, sh_degree: int | None = None) -> None:
         raise TypeError(f"[splat] gaussians: expected splat.Gaussians, got {type(gaussians).__name__}")
     if sh_degree is None:
         sh_degree = gaussians.sh_degree
-    if isinstance(sh_degree, bool) or not isinstance(sh_degree, (int, np.integer)) or not 0 <= sh_degree <= 3:
+    sh_degree = integer("sh_degree", sh_degree)
+    if not 0 <= sh_degree <= 3:
         raise ValueError(f"[splat] sh_degree: expected an integer in 0..3, got {sh_degree!r}")
     n = len(gaussians)
     k = sh_coeffs(int(sh_degree))
@@ -164,9 +166,12 @@ def _vertex_columns(path: str):
             break
         if fmt == "ascii":
             # Skip this element's lines.
-            for _ in range(el.count):
+            for _ in range(el.count):  # bounded by the lines the file has, not by the count it claims
                 nl = data.find(b"\n", offset)
-                offset = len(data) if nl < 0 else nl + 1
+                if nl < 0:
+                    offset = len(data)
+                    break
+                offset = nl + 1
             continue
         if el.has_list:
             raise ValueError(f"[splat] {path}: element {el.name!r} with list properties precedes "
@@ -177,6 +182,8 @@ def _vertex_columns(path: str):
     if vertex.has_list:
         raise ValueError(f"[splat] {path}: list properties in 'vertex' are not supported")
     names = [p for p, _ in vertex.props]
+    if not names:
+        raise ValueError(f"[splat] {path}: the 'vertex' element has no properties")
     if len(set(names)) != len(names):
         raise ValueError(f"[splat] {path}: duplicate vertex property names")
     n = vertex.count
