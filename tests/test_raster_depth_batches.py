@@ -153,3 +153,17 @@ def test_depth_and_batch_argument_errors():
         r.backward(out, np.zeros((16, 16, 3), np.float32), d_depth=np.zeros((16, 16), np.float32))
     with pytest.raises(ValueError, match=r"\[splat\] d_image"):
         r.backward(out, np.zeros((16, 15, 3), np.float32))
+
+
+def test_forward_backward_loop_stays_on_one_device():
+    """A pass whose backward ran frees its device: a forward/backward loop reuses it."""
+    rng, _ = make_rng()
+    g, cam = to_splat(scene_for(rng, 100, 24, 20, 0))
+    r = _cpu(pool_size=4)
+    d = rng.normal(size=(20, 24, 3)).astype(np.float32)
+    for _ in range(3):
+        out = r.forward(g, cam, 0)
+        r.backward(out, d)
+    assert len(r._pool._natives) == 1
+    alive = [r.forward(g, cam, 0) for _ in range(3)]  # three live outputs: three devices
+    assert len(r._pool._natives) == 3 and len(alive) == 3

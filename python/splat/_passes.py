@@ -16,6 +16,8 @@ on. z_i = (world_to_camera @ mean_i).z, so dL/d mean_i += dL/dz_i R[2, :].
 """
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,26 +29,63 @@ DEFAULT_POOL_SIZE = 4
 NEAR, FAR = 0.01, 1e10  # the projection's default clipping planes (params.h)
 
 
-class NativePool:
-    """Native rasterizers of one BackendConfig, made on first use."""
+class Lease:
+    """A pass's claim on a native's resident state; released by its backward or
+    when it is garbage (the output that needed it is gone)."""
 
-    def __init__(self, config, size: int = DEFAULT_POOL_SIZE):
+    __slots__ = ("done", "__weakref__")
+
+    def __init__(self):
+        self.done = False
+
+
+class NativePool:
+    """Native rasterizers of one BackendConfig, made on first use (`factory`:
+    _core.Rasterizer or _core.ViewRasterizer). `take()` gives the first native
+    whose last pass no longer needs its state, so a forward/backward loop stays
+    on one device; several live passes spread over up to `size` devices, and
+    past that the least recently taken native is reused (its pass renders again
+    before its backward)."""
+
+    def __init__(self, config, size: int = DEFAULT_POOL_SIZE, factory=None):
         self.config = config
-        self.size = int(size)
+        self.size = max(1, int(size))
+        self._factory = factory or _core.Rasterizer
         self._natives: list = []
-        self._next = 0
+        self._leases: list = []   # weakref to the Lease of each native's last pass
+        self._clock = 0
+        self._taken: list = []    # when each native was last taken
+        self._lock = threading.Lock()
 
     def native(self, slot: int):
-        slot %= self.size
+        with self._lock:
+            return self._grow(slot)
+
+    def _grow(self, slot: int):
         while len(self._natives) <= slot:
-            self._natives.append(_core.Rasterizer(self.config))
+            self._natives.append(self._factory(self.config))
+            self._leases.append(None)
+            self._taken.append(0)
         return self._natives[slot]
 
     def take(self):
-        """The next native, round robin: consecutive passes land on different devices."""
-        slot = self._next
-        self._next = (self._next + 1) % self.size
-        return self.native(slot)
+        """(native, Lease) for a new pass."""
+        with self._lock:
+            slot = None
+            for i, ref in enumerate(self._leases):
+                lease = ref() if ref is not None else None
+                if lease is None or lease.done:
+                    slot = i
+                    break
+            if slot is None:
+                slot = len(self._natives) if len(self._natives) < self.size else \
+                    min(range(len(self._natives)), key=self._taken.__getitem__)
+            native = self._grow(slot)
+            lease = Lease()
+            self._leases[slot] = weakref.ref(lease)
+            self._clock += 1
+            self._taken[slot] = self._clock
+            return native, lease
 
     @property
     def backend(self) -> str:
@@ -55,6 +94,13 @@ class NativePool:
     @property
     def allocation_count(self) -> int:
         return sum(n.allocation_count for n in self._natives)
+
+    def host_transfers(self) -> dict:
+        total: dict = {}
+        for n in self._natives:
+            for k, v in n.host_transfers.items():
+                total[k] = total.get(k, 0) + v
+        return total
 
 
 @dataclass
@@ -66,22 +112,26 @@ class RenderPass:
     n: int
     k: int
     token: int
+    lease: Lease
 
     def backward(self, d_image: np.ndarray, d_alpha: np.ndarray | None):
         """(means, log_scales, quats, opacity_logits, sh, means2d) gradients of this pass."""
         if self.native.last_token != self.token:
             self.native.forward(*self.args)
             self.token = self.native.last_token
-        return self.native.backward(d_image, d_alpha, self.token)
+        grads = self.native.backward(d_image, d_alpha, self.token)
+        self.lease.done = True
+        return grads
 
 
-def render(native, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, width, height,
+def render(pool, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, width, height,
            sh_degree, background, near, far):
-    """(image, alpha, radii, RenderPass) of one native forward (arrays already float32 C-contiguous)."""
+    """(image, alpha, radii, RenderPass) of one native forward on a native of `pool` (arrays already float32 C-contiguous)."""
+    native, lease = pool.take()
     args = (means, log_scales, quats, opacity_logits, sh, w2c, float(fx), float(fy), float(cx), float(cy),
             int(width), int(height), int(sh_degree), background, float(near), float(far))
     image, alpha, radii = native.forward(*args)
-    return image, alpha, radii, RenderPass(native, args, means.shape[0], sh.shape[1], native.last_token)
+    return image, alpha, radii, RenderPass(native, args, means.shape[0], sh.shape[1], native.last_token, lease)
 
 
 def camera_depths(means: np.ndarray, w2c: np.ndarray) -> np.ndarray:

@@ -71,12 +71,16 @@ class Rasterizer:
         grads = r.backward(out, d_image, d_alpha)                         # pairs with `out`
 
     A forward returns everything its backward needs (`out.context`), so any number
-    of outputs can be alive and each backward uses its own forward's state.
+    of outputs can be alive and each backward uses its own forward's state: a
+    device keeps the state of one pass (a camera's colour or depth), and a
+    backward whose state was displaced renders that pass again first.
+    `pool_size` devices keep that many passes resident (e.g. the cameras of a
+    batch, or colour and depth), at that many times the device memory.
     `backward(d_image, d_alpha)` without an output is the older form: it pairs
     with the last forward() of this Rasterizer.
     """
 
-    def __init__(self, config: "_core.BackendConfig | None" = None, *, pool_size: int = _passes.DEFAULT_POOL_SIZE):
+    def __init__(self, config: "_core.BackendConfig | None" = None, *, pool_size: int = 1):
         config = backend_config("config", config)
         self.config = config
         self._pool = _passes.NativePool(config, pool_size)
@@ -125,13 +129,13 @@ class Rasterizer:
         images, alphas, radii, depths, passes = [], [], [], [], []
         for c, b in zip(cameras, bgs):
             image, alpha, r, colour_pass = _passes.render(
-                self._pool.take(), g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, c.world_to_camera,
+                self._pool, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, c.world_to_camera,
                 c.fx, c.fy, c.cx, c.cy, w, h, degree, np.ascontiguousarray(b), _passes.NEAR, _passes.FAR)
             depth_pass = None
             if depth:
                 sh_z = _passes.depth_sh(_passes.camera_depths(g.means, c.world_to_camera))
                 d, _, _, depth_pass = _passes.render(
-                    self._pool.take(), g.means, g.log_scales, g.quats, g.opacity_logits, sh_z, c.world_to_camera,
+                    self._pool, g.means, g.log_scales, g.quats, g.opacity_logits, sh_z, c.world_to_camera,
                     c.fx, c.fy, c.cx, c.cy, w, h, 0, _passes.ZERO_BACKGROUND, _passes.NEAR, _passes.FAR)
                 depths.append(d[..., 0])
             images.append(image)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config.h"
+#include "errors.h"
 #include "training.h"
 #include "types.h"
 
@@ -26,6 +27,31 @@ class Device {
   // Backward of the last forward. d_alpha may be null (zero).
   virtual void rasterize_backward(const float* d_image, const float* d_alpha,
                                   const GradientOutputs& grads) = 0;
+
+  // --- The rasterizer on the caller's device memory (zero-copy interop) ------
+  // Whether rasterize_*_external below run here: every pointer is device
+  // memory of this device (CUDA: of its primary context, which torch uses too),
+  // and the work is enqueued on `queue` (CUDA: a CUstream; 0: the device's own)
+  // without waiting for it. Outputs are written in place; the forward keeps
+  // pointers to the parameters, which must stay alive and unchanged until its
+  // backward. The forward's one read-back (the pair count) remains.
+  virtual bool accepts_device_pointers() const { return false; }
+  virtual void rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
+                                          const float background[3], const ForwardOutputs& out, uint64_t queue) {
+    (void)g, (void)cam, (void)sh_degree, (void)background, (void)out, (void)queue;
+    throw BackendError("[device] this backend does not read the caller's device memory");
+  }
+  // Every gradient output but `sh` is required (sh may be null: not expanded).
+  virtual void rasterize_backward_external(const float* d_image, const float* d_alpha, const GradientOutputs& grads,
+                                           uint64_t queue) {
+    (void)d_image, (void)d_alpha, (void)grads, (void)queue;
+    throw BackendError("[device] this backend does not read the caller's device memory");
+  }
+  // Host <-> device copies so far (count and bytes each way), for tests.
+  struct HostTransfers {
+    uint64_t uploads = 0, upload_bytes = 0, downloads = 0, download_bytes = 0;
+  };
+  virtual HostTransfers host_transfers() const { return {}; }
 
   // Number of buffer (re)allocations so far: constant once warm.
   virtual size_t allocation_count() const = 0;
