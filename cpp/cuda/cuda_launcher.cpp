@@ -145,9 +145,10 @@ void CudaLauncher::copy(gpu::BufferRef dst, gpu::BufferRef src, size_t bytes) {
 }
 
 // A caller's stream (torch's current one): its work before this call is
-// ordered before ours and its work after ours after it, with no sync.
-void CudaLauncher::use_queue(uint64_t queue) {
-  stream_ = queue ? reinterpret_cast<CUstream>(static_cast<uintptr_t>(queue)) : own_stream_;
+// ordered before ours and its work after ours after it, with no sync. Handle
+// 0 is the legacy default stream, torch's default.
+void CudaLauncher::use_queue(bool caller, uint64_t queue) {
+  stream_ = caller ? reinterpret_cast<CUstream>(static_cast<uintptr_t>(queue)) : own_stream_;
 }
 
 void CudaLauncher::check_device_pointer(const void* ptr, const char* what) {

@@ -40,7 +40,7 @@ class CudaLauncher final : public gpu::Launcher {
   bool wraps_device_pointers() const override { return true; }
   void check_device_pointer(const void* ptr, const char* what) override;
   void copy(gpu::BufferRef dst, gpu::BufferRef src, size_t bytes) override;
-  void use_queue(uint64_t queue) override;
+  void use_queue(bool caller, uint64_t queue) override;
   Transfers transfers() const override { return transfers_; }
 
  private:

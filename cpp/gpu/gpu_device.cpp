@@ -409,8 +409,8 @@ BufferRef external(const void* p) { return BufferRef{static_cast<BufferHandle>(r
 // Enqueues on the caller's queue for one call.
 class QueueScope {
  public:
-  QueueScope(Launcher& l, uint64_t queue) : l_(l) { l_.use_queue(queue); }
-  ~QueueScope() { l_.use_queue(0); }
+  QueueScope(Launcher& l, uint64_t queue) : l_(l) { l_.use_queue(true, queue); }
+  ~QueueScope() { l_.use_queue(false, 0); }
 
  private:
   Launcher& l_;

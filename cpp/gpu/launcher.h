@@ -134,9 +134,12 @@ class Launcher {
     (void)bytes;
     throw BackendError("[gpu] this backend has no device-to-device copy");
   }
-  // Enqueue everything on `queue` (CUDA: a CUstream) from now on; 0 returns
-  // to the launcher's own.
-  virtual void use_queue(uint64_t queue) { (void)queue; }
+  // Enqueue everything on the caller's `queue` (CUDA: a CUstream, 0 the legacy
+  // default stream) from now on, or, with caller false, on the launcher's own.
+  virtual void use_queue(bool caller, uint64_t queue) {
+    (void)caller;
+    (void)queue;
+  }
   // Copies between host and device so far: calls and bytes of upload() and download().
   struct Transfers {
     uint64_t uploads = 0, upload_bytes = 0, downloads = 0, download_bytes = 0;

@@ -31,8 +31,8 @@ class Device {
   // --- The rasterizer on the caller's device memory (zero-copy interop) ------
   // Whether rasterize_*_external below run here: every pointer is device
   // memory of this device (CUDA: of its primary context, which torch uses too),
-  // and the work is enqueued on `queue` (CUDA: a CUstream; 0: the device's own)
-  // without waiting for it. Outputs are written in place; the forward keeps
+  // and the work is enqueued on the caller's `queue` (CUDA: a CUstream; 0 is the
+  // legacy default stream, torch's default) without waiting for it. Outputs are written in place; the forward keeps
   // pointers to the parameters, which must stay alive and unchanged until its
   // backward. The forward's one read-back (the pair count) remains.
   virtual bool accepts_device_pointers() const { return false; }
