@@ -211,7 +211,7 @@ def test_in_place_change_before_backward_is_caught():
         colors.sum().backward()
 
 
-def test_outputs_are_written_in_place_on_cpu():
+def test_cpu_tensors_are_read_and_written_in_place():
     """The native side writes the tensors it is given (DLPack views, no copy)."""
     rng, _ = make_rng()
     g, cam = to_splat(scene_for(rng, 60, 24, 20, 0))
@@ -225,6 +225,12 @@ def test_outputs_are_written_in_place_on_cpu():
     ref = _ref(g, cam, 0, np.zeros(3))
     assert np.mean(np.abs(image.numpy() - ref.image).max(axis=2) > 1e-5) <= 0.01
     np.testing.assert_array_equal(radii.numpy(), ref.radii)
+    # ... and reads the parameters where they are: the numpy path's device copies
+    # them into five resident buffers, this one allocates none of those.
+    numpy_path = splat._core.Rasterizer(splat.BackendConfig(backend="cpu"))
+    numpy_path.forward(g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam.world_to_camera, cam.fx, cam.fy,
+                       cam.cx, cam.cy, 24, 20, 0, np.zeros(3, np.float32))
+    assert native.allocation_count == numpy_path.allocation_count - 5
 
 
 def test_bad_arguments_name_themselves():

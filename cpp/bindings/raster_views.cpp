@@ -1,7 +1,9 @@
 // The differentiable rasterizer on views of the caller's arrays (DLPack through
-// nanobind's ndarray): CPU arrays go to the device's host entry points, CUDA
-// arrays to rasterize_*_external, read and written where they are, on the
-// caller's stream. The caller allocates every output (splat.torch: torch
+// nanobind's ndarray). Arrays in the memory the device reads in place (host
+// memory on the CPU backend, CUDA memory on the CUDA backend) go to
+// rasterize_*_external, read and written where they are (CUDA: on the
+// caller's stream); host arrays on a GPU backend go to its host entry points
+// (copies). The caller allocates every output (splat.torch: torch
 // tensors). Argument checking with readable messages is in
 // python/splat/torch; the checks here guard the native code.
 #include <nanobind/ndarray.h>
@@ -45,7 +47,7 @@ class ViewRasterizer {
 
   std::string backend() const { return backend_name(device_->backend()); }
   size_t allocation_count() const { return device_->allocation_count(); }
-  bool accepts_device_pointers() const { return device_->accepts_device_pointers(); }
+  bool accepts_device_pointers() const { return device_->external_memory() == Device::ExternalMemory::Cuda; }
   uint64_t last_token() const { return last_ ? last_->token : 0; }
 
   nb::dict host_transfers() const {
@@ -76,12 +78,12 @@ class ViewRasterizer {
     check_shape(image, "image", {height, width, 3});
     check_shape(alpha, "alpha", {height, width});
     check_shape(radii, "radii", {n});
-    const bool on_device = same_device({means.device_type(), log_scales.device_type(), quats.device_type(),
+    const bool in_place = same_device({means.device_type(), log_scales.device_type(), quats.device_type(),
                                         opacity_logits.device_type(), sh.device_type(), image.device_type(),
                                         alpha.device_type(), radii.device_type()});
 
     // The projection reads SH rows of a multiple of 4 coefficients as 16-byte quads.
-    require(!on_device || k % 4 != 0 || reinterpret_cast<uintptr_t>(sh.data()) % 16 == 0,
+    require(!in_place || device_->external_memory() != Device::ExternalMemory::Cuda || k % 4 != 0 || reinterpret_cast<uintptr_t>(sh.data()) % 16 == 0,
             "sh: CUDA SH arrays with K % 4 == 0 must start 16-byte aligned");
     GaussiansView g;
     g.means = means.data();
@@ -100,12 +102,12 @@ class ViewRasterizer {
     last_.reset();
     {
       nb::gil_scoped_release release;
-      if (on_device)
+      if (in_place)
         device_->rasterize_forward_external(g, cam, sh_degree, bg, out, queue);
       else
         device_->rasterize_forward(g, cam, sh_degree, bg, out);
     }
-    last_ = Last{n, k, width, height, on_device, ++forwards_};
+    last_ = Last{n, k, width, height, in_place, ++forwards_};
     return last_->token;
   }
 
@@ -122,40 +124,40 @@ class ViewRasterizer {
     check_shape(opacity_logits, "grad opacity_logits", {s.n});
     if (sh) check_shape(*sh, "grad sh", {s.n, s.k, 3});
     check_shape(means2d, "grad means2d", {s.n, 2});
-    const bool on_device = same_device({d_image.device_type(), d_alpha ? d_alpha->device_type() : d_image.device_type(),
+    const bool in_place = same_device({d_image.device_type(), d_alpha ? d_alpha->device_type() : d_image.device_type(),
                                         means.device_type(), log_scales.device_type(), quats.device_type(),
                                         opacity_logits.device_type(), sh ? sh->device_type() : means.device_type(),
                                         means2d.device_type()});
-    require(on_device == s.on_device, "backward(): arrays on another device than the forward's");
+    require(in_place == s.in_place, "backward(): arrays on another device than the forward's");
     GradientOutputs grads{means.data(), log_scales.data(), quats.data(), opacity_logits.data(),
                           sh ? sh->data() : nullptr, means2d.data()};
     const float* da = d_alpha ? d_alpha->data() : nullptr;
     nb::gil_scoped_release release;
-    if (on_device) {
+    if (device_->external_memory() != Device::ExternalMemory::Cuda)
+      require(sh.has_value(), "grad sh: required for host arrays");
+    if (in_place)
       device_->rasterize_backward_external(d_image.data(), da, grads, queue);
-    } else {
-      // The host entry point expands the SH gradient into a buffer it is given.
-      require(sh.has_value(), "grad sh: required for CPU arrays");
+    else
       device_->rasterize_backward(d_image.data(), da, grads);
-    }
   }
 
  private:
   struct Last {
     size_t n, k;
     uint32_t width, height;
-    bool on_device;
+    bool in_place;
     uint64_t token;
   };
 
-  // True when every array is CUDA memory this device can use, false when all
-  // are host memory; anything else is an error.
+  // True when the arrays (all on one device) are the memory this device reads
+  // in place, false for host arrays it copies; anything else is an error.
   bool same_device(std::initializer_list<int> types) const {
     const int first = *types.begin();
     for (int t : types) require(t == first, "arrays on different devices (all must be CPU, or all CUDA)");
-    if (first == nb::device::cpu::value) return false;
+    const Device::ExternalMemory kind = device_->external_memory();
+    if (first == nb::device::cpu::value) return kind == Device::ExternalMemory::Host;
     require(first == nb::device::cuda::value, "arrays must be CPU or CUDA memory");
-    require(device_->accepts_device_pointers(),
+    require(kind == Device::ExternalMemory::Cuda,
             "CUDA arrays need the cuda backend (this rasterizer runs " + backend() + ")");
     return true;
   }

@@ -28,14 +28,16 @@ class Device {
   virtual void rasterize_backward(const float* d_image, const float* d_alpha,
                                   const GradientOutputs& grads) = 0;
 
-  // --- The rasterizer on the caller's device memory (zero-copy interop) ------
-  // Whether rasterize_*_external below run here: every pointer is device
-  // memory of this device (CUDA: of its primary context, which torch uses too),
+  // --- The rasterizer on the caller's memory (zero-copy interop) --------------
+  // Which memory rasterize_*_external below read and write in place: host
+  // memory (the CPU backend), CUDA memory of this device's primary context
+  // (which torch uses too), or none (they throw). Every pointer is that memory,
   // and the work is enqueued on the caller's `queue` (CUDA: a CUstream; 0 is the
   // legacy default stream, torch's default) without waiting for it. Outputs are written in place; the forward keeps
   // pointers to the parameters, which must stay alive and unchanged until its
   // backward. The forward's one read-back (the pair count) remains.
-  virtual bool accepts_device_pointers() const { return false; }
+  enum class ExternalMemory : uint8_t { None, Host, Cuda };
+  virtual ExternalMemory external_memory() const { return ExternalMemory::None; }
   virtual void rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
                                           const float background[3], const ForwardOutputs& out, uint64_t queue) {
     (void)g, (void)cam, (void)sh_degree, (void)background, (void)out, (void)queue;
