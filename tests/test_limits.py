@@ -77,7 +77,7 @@ def test_one_pair_past_the_limit_stops_and_leaves_no_forward_behind():
     g, cam = limit_scene(rng, 2 ** 31 // tiles(4096), 0, 4096)
     with pytest.raises(ValueError, match=pair_error(2 ** 31) + r" \(2\^31 - 1\)"):
         r.forward(g, cam, sh_degree=0)
-    with pytest.raises(RuntimeError, match=r"\[cpu\] backward\(\) needs a completed forward"):
+    with pytest.raises(RuntimeError, match=r"backward\(\) needs a completed forward"):
         r.backward(np.ones((64, 64, 3), np.float32))
     again = r.forward(small_g, small_cam, sh_degree=0)
     np.testing.assert_array_equal(again.image, first.image)

@@ -163,7 +163,7 @@ def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path, masked):
     # The mean over pixels is summed in another order (tiles, then the tiles'
     # sums), so the loss agrees to rounding; the gradient, per pixel, to the bit.
     cpu_loss, gpu_loss = float(got["cpu_loss"]), float(got["gpu_loss"])
-    assert abs(gpu_loss - cpu_loss) <= 1e-6 * abs(cpu_loss), (got, seed)
+    assert abs(gpu_loss - cpu_loss) <= 4e-6 * abs(cpu_loss), (got, seed)
     assert int(got["grad_values"]) == 3 * width * height, got
     assert int(got["grad_differ"]) == 0, (got, width, height, seed)
     assert float(got["grad_max"]) > 0.0, got

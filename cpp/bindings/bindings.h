@@ -6,6 +6,7 @@ namespace splat::bindings {
 
 void bind_config(nanobind::module_& m);
 void bind_rasterizer(nanobind::module_& m);
+void bind_raster_views(nanobind::module_& m);
 void bind_gpu(nanobind::module_& m);
 void bind_trainer(nanobind::module_& m);
 

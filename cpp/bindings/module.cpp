@@ -33,6 +33,7 @@ NB_MODULE(_core, m) {
   m.attr("MAX_SPLIT_COUNT") = splat::kMaxSplitCount;
   splat::bindings::bind_config(m);
   splat::bindings::bind_rasterizer(m);
+  splat::bindings::bind_raster_views(m);
   splat::bindings::bind_gpu(m);
   splat::bindings::bind_trainer(m);
 }

@@ -52,7 +52,7 @@ class Rasterizer {
 
   nb::tuple forward(FloatIn means, FloatIn log_scales, FloatIn quats, FloatIn opacity_logits, FloatIn sh,
                     FloatIn w2c, float fx, float fy, float cx, float cy, uint32_t width, uint32_t height,
-                    uint32_t sh_degree, FloatIn background) {
+                    uint32_t sh_degree, FloatIn background, float near_plane, float far_plane) {
     const size_t n = means.ndim() == 2 ? means.shape(0) : 0;
     check_shape(means, "means", {n, 3});
     check_shape(log_scales, "log_scales", {n, 3});
@@ -65,6 +65,7 @@ class Rasterizer {
     check_shape(w2c, "world_to_camera", {4, 4});
     check_shape(background, "background", {3});
     require(width > 0 && height > 0 && fx > 0 && fy > 0, "camera: non-positive size or focal");
+  require(near_plane > 0 && far_plane > near_plane, "near / far: need 0 < near < far");
 
     GaussiansView g;
     g.means = means.data();
@@ -75,6 +76,8 @@ class Rasterizer {
     g.count = n;
     g.sh_stride = static_cast<uint32_t>(k);
     CameraParams cam = make_camera_params(w2c.data(), fx, fy, cx, cy, width, height);
+    cam.near_plane = near_plane;
+    cam.far_plane = far_plane;
     float bg[3];
     std::memcpy(bg, background.data(), sizeof(bg));
 
@@ -82,16 +85,23 @@ class Rasterizer {
     auto alpha = new_array<float>({height, width});
     auto radii = new_array<int32_t>({n});
     ForwardOutputs out{image.data(), alpha.data(), radii.data()};
+    last_.reset();
     {
       nb::gil_scoped_release release;
       device_->rasterize_forward(g, cam, sh_degree, bg, out);
     }
-    last_ = Shape{n, k, width, height};
+    last_ = Shape{n, k, width, height, ++forwards_};
     return nb::make_tuple(image, alpha, radii);
   }
 
-  nb::tuple backward(FloatIn d_image, std::optional<FloatIn> d_alpha) {
+  // Which forward the device holds the state of: a number that every forward
+  // increments (0: none). A caller that keeps several forwards alive checks
+  // it before a backward and renders again when it has moved on.
+  uint64_t last_token() const { return last_ ? last_->token : 0; }
+
+  nb::tuple backward(FloatIn d_image, std::optional<FloatIn> d_alpha, std::optional<uint64_t> token) {
     require(last_.has_value(), "backward() called before forward()");
+    require(!token || *token == last_->token, "backward(): the device holds the state of another forward");
     const Shape s = *last_;
     check_shape(d_image, "d_image", {s.height, s.width, 3});
     if (d_alpha) check_shape(*d_alpha, "d_alpha", {s.height, s.width});
@@ -114,7 +124,9 @@ class Rasterizer {
   struct Shape {
     size_t n, k;
     uint32_t width, height;
+    uint64_t token;
   };
+  uint64_t forwards_ = 0;
   BackendConfig config_;
   std::unique_ptr<Device> device_;
   std::optional<Shape> last_;
@@ -166,9 +178,11 @@ void bind_rasterizer(nb::module_& m) {
       .def("forward", &Rasterizer::forward, nb::arg("means").noconvert(), nb::arg("log_scales").noconvert(),
            nb::arg("quats").noconvert(), nb::arg("opacity_logits").noconvert(), nb::arg("sh").noconvert(),
            nb::arg("world_to_camera").noconvert(), nb::arg("fx"), nb::arg("fy"), nb::arg("cx"), nb::arg("cy"),
-           nb::arg("width"), nb::arg("height"), nb::arg("sh_degree"), nb::arg("background").noconvert())
+           nb::arg("width"), nb::arg("height"), nb::arg("sh_degree"), nb::arg("background").noconvert(),
+           nb::arg("near_plane") = SPLAT_NEAR_PLANE, nb::arg("far_plane") = SPLAT_FAR_PLANE)
+      .def_prop_ro("last_token", &Rasterizer::last_token)
       .def("backward", &Rasterizer::backward, nb::arg("d_image").noconvert(),
-           nb::arg("d_alpha").noconvert().none() = nb::none());
+           nb::arg("d_alpha").noconvert().none() = nb::none(), nb::arg("token").none() = nb::none());
 }
 
 }  // namespace splat::bindings

@@ -22,6 +22,17 @@ class CpuDevice final : public Device {
   void rasterize_forward(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
                          const float background[3], const ForwardOutputs& out) override;
   void rasterize_backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads) override;
+  // Host memory in place: the forward keeps the caller's parameter arrays
+  // (no resident copy), which must outlive the backward unchanged.
+  ExternalMemory external_memory() const override { return ExternalMemory::Host; }
+  void rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
+                                  const float background[3], const ForwardOutputs& out, uint64_t) override {
+    raster_.forward(g, cam, sh_degree, background, out);
+  }
+  void rasterize_backward_external(const float* d_image, const float* d_alpha, const GradientOutputs& grads,
+                                   uint64_t) override {
+    raster_.backward(d_image, d_alpha, grads);
+  }
   size_t allocation_count() const override {
     return allocations_ + raster_.allocation_count() + train_raster_.allocation_count() + training_.allocation_count();
   }

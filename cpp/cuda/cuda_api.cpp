@@ -64,6 +64,7 @@ const Driver* driver(std::string* error) {
       bind(lib, d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing);
       bind(lib, d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", missing);
       bind(lib, d.cuMemsetD8Async, "cuMemsetD8Async", missing);
+      bind(lib, d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
       bind(lib, d.cuModuleLoadDataEx, "cuModuleLoadDataEx", missing);
       bind(lib, d.cuModuleUnload, "cuModuleUnload", missing);
       bind(lib, d.cuModuleGetFunction, "cuModuleGetFunction", missing);
@@ -81,6 +82,7 @@ const Driver* driver(std::string* error) {
       bind_optional(lib, d.cuMemFreeHost, "cuMemFreeHost");
       bind_optional(lib, d.cuCtxGetLimit, "cuCtxGetLimit");
       bind_optional(lib, d.cuCtxSetLimit, "cuCtxSetLimit");
+      bind_optional(lib, d.cuPointerGetAttribute, "cuPointerGetAttribute");
       if (!missing.empty()) {
         failure = "libcuda.so.1 lacks driver API functions (" + missing + "); the NVIDIA driver is too old";
       } else {

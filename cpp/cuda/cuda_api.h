@@ -30,6 +30,7 @@ constexpr int CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3;
 constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_LIMIT_STACK_SIZE = 0;
+constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 
 struct Driver {
@@ -51,6 +52,7 @@ struct Driver {
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
@@ -69,6 +71,7 @@ struct Driver {
   CUresult (*cuMemFreeHost)(void*);             // may be null
   CUresult (*cuCtxGetLimit)(size_t*, int);      // may be null
   CUresult (*cuCtxSetLimit)(int, size_t);       // may be null
+  CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);  // may be null
 };
 
 // The driver, loaded (and cuInit'ed) once; null with `error` set when it

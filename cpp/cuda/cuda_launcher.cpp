@@ -26,7 +26,7 @@ void CudaLauncher::check(CUresult r, const std::string& what) const {
   throw BackendError(msg);
 }
 
-CudaLauncher::CudaLauncher(int ordinal, bool profile) : profile_(profile) {
+CudaLauncher::CudaLauncher(int ordinal, bool profile) : ordinal_(ordinal), profile_(profile) {
   std::string why;
   cu_ = driver(&why);
   if (!cu_) throw BackendUnavailable("[cuda] " + why);
@@ -49,7 +49,8 @@ CudaLauncher::CudaLauncher(int ordinal, bool profile) : profile_(profile) {
   check(cu_->cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
   try {
     Scope scope(*this);
-    check(cu_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check(cu_->cuStreamCreate(&own_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    stream_ = own_stream_;
     // The context reserves its per-thread stack for every thread the GPU can
     // hold: 1 KiB by default, 264 MiB of an H200. No kernel here has a stack
     // frame, and the driver grows the reservation for a launch that needs
@@ -85,10 +86,11 @@ CudaLauncher::~CudaLauncher() {
   CUcontext popped = nullptr;
   if (cu_->cuCtxPushCurrent(context_) == CUDA_SUCCESS) {
     if (stream_) cu_->cuStreamSynchronize(stream_);
+    if (own_stream_ && own_stream_ != stream_) cu_->cuStreamSynchronize(own_stream_);
     for (CUevent e : events_)
       if (e) cu_->cuEventDestroy(e);
     for (auto& m : modules_) cu_->cuModuleUnload(m.second);
-    if (stream_) cu_->cuStreamDestroy(stream_);
+    if (own_stream_) cu_->cuStreamDestroy(own_stream_);
     cu_->cuCtxPopCurrent(&popped);
   }
   cu_->cuDevicePrimaryCtxRelease(device_);
@@ -120,6 +122,8 @@ void CudaLauncher::upload(gpu::BufferRef dst, const void* src, size_t bytes) {
   Scope scope(*this);
   check(cu_->cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst.handle + dst.offset), src, bytes, stream_),
         "cuMemcpyHtoDAsync");
+  ++transfers_.uploads;
+  transfers_.upload_bytes += bytes;
 }
 
 void CudaLauncher::download(void* dst, gpu::BufferRef src, size_t bytes) {
@@ -128,6 +132,35 @@ void CudaLauncher::download(void* dst, gpu::BufferRef src, size_t bytes) {
   check(cu_->cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src.handle + src.offset), bytes, stream_),
         "cuMemcpyDtoHAsync");
   check(cu_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  ++transfers_.downloads;
+  transfers_.download_bytes += bytes;
+}
+
+void CudaLauncher::copy(gpu::BufferRef dst, gpu::BufferRef src, size_t bytes) {
+  if (!bytes) return;
+  Scope scope(*this);
+  check(cu_->cuMemcpyDtoDAsync(static_cast<CUdeviceptr>(dst.handle + dst.offset),
+                               static_cast<CUdeviceptr>(src.handle + src.offset), bytes, stream_),
+        "cuMemcpyDtoDAsync");
+}
+
+// A caller's stream (torch's current one): its work before this call is
+// ordered before ours and its work after ours after it, with no sync. Handle
+// 0 is the legacy default stream, torch's default.
+void CudaLauncher::use_queue(bool caller, uint64_t queue) {
+  stream_ = caller ? reinterpret_cast<CUstream>(static_cast<uintptr_t>(queue)) : own_stream_;
+}
+
+void CudaLauncher::check_device_pointer(const void* ptr, const char* what) {
+  if (!ptr || !cu_->cuPointerGetAttribute) return;
+  int ordinal = -1;
+  const CUresult r = cu_->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                                static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr)));
+  if (r != CUDA_SUCCESS)
+    throw ConfigError(std::string("[cuda] ") + what + ": is not CUDA device memory (" + driver_error_text(cu_, r) + ")");
+  if (ordinal != ordinal_)
+    throw ConfigError(std::string("[cuda] ") + what + ": lives on CUDA device " + std::to_string(ordinal) +
+                      ", the backend runs on device " + std::to_string(ordinal_) + " (SPLAT_CUDA_DEVICE)");
 }
 
 void CudaLauncher::fill_zero(gpu::BufferRef dst, size_t bytes) {

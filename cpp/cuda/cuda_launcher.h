@@ -39,6 +39,11 @@ class CudaLauncher final : public gpu::Launcher {
   bool memory_info(size_t* free_bytes, size_t* total_bytes) override;
   void* allocate_host(size_t bytes) override;
   void release_host(void* p) override;
+  bool wraps_device_pointers() const override { return true; }
+  void check_device_pointer(const void* ptr, const char* what) override;
+  void copy(gpu::BufferRef dst, gpu::BufferRef src, size_t bytes) override;
+  void use_queue(bool caller, uint64_t queue) override;
+  Transfers transfers() const override { return transfers_; }
 
  private:
   struct PipelineState {
@@ -54,7 +59,10 @@ class CudaLauncher final : public gpu::Launcher {
   const Nvrtc* nv_ = nullptr;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
-  CUstream stream_ = nullptr;
+  CUstream stream_ = nullptr;      // where work is enqueued: own_stream_ or a caller's
+  CUstream own_stream_ = nullptr;
+  int ordinal_ = 0;
+  Transfers transfers_;
   std::string name_;
   int cc_major_ = 0, cc_minor_ = 0, driver_version_ = 0;
   std::string arch_;  // "sm_90" (cubin) or "compute_XY" (PTX, JIT by the driver)

@@ -429,6 +429,77 @@ void GpuDevice::rasterize_backward(const float* d_image, const float* d_alpha, c
   finish_call();
 }
 
+namespace {
+
+// The caller's memory as a buffer of the launcher (wraps_device_pointers()).
+BufferRef external(const void* p) { return BufferRef{static_cast<BufferHandle>(reinterpret_cast<uintptr_t>(p)), 0}; }
+
+// Enqueues on the caller's queue for one call.
+class QueueScope {
+ public:
+  QueueScope(Launcher& l, uint64_t queue) : l_(l) { l_.use_queue(true, queue); }
+  ~QueueScope() { l_.use_queue(false, 0); }
+
+ private:
+  Launcher& l_;
+};
+
+}  // namespace
+
+// The numpy path without its copies: the parameters are read where they are,
+// the outputs written in place, all on the caller's queue; no wait at the end.
+void GpuDevice::rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
+                                           const float background[3], const ForwardOutputs& out, uint64_t queue) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!launcher_->wraps_device_pointers()) throw BackendError("[gpu] this backend does not read the caller's memory");
+  have_forward_ = false;
+  const size_t n = g.count;
+  const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
+  if (!out.image || !out.alpha || (n && !out.radii)) throw ConfigError("[gpu] forward: every output is required");
+  if (n) {
+    launcher_->check_device_pointer(g.means, "means");
+    launcher_->check_device_pointer(g.sh, "sh");
+  }
+  launcher_->check_device_pointer(out.image, "image");
+  QueueScope scope(*launcher_, queue);
+  const ParamRefs params{{external(g.means), external(g.log_scales), external(g.quats), external(g.opacity_logits),
+                          external(g.sh)}};
+  forward_pass(params, n, g.sh_stride, cam, sh_degree, background);
+  have_forward_ = false;
+  launcher_->copy(external(out.image), ref(kImage), 12 * pixels);
+  launcher_->copy(external(out.alpha), ref(kAlpha), 4 * pixels);
+  if (n) launcher_->copy(external(out.radii), ref(kRadius), 4 * n);
+  finish_op(false);
+  have_forward_ = true;
+}
+
+void GpuDevice::rasterize_backward_external(const float* d_image, const float* d_alpha, const GradientOutputs& grads,
+                                            uint64_t queue) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!have_forward_) throw BackendError("[gpu] rasterize_backward_external() needs a forward pass first");
+  const size_t n = num_gaussians_;
+  if (n && (!grads.means || !grads.log_scales || !grads.quats || !grads.opacity_logits || !grads.means2d))
+    throw ConfigError("[gpu] backward: every gradient output but sh is required");
+  launcher_->check_device_pointer(d_image, "d_image");
+  if (n) launcher_->check_device_pointer(grads.means, "grad means");
+  QueueScope scope(*launcher_, queue);
+  const BufferRef dimg = external(d_image), dalpha = external(d_alpha);
+  const BufferRef outs[6] = {external(grads.means),          external(grads.log_scales), external(grads.quats),
+                             external(grads.opacity_logits), external(grads.sh),         external(grads.means2d)};
+  backward_pass(dimg, d_alpha ? &dalpha : nullptr, outs);
+  finish_op(false);
+}
+
+Device::HostTransfers GpuDevice::host_transfers() const {
+  const Launcher::Transfers t = launcher_->transfers();
+  HostTransfers h;
+  h.uploads = t.uploads;
+  h.upload_bytes = t.upload_bytes;
+  h.downloads = t.downloads;
+  h.download_bytes = t.download_bytes;
+  return h;
+}
+
 void GpuDevice::radix_sort(uint64_t* keys, uint32_t* values, size_t count, uint32_t key_bits) {
   std::lock_guard<std::mutex> lock(mutex_);
   have_forward_ = false;

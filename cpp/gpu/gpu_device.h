@@ -24,6 +24,14 @@ class GpuDevice final : public Device {
                          const float background[3], const ForwardOutputs& out) override;
   void rasterize_backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads) override;
   size_t allocation_count() const override;
+  ExternalMemory external_memory() const override {
+    return launcher_->wraps_device_pointers() ? ExternalMemory::Cuda : ExternalMemory::None;
+  }
+  void rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
+                                  const float background[3], const ForwardOutputs& out, uint64_t queue) override;
+  void rasterize_backward_external(const float* d_image, const float* d_alpha, const GradientOutputs& grads,
+                                   uint64_t queue) override;
+  HostTransfers host_transfers() const override;
 
   // Training ops on resident state (docs/architecture.md, "The GPU training step").
   void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes) override;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "splat/errors.h"
 
 namespace splat::gpu {
 
@@ -121,6 +122,34 @@ class Launcher {
   // page-locked); it must stay unchanged until the copies from it are done.
   virtual void* allocate_host(size_t bytes) { return ::operator new(bytes ? bytes : 1); }
   virtual void release_host(void* p) { ::operator delete(p); }
+  // --- Caller-owned memory and queue (zero-copy interop) -------------------
+  // Whether a caller's device pointer is a BufferHandle as it is (CUDA: a
+  // CUdeviceptr of this device's primary context). Backends that cannot wrap
+  // foreign memory leave the defaults, and the caller copies through the host.
+  virtual bool wraps_device_pointers() const { return false; }
+  // Throws ConfigError naming `what` unless `ptr` is device memory of this device.
+  virtual void check_device_pointer(const void* ptr, const char* what) {
+    (void)ptr;
+    (void)what;
+  }
+  // Device-to-device copy, enqueued in order.
+  virtual void copy(BufferRef dst, BufferRef src, size_t bytes) {
+    (void)dst;
+    (void)src;
+    (void)bytes;
+    throw BackendError("[gpu] this backend has no device-to-device copy");
+  }
+  // Enqueue everything on the caller's `queue` (CUDA: a CUstream, 0 the legacy
+  // default stream) from now on, or, with caller false, on the launcher's own.
+  virtual void use_queue(bool caller, uint64_t queue) {
+    (void)caller;
+    (void)queue;
+  }
+  // Copies between host and device so far: calls and bytes of upload() and download().
+  struct Transfers {
+    uint64_t uploads = 0, upload_bytes = 0, downloads = 0, download_bytes = 0;
+  };
+  virtual Transfers transfers() const { return {}; }
 
   // Device memory as the driver reports it (bytes); false when unknown.
   virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config.h"
+#include "errors.h"
 #include "training.h"
 #include "types.h"
 
@@ -26,6 +27,33 @@ class Device {
   // Backward of the last forward. d_alpha may be null (zero).
   virtual void rasterize_backward(const float* d_image, const float* d_alpha,
                                   const GradientOutputs& grads) = 0;
+
+  // --- The rasterizer on the caller's memory (zero-copy interop) --------------
+  // Which memory rasterize_*_external below read and write in place: host
+  // memory (the CPU backend), CUDA memory of this device's primary context
+  // (which torch uses too), or none (they throw). Every pointer is that memory,
+  // and the work is enqueued on the caller's `queue` (CUDA: a CUstream; 0 is the
+  // legacy default stream, torch's default) without waiting for it. Outputs are written in place; the forward keeps
+  // pointers to the parameters, which must stay alive and unchanged until its
+  // backward. The forward's one read-back (the pair count) remains.
+  enum class ExternalMemory : uint8_t { None, Host, Cuda };
+  virtual ExternalMemory external_memory() const { return ExternalMemory::None; }
+  virtual void rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
+                                          const float background[3], const ForwardOutputs& out, uint64_t queue) {
+    (void)g, (void)cam, (void)sh_degree, (void)background, (void)out, (void)queue;
+    throw BackendError("[device] this backend does not read the caller's device memory");
+  }
+  // Every gradient output but `sh` is required (sh may be null: not expanded).
+  virtual void rasterize_backward_external(const float* d_image, const float* d_alpha, const GradientOutputs& grads,
+                                           uint64_t queue) {
+    (void)d_image, (void)d_alpha, (void)grads, (void)queue;
+    throw BackendError("[device] this backend does not read the caller's device memory");
+  }
+  // Host <-> device copies so far (count and bytes each way), for tests.
+  struct HostTransfers {
+    uint64_t uploads = 0, upload_bytes = 0, downloads = 0, download_bytes = 0;
+  };
+  virtual HostTransfers host_transfers() const { return {}; }
 
   // Number of buffer (re)allocations so far: constant once warm.
   virtual size_t allocation_count() const = 0;

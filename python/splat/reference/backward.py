@@ -34,14 +34,20 @@ class RefGrads:
     opacities: np.ndarray       # [N] dL/d sigmoid(opacity_logits)
 
 
-def rasterize_backward(out: RefForward, d_image: np.ndarray, d_alpha: np.ndarray):
-    """dL/d (means2d, conics, colors, opacities) from dL/d image and dL/d alpha."""
+def rasterize_backward(out: RefForward, d_image: np.ndarray, d_alpha: np.ndarray, d_depth=None):
+    """dL/d (means2d, conics, colors, opacities) from dL/d image and dL/d alpha. With
+    d_depth [H,W] the depth is the blend's fourth channel: colors then has a fourth
+    column, dL/d z."""
     n = out.means2d.shape[0]
+    colors, bg = out.colors, out.background
+    if d_depth is not None:
+        colors = np.concatenate([out.colors, out.depths[:, None]], axis=1)
+        bg = np.append(out.background, 0.0)
+        d_image = np.concatenate([d_image, d_depth[..., None]], axis=2)
     d_means2d = np.zeros((n, 2))
     d_conics = np.zeros((n, 3))
-    d_colors = np.zeros((n, 3))
+    d_colors = np.zeros((n, colors.shape[1]))
     d_opacities = np.zeros(n)
-    bg = out.background
     for tb in out.tiles:
         ids = tb.ids
         if len(ids) == 0:
@@ -54,7 +60,7 @@ def rasterize_backward(out: RefForward, d_image: np.ndarray, d_alpha: np.ndarray
         g_T_last = g @ bg - d_alpha[tb.py, tb.px]       # [P]   dL/d final T
 
         # C = sum_k c_k a_k T_k + T_last bg, with T_k = prod_{j<k} (1 - a_j) over contributors
-        g_dot_c = out.colors[ids] @ g.T                 # [L,P] g . c_k
+        g_dot_c = colors[ids] @ g.T                     # [L,P] g . c_k
         d_colors[ids] += np.where(contrib, alpha * T_before, 0.0) @ g
         # Entry k scales everything behind it by (1 - a_k): the later splats and the background.
         seen = np.where(contrib, g_dot_c * alpha * T_before, 0.0)
@@ -139,8 +145,9 @@ def project_backward(p: Projection, d_means2d, d_conics, d_colors, d_opacities):
     return vis(d_means), vis(d_log_scales), vis(d_quats), vis(d_logits), vis(d_sh)
 
 
-def backward(out: RefForward, d_image, d_alpha=None) -> RefGrads:
-    """Gradients of a loss L given dL/d out.image [H,W,3] and optionally dL/d out.alpha [H,W]."""
+def backward(out: RefForward, d_image, d_alpha=None, d_depth=None) -> RefGrads:
+    """Gradients of a loss L given dL/d out.image [H,W,3] and optionally dL/d out.alpha [H,W]
+    and dL/d out.depth [H,W] (a forward with depth=True)."""
     h, w = out.image.shape[:2]
     d_image = np.asarray(d_image, dtype=np.float64)
     if d_image.shape != (h, w, 3):
@@ -150,11 +157,20 @@ def backward(out: RefForward, d_image, d_alpha=None) -> RefGrads:
     d_alpha = np.asarray(d_alpha, dtype=np.float64)
     if d_alpha.shape != (h, w):
         raise ValueError(f"[splat.reference] d_alpha: expected shape {[h, w]}, got {list(d_alpha.shape)}")
-    d_means2d, d_conics, d_colors, d_opacities = rasterize_backward(out, d_image, d_alpha)
+    if d_depth is not None:
+        if out.depth is None:
+            raise ValueError("[splat.reference] d_depth: the forward rendered no depth (depth=True)")
+        d_depth = np.asarray(d_depth, dtype=np.float64)
+        if d_depth.shape != (h, w):
+            raise ValueError(f"[splat.reference] d_depth: expected shape {[h, w]}, got {list(d_depth.shape)}")
+    d_means2d, d_conics, d_colors, d_opacities = rasterize_backward(out, d_image, d_alpha, d_depth)
     vis = out.proj.visible
-    d_colors = np.where(vis[:, None], d_colors, 0.0)
+    d_z = d_colors[:, 3] if d_depth is not None else None
+    d_colors = np.where(vis[:, None], d_colors[:, :3], 0.0)
     d_opacities = np.where(vis, d_opacities, 0.0)
     means, log_scales, quats, logits, sh = project_backward(
         out.proj, d_means2d, d_conics, d_colors, d_opacities)
+    if d_z is not None:  # z = Wr[2] . mean + w[2]
+        means = means + np.where(vis, d_z, 0.0)[:, None] * out.proj.Wr[2][None, :]
     return RefGrads(means=means, log_scales=log_scales, quats=quats, opacity_logits=logits, sh=sh,
                     means2d=d_means2d, conics=d_conics, colors=d_colors, opacities=d_opacities)

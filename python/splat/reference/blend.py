@@ -107,10 +107,11 @@ def tile_pixels(tx: int, ty: int, width: int, height: int) -> tuple[np.ndarray, 
 
 def rasterize(means2d, conics, colors, opacities, depths, tile_rects, visible,
               width, height, background):
-    """Blend the splats. Returns (image [H,W,3], alpha [H,W], n_contrib [H,W] int32,
-    final_T [H,W], tiles: list[TileBlend])."""
-    background = np.asarray(background, dtype=np.float64).reshape(3)
-    image = np.empty((height, width, 3))
+    """Blend the splats. Returns (image [H,W,D], alpha [H,W], n_contrib [H,W] int32,
+    final_T [H,W], tiles: list[TileBlend]); colors [N,D] and background [D] (D = 3, or
+    4 with the camera depth as the last channel)."""
+    background = np.asarray(background, dtype=np.float64).reshape(-1)
+    image = np.empty((height, width, colors.shape[1]))
     final_T = np.ones((height, width))
     n_contrib = np.zeros((height, width), dtype=np.int32)
     order = depth_order(depths, visible)

@@ -29,6 +29,7 @@ class RefForward:
     background: np.ndarray   # [3]
     proj: Projection = field(repr=False)          # every per-Gaussian intermediate
     tiles: list[TileBlend] = field(repr=False)    # per-tile lists and contributor masks
+    depth: np.ndarray | None = None  # [H,W] accumulated depth sum_i w_i z_i, when asked for
 
     def decisions(self) -> dict[str, np.ndarray]:
         """Every discrete choice the forward made. The outputs are smooth functions of the
@@ -54,8 +55,10 @@ class RefForward:
 
 
 def forward_arrays(means, log_scales, quats, opacity_logits, sh, world_to_camera,
-                   fx, fy, cx, cy, width, height, sh_degree, background) -> RefForward:
-    """Render N Gaussians given as arrays (any float dtype; computed in float64)."""
+                   fx, fy, cx, cy, width, height, sh_degree, background, depth=False) -> RefForward:
+    """Render N Gaussians given as arrays (any float dtype; computed in float64). With
+    `depth`, the blend carries the camera depth z as a fourth channel (background 0):
+    `depth` = sum_i w_i z_i with the colour's weights."""
     background = as_f64("background", background, (None,)).reshape(-1)
     if background.shape != (3,):
         raise ValueError(f"[splat.reference] background: expected 3 values, got {background.shape[0]}")
@@ -64,17 +67,21 @@ def forward_arrays(means, log_scales, quats, opacity_logits, sh, world_to_camera
     vis = p.visible
     means2d = np.where(vis[:, None], p.means2d, 0.0)
     conics = np.where(vis[:, None], p.conics, 0.0)
+    colors, bg = p.colors, background
+    if depth:
+        colors = np.concatenate([p.colors, p.depths[:, None]], axis=1)
+        bg = np.append(background, 0.0)
     image, alpha, n_contrib, final_T, tiles = rasterize(
-        means2d, conics, p.colors, p.opacities, p.depths, p.tile_rects, vis,
-        p.width, p.height, background)
+        means2d, conics, colors, p.opacities, p.depths, p.tile_rects, vis,
+        p.width, p.height, bg)
     return RefForward(
-        image=image, alpha=alpha, radii=np.where(vis, p.radius, 0).astype(np.int32),
+        image=image[..., :3], depth=image[..., 3] if depth else None, alpha=alpha, radii=np.where(vis, p.radius, 0).astype(np.int32),
         means2d=means2d, conics=conics, depths=p.depths.copy(), colors=p.colors,
         opacities=p.opacities, n_contrib=n_contrib, final_T=final_T, tile_rects=p.tile_rects,
         background=background, proj=p, tiles=tiles)
 
 
-def forward_scene(gaussians, camera, sh_degree=None, background=None) -> RefForward:
+def forward_scene(gaussians, camera, sh_degree=None, background=None, depth=False) -> RefForward:
     """Render duck-typed Gaussians (.means .log_scales .quats .opacity_logits .sh) seen by a
     duck-typed camera (.world_to_camera .fx .fy .cx .cy .width .height).
 
@@ -87,7 +94,7 @@ def forward_scene(gaussians, camera, sh_degree=None, background=None) -> RefForw
         background = np.zeros(3)
     return forward_arrays(g.means, g.log_scales, g.quats, g.opacity_logits, g.sh,
                           c.world_to_camera, c.fx, c.fy, c.cx, c.cy, c.width, c.height,
-                          sh_degree, background)
+                          sh_degree, background, depth)
 
 
 def _is_gaussians(x) -> bool:
