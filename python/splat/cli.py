@@ -96,6 +96,10 @@ def _make_backend(table: dict):
         raise ValueError(str(exc)) from None
     for w in bc.validate():
         warn(_clean(w))
+    from ._backend_notice import claim_auto_fallback_message
+    fallback = claim_auto_fallback_message(bc.backend)   # said here once, not again by the Trainer
+    if fallback:
+        warn(_clean(fallback))
     return bc
 
 
@@ -322,6 +326,11 @@ def cmd_check(args) -> int:
           + ("" if ok else " (not available on this machine)"))
     if not ok:
         warn(f"backend {resolved!r} is not available on this machine: {_clean(why)}")
+    if asked == "auto":
+        from ._backend_notice import auto_fallback_message
+        fallback = auto_fallback_message()
+        if fallback:
+            warn(_clean(fallback))
     for w in bc.validate(resolved):
         warn(_clean(w))
     print(f"{args.config}: OK", file=sys.stderr)
@@ -475,11 +484,16 @@ def main(argv=None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = bool(os.environ.get("SPLAT_DEBUG"))
+    from ._dist import DISTRIBUTION, foreign_package_message
+    package = sys.modules.get(__package__)
+    if getattr(package, "__distribution__", None) != DISTRIBUTION:  # another project's splat/__init__.py
+        _err(foreign_package_message(package))
+        return 1
     try:
         from .config import ConfigError
         from .data import DatasetError
     except ImportError as exc:  # the native module is missing or broken
-        _err(f"cannot import splat ({exc}); reinstall with: pip install --no-build-isolation -e .")
+        _err(f"cannot import splat ({exc}); reinstall with: pip install --force-reinstall {DISTRIBUTION}")
         return 1
     try:
         return int(args.func(args) or 0)
