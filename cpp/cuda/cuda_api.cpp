@@ -174,8 +174,8 @@ const Nvrtc* nvrtc(std::string* error) {
       tried += "\n  " + c + ": " + why;
     }
     if (!nvrtc_loaded)
-      failure = "NVRTC (libnvrtc) could not be loaded; install the nvidia-cuda-nvrtc-cu12 wheel, a CUDA toolkit, or "
-                "set SPLAT_NVRTC_LIBRARY to the library's path. Tried:" + tried;
+      failure = "NVRTC (libnvrtc) could not be loaded; install the [cuda] extra (the nvidia-cuda-nvrtc-cu12 wheel), a "
+                "CUDA toolkit, or set SPLAT_NVRTC_LIBRARY to the library's path. Tried:" + tried;
   }
   if (!nvrtc_loaded) {
     if (error) *error = failure;

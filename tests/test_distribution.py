@@ -1,0 +1,225 @@
+"""The distribution as users install it: one version everywhere, backend
+'auto' saying once why it runs on the CPU, and the module-name clash with
+PyPI's other `splat` detected."""
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pkg import INSTALLED, NATIVE, splat  # noqa: E402
+from _scenes import write_blender_scene  # noqa: E402
+
+needs_native = pytest.mark.skipif(not NATIVE, reason="splat._core is not built")
+PACKAGE_DIR = os.path.dirname(os.path.abspath(splat.__file__)) if getattr(splat, "__file__", None) else None
+
+
+def installed_distribution():
+    """splat-gs's metadata when it is the distribution of the imported package, else None."""
+    try:
+        dist = importlib.metadata.distribution("splat-gs")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    init = dist.locate_file("splat/__init__.py")
+    try:
+        return dist if os.path.samefile(init, splat.__file__) else None
+    except OSError:
+        return None
+
+
+def run_python(code: str, cwd, **env_extra):
+    env = dict(os.environ, **env_extra)
+    env.pop("SPLAT_DEBUG", None)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def libcuda_loads() -> bool:
+    """Independent of splat: can this process load the NVIDIA driver library?"""
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            pass
+    return False
+
+
+# --------------------------------------------------------------------------- version
+
+
+def test_version_agrees_with_the_installed_metadata(tmp_path):
+    dist = installed_distribution()
+    if dist is None:
+        if INSTALLED:
+            pytest.fail("SPLAT_TEST_INSTALLED=1 but splat-gs's metadata does not own the imported splat")
+        pytest.skip("splat is not imported from an installed splat-gs")
+    assert dist.metadata["Name"] == "splat-gs"
+    assert splat.__version__ == dist.version
+    assert splat.__distribution__ == "splat-gs"
+    p = subprocess.run([sys.executable, "-m", "splat", "--version"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"splat {dist.version}"
+
+
+def test_version_has_one_source():
+    from splat import _version
+    assert splat.__version__ is _version.__version__
+    parts = splat.__version__.split(".")
+    assert len(parts) >= 3 and all(x.isdigit() for x in parts[:3]), splat.__version__
+
+
+# --------------------------------------------------------------------------- backend 'auto'
+
+
+@needs_native
+def test_auto_says_once_why_it_runs_on_the_cpu(tmp_path):
+    p = run_python("""
+        import warnings
+        import splat
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            splat.Rasterizer(splat.BackendConfig(backend="cpu"))
+            splat.Rasterizer(splat.BackendConfig(backend="auto"))
+            splat.Rasterizer(splat.BackendConfig(backend="auto"))
+            splat.Rasterizer()
+        notes = [str(w.message) for w in seen if issubclass(w.category, splat.GpuSkippedWarning)]
+        print(splat.resolve_backend("auto"))
+        print(len(notes))
+        for n in notes:
+            print(n)
+    """, tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    resolved, count = lines[0], int(lines[1])
+    if resolved != "cpu":
+        assert count == 0, p.stdout      # a GPU was chosen: nothing to explain
+        return
+    assert count == 1, p.stdout
+    note = lines[2]
+    assert note.startswith("[splat] backend 'auto' runs on the cpu: ")
+    if sys.platform == "darwin":
+        assert "metal: " in note
+    elif not libcuda_loads():
+        assert "cuda: no NVIDIA driver: libcuda.so.1 could not be loaded" in note, note
+    else:
+        # A driver is present: the note names what else is missing.
+        assert "cuda: " in note and "no NVIDIA driver" not in note, note
+
+
+@needs_native
+def test_explicit_backend_says_nothing(tmp_path):
+    p = run_python("""
+        import warnings
+        import splat
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            splat.Rasterizer(splat.BackendConfig(backend="cpu"))
+        print(sum(issubclass(w.category, splat.GpuSkippedWarning) for w in seen))
+    """, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "0"
+
+
+@needs_native
+def test_check_explains_auto_once(tmp_path):
+    write_blender_scene(tmp_path / "scene", 16, n_test_views=1, n_gaussians=20, n_views=2)
+    cfg = tmp_path / "auto.toml"
+    cfg.write_text('[data]\npath = "scene"\n\n[backend]\nbackend = "auto"\n')
+    from splat import cli
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()) as out:
+        rc = cli.main(["check", "--config", str(cfg)])
+    assert rc == 0, err.getvalue()
+    notes = [ln for ln in err.getvalue().splitlines() if "backend 'auto' runs on the cpu" in ln]
+    if splat.resolve_backend("auto") == "cpu":
+        assert len(notes) == 1, err.getvalue()
+        assert notes[0].startswith("splat: warning: backend 'auto' runs on the cpu: ")
+        assert "# backend: auto -> cpu" in out.getvalue()
+        if sys.platform != "darwin" and not libcuda_loads():
+            assert "no NVIDIA driver" in notes[0]
+    else:
+        assert notes == []
+
+
+# --------------------------------------------------------------------------- the other `splat`
+
+
+def copy_package(dest):
+    shutil.copytree(PACKAGE_DIR, dest / "splat", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+@needs_native
+def test_another_distribution_in_the_same_folder_is_reported(tmp_path):
+    """PyPI's `splat` and splat-gs installed into one site-packages share the
+    folder splat/: importing warns and says how to separate them."""
+    site = tmp_path / "site"
+    site.mkdir()
+    copy_package(site)
+    info = site / "splat-1.14.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: splat\nVersion: 1.14\n")
+    (info / "RECORD").write_text("splat/__init__.py,,\nsplat/core.py,,\nsplat-1.14.dist-info/METADATA,,\n")
+    p = run_python("""
+        import warnings
+        warnings.simplefilter("always")
+        import splat
+        print(splat.__file__)
+    """, tmp_path, PYTHONPATH=str(site))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(site / "splat" / "__init__.py")
+    assert "RuntimeWarning: [splat] the distribution 'splat 1.14' (not splat-gs) also installed files into" in p.stderr
+    assert "pip uninstall splat splat-gs" in p.stderr
+
+
+@needs_native
+def test_same_name_in_another_folder_is_not_reported(tmp_path):
+    """A `splat` distribution elsewhere on the path is shadowed by this package: no warning."""
+    other = tmp_path / "other"
+    (other / "splat").mkdir(parents=True)
+    (other / "splat" / "__init__.py").write_text("")
+    info = other / "splat-1.14.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: splat\nVersion: 1.14\n")
+    (info / "RECORD").write_text("splat/__init__.py,,\n")
+    site = tmp_path / "site"
+    site.mkdir()
+    copy_package(site)
+    p = run_python("""
+        import warnings
+        warnings.simplefilter("error", RuntimeWarning)
+        import splat
+        print(splat.__file__)
+    """, tmp_path, PYTHONPATH=os.pathsep.join([str(site), str(other)]))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(site / "splat" / "__init__.py")
+
+
+@needs_native
+def test_cli_refuses_another_projects_package(tmp_path):
+    """The other project's splat/__init__.py over this package's files: the
+    command line says so in one line instead of failing somewhere later."""
+    site = tmp_path / "site"
+    site.mkdir()
+    copy_package(site)
+    (site / "splat" / "__init__.py").write_text('"""Another project\'s splat."""\n__version__ = "1.14"\n')
+    p = run_python("""
+        import sys
+        from splat.cli import main
+        sys.exit(main(["check", "--config", "missing.toml"]))
+    """, tmp_path, PYTHONPATH=str(site))
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("splat: error: the module 'splat' at ")
+    assert "is not splat-gs's" in lines[0] and "pip uninstall splat splat-gs" in lines[0]
