@@ -223,3 +223,26 @@ def test_cli_refuses_another_projects_package(tmp_path):
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith("splat: error: the module 'splat' at ")
     assert "is not splat-gs's" in lines[0] and "pip uninstall splat splat-gs" in lines[0]
+
+
+@needs_native
+def test_check_without_config_lists_the_backends(capsys):
+    from splat import cli
+    rc = cli.main(["check"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"# splat {splat.__version__}"
+    rows = dict(ln.split(": ", 1) for ln in lines[1:4])
+    assert list(rows) == ["cpu", "cuda", "metal"] and rows["cpu"] == "available"
+    for name in ("cuda", "metal"):
+        ok, why = splat.backend_available(name)
+        assert rows[name] == "available" if ok else rows[name].startswith("not available: ")
+    if sys.platform != "darwin":
+        assert rows["metal"].startswith("not available: ")
+        if not libcuda_loads():
+            assert "libcuda.so.1 could not be loaded" in rows["cuda"]
+    resolved = splat.resolve_backend("auto")
+    assert f"# backend: auto -> {resolved}" in lines
+    notes = [ln for ln in err.splitlines() if "backend 'auto' runs on the cpu" in ln]
+    assert len(notes) == (1 if resolved == "cpu" else 0), err

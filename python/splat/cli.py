@@ -1,7 +1,7 @@
 """The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
 
     splat train [--config X.toml] [--steps N] [--out DIR] [--backend B]
-    splat check --config X.toml
+    splat check [--config X.toml]
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
     splat eval --checkpoint C --data PATH [--split test] [--frames ..] [--supersample K] [--json out.json]
 
@@ -305,9 +305,29 @@ def _write_text_config(path: Path, cfg, synthetic: bool) -> None:
 # --------------------------------------------------------------------------- check
 
 
+def _check_backends() -> int:
+    """`splat check` without a config: the backends of this machine."""
+    from . import __version__, backend_available, resolve_backend
+    from ._backend_notice import auto_fallback_message
+    from ._core import nvrtc_available
+    print(f"# splat {__version__}")
+    for name in ("cpu", "cuda", "metal"):
+        ok, why = backend_available(name)
+        print(f"{name}: " + ("available" if ok else f"not available: {_clean(why)}"))
+    ok, info = nvrtc_available()
+    print(f"nvrtc: {_clean(info) if ok else 'not loaded'}")
+    print(f"# backend: auto -> {resolve_backend('auto')}")
+    fallback = auto_fallback_message()
+    if fallback:
+        warn(_clean(fallback))
+    return 0
+
+
 def cmd_check(args) -> int:
     from . import backend_available, resolve_backend
     from .config import check_config, load_config
+    if args.config is None:
+        return _check_backends()
     errors = check_config(args.config)
     if errors:
         for e in errors:
@@ -429,9 +449,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=cmd_train)
 
-    c = sub.add_parser("check", help="validate a config and show it resolved",
-                       description="Print the resolved config and the backend's warnings, or every error.")
-    c.add_argument("--config", required=True, metavar="X.toml")
+    c = sub.add_parser("check", help="validate a config and show it resolved (no config: the backends here)",
+                       description="Print the resolved config and the backend's warnings, or every error. "
+                                   "Without --config: each backend's availability on this machine and what "
+                                   "backend 'auto' picks.")
+    c.add_argument("--config", metavar="X.toml")
     c.set_defaults(func=cmd_check)
 
     def model_args(q):
