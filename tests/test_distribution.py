@@ -246,3 +246,57 @@ def test_check_without_config_lists_the_backends(capsys):
     assert f"# backend: auto -> {resolved}" in lines
     notes = [ln for ln in err.splitlines() if "backend 'auto' runs on the cpu" in ln]
     assert len(notes) == (1 if resolved == "cpu" else 0), err
+
+
+# --------------------------------------------------------------------------- NVRTC from the extras
+
+
+def nvrtc_wheel_libraries() -> dict:
+    """CUDA major -> libnvrtc of the installed NVIDIA wheel ([cuda]: 12, [cuda13]: 13)."""
+    import importlib.util
+    found = {}
+    for package, major in (("nvidia.cuda_nvrtc", 12), ("nvidia.cu13", 13)):
+        try:
+            spec = importlib.util.find_spec(package)
+        except ImportError:
+            spec = None
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            lib = os.path.join(loc, "lib", f"libnvrtc.so.{major}")
+            if os.path.exists(lib):
+                found[major] = lib
+    return found
+
+
+@needs_native
+@pytest.mark.parametrize("major", [12, 13])
+def test_nvrtc_wheel_is_found_and_compiles_every_kernel(major, tmp_path):
+    """With only one of the NVRTC wheels visible, the loader finds it (no
+    SPLAT_NVRTC_LIBRARY, no toolkit) and it compiles every kernel for sm_90
+    (CUDA 13's wheel needs its libnvrtc-builtins loaded from beside it)."""
+    libs = nvrtc_wheel_libraries()
+    if major not in libs:
+        pytest.skip(f"the CUDA {major} NVRTC wheel is not installed ([{'cuda' if major == 12 else 'cuda13'}] extra)")
+    hidden = "nvidia.cu13" if major == 12 else "nvidia.cuda_nvrtc"
+    env = {k: v for k, v in os.environ.items() if k != "SPLAT_NVRTC_LIBRARY"}
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, importlib.abc
+        class Hide(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == {hidden!r}:
+                    raise ModuleNotFoundError(name)
+        sys.meta_path.insert(0, Hide())
+        from splat import _core
+        ok, info = _core.nvrtc_available()
+        print(info)
+        reports = _core.nvrtc_compile_all("sm_90")
+        print(len(reports), sum(r[2] for r in reports))
+        for r in reports:
+            if not r[2]:
+                print(r[0], r[1], r[3][:400])
+    """)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith(os.path.realpath(libs[major])) or lines[0].startswith(libs[major]), p.stdout
+    assert f"(NVRTC {major}." in lines[0], p.stdout
+    total, ok = map(int, lines[1].split())
+    assert total > 0 and ok == total, p.stdout
