@@ -300,3 +300,29 @@ def test_nvrtc_wheel_is_found_and_compiles_every_kernel(major, tmp_path):
     assert f"(NVRTC {major}." in lines[0], p.stdout
     total, ok = map(int, lines[1].split())
     assert total > 0 and ok == total, p.stdout
+
+
+# --------------------------------------------------------------------------- testing the installed wheel
+
+
+def test_installed_mode_refuses_a_source_tree_splat(tmp_path):
+    """SPLAT_TEST_INSTALLED=1 with the source tree's python/ on the path: the
+    test session stops before running anything."""
+    from _pkg import SOURCE_ROOT
+    if not os.path.isdir(os.path.join(SOURCE_ROOT, "python", "splat")):
+        pytest.skip("no source tree (set SPLAT_SOURCE_ROOT)")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "conftest.py"), tests)
+    (tests / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    env = dict(os.environ, SPLAT_TEST_INSTALLED="1", SPLAT_SOURCE_ROOT=SOURCE_ROOT,
+               PYTHONPATH=os.path.join(SOURCE_ROOT, "python"))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert p.returncode == 4, p.stdout + p.stderr      # pytest's usage error
+    assert "would be imported from the source tree" in p.stdout + p.stderr
+    env.pop("PYTHONPATH")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    if NATIVE and installed_distribution() is not None:
+        assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr

@@ -315,7 +315,7 @@ def _check_backends() -> int:
         ok, why = backend_available(name)
         print(f"{name}: " + ("available" if ok else f"not available: {_clean(why)}"))
     ok, info = nvrtc_available()
-    print(f"nvrtc: {_clean(info) if ok else 'not loaded'}")
+    print(f"nvrtc: {_clean(info) if ok else 'not loaded: ' + _clean(info.split(' Tried:')[0])}")
     print(f"# backend: auto -> {resolve_backend('auto')}")
     fallback = auto_fallback_message()
     if fallback:
