@@ -326,3 +326,22 @@ def test_installed_mode_refuses_a_source_tree_splat(tmp_path):
                        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     if NATIVE and installed_distribution() is not None:
         assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr
+
+
+@needs_native
+def test_installed_mode_refuses_a_wheel_without_its_native_module(tmp_path):
+    """A package without splat/_core (a file missing from the wheel) stops the
+    session instead of turning the native tests into skips."""
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copytree(PACKAGE_DIR, site / "splat",
+                    ignore=shutil.ignore_patterns("__pycache__", "_core.*", "*.metallib"))
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "conftest.py"), tests)
+    (tests / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    env = dict(os.environ, SPLAT_TEST_INSTALLED="1", PYTHONPATH=str(site))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "the installed splat does not import" in p.stdout + p.stderr
