@@ -24,7 +24,8 @@ import pytest
 from _parity import assert_images_close, rel_err
 from _scenes import make_rng
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The source tree (SPLAT_SOURCE_ROOT when this folder was copied out of it).
+ROOT = os.environ.get("SPLAT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
 ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
 SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")

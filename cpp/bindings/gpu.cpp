@@ -26,18 +26,23 @@ namespace splat::bindings {
 namespace {
 
 #if defined(SPLAT_HAS_CUDA)
-// NVRTC from the nvidia-cuda-nvrtc-cu12 wheel, when installed: its lib
-// directory is handed to the loader (found with importlib, nothing imported).
+// NVRTC from the NVIDIA wheels, when installed: their lib directories are
+// handed to the loader (found with importlib, nothing imported). CUDA 12's
+// nvidia-cuda-nvrtc-cu12 (the [cuda] extra, nvidia/cuda_nvrtc/lib) comes
+// first, as it runs on every CUDA 12 and 13 driver; CUDA 13's
+// nvidia-cuda-nvrtc ([cuda13], nvidia/cu13/lib) needs a CUDA 13 driver.
 void register_wheel_nvrtc() {
-  try {
-    nb::module_ util = nb::module_::import_("importlib.util");
-    nb::object spec = util.attr("find_spec")("nvidia.cuda_nvrtc");
-    if (spec.is_none()) return;
-    nb::object locations = spec.attr("submodule_search_locations");
-    if (locations.is_none()) return;
-    for (nb::handle loc : locations) cuda::add_nvrtc_search_dir(nb::cast<std::string>(nb::str(loc)) + "/lib");
-  } catch (const nb::python_error&) {
-    // No wheel (or no `nvidia` package): the system loader is tried instead.
+  for (const char* package : {"nvidia.cuda_nvrtc", "nvidia.cu13"}) {
+    try {
+      nb::module_ util = nb::module_::import_("importlib.util");
+      nb::object spec = util.attr("find_spec")(package);
+      if (spec.is_none()) continue;
+      nb::object locations = spec.attr("submodule_search_locations");
+      if (locations.is_none()) continue;
+      for (nb::handle loc : locations) cuda::add_nvrtc_search_dir(nb::cast<std::string>(nb::str(loc)) + "/lib");
+    } catch (const nb::python_error&) {
+      // No such wheel (or no `nvidia` package): the system loader is tried instead.
+    }
   }
 }
 #endif

@@ -1,6 +1,7 @@
 #include "cuda_api.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -145,6 +146,15 @@ bool load_nvrtc_from(const std::string& path, Nvrtc& n, std::string& why) {
   }
   n.nvrtcVersion(&n.major, &n.minor);
   n.path = path;
+  // NVRTC opens libnvrtc-builtins by name at the first compile. CUDA 13's
+  // wheel ships it beside libnvrtc without an $ORIGIN run path, so it is
+  // loaded here from the same folder; a loaded library answers later
+  // dlopen calls for its soname.
+  if (size_t slash = path.rfind('/'); slash != std::string::npos) {
+    std::string builtins = path.substr(0, slash + 1) + "libnvrtc-builtins.so." + std::to_string(n.major) + "." +
+                           std::to_string(n.minor);
+    if (access(builtins.c_str(), R_OK) == 0) dlopen(builtins.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   return true;
 }
 
@@ -178,8 +188,8 @@ const Nvrtc* nvrtc(std::string* error) {
       tried += "\n  " + c + ": " + why;
     }
     if (!nvrtc_loaded)
-      failure = "NVRTC (libnvrtc) could not be loaded; install the nvidia-cuda-nvrtc-cu12 wheel, a CUDA toolkit, or "
-                "set SPLAT_NVRTC_LIBRARY to the library's path. Tried:" + tried;
+      failure = "NVRTC (libnvrtc) could not be loaded; install the [cuda] extra (the nvidia-cuda-nvrtc-cu12 wheel), a "
+                "CUDA toolkit, or set SPLAT_NVRTC_LIBRARY to the library's path. Tried:" + tried;
   }
   if (!nvrtc_loaded) {
     if (error) *error = failure;

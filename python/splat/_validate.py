@@ -155,11 +155,13 @@ def positive_int(name: str, value, hi: int = UINT32_MAX) -> int:
 
 def backend_config(name: str, value):
     """A splat.BackendConfig from None (defaults), a dict (a TOML [backend] table) or itself."""
+    from ._backend_notice import warn_auto_fallback
     from ._core import BackendConfig
     if value is None:
-        return BackendConfig()
-    if isinstance(value, dict):
-        return BackendConfig(value)
-    if not isinstance(value, BackendConfig):
+        value = BackendConfig()
+    elif isinstance(value, dict):
+        value = BackendConfig(value)
+    elif not isinstance(value, BackendConfig):
         raise TypeError(f"[splat] {name}: expected a BackendConfig, got {type(value).__name__}")
+    warn_auto_fallback(value.backend, stacklevel=3)   # the caller's caller: user code
     return value

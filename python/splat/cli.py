@@ -3,7 +3,7 @@
     splat train [PATH] [--config X.toml] [--data PATH] [--set section.key=value ...] [--steps N]
                 [--out DIR] [--backend B] [--overwrite] [--view]
     splat train --resume RUN_DIR [--steps N]
-    splat check --config X.toml
+    splat check [--config X.toml]
     splat render RUN_DIR|FILE [--path orbit|train|test|FILE.json] [--video OUT.mp4] [--out DIR] ...
     splat render --checkpoint C --data PATH [--split test] [--out DIR] [--frames 0::10] [--supersample K]
     splat eval RUN_DIR|FILE|--checkpoint C --data PATH [--split test] [--frames ..] [--json out.json]
@@ -101,6 +101,10 @@ def _make_backend(table: dict):
         raise ValueError(str(exc)) from None
     for w in bc.validate():
         warn(_clean(w))
+    from ._backend_notice import claim_auto_fallback_message
+    fallback = claim_auto_fallback_message(bc.backend)   # said here once, not again by the Trainer
+    if fallback:
+        warn(_clean(fallback))
     return bc
 
 
@@ -508,9 +512,29 @@ def _write_text_config(path: Path, cfg, synthetic: bool) -> None:
 # --------------------------------------------------------------------------- check
 
 
+def _check_backends() -> int:
+    """`splat check` without a config: the backends of this machine."""
+    from . import __version__, backend_available, resolve_backend
+    from ._backend_notice import auto_fallback_message
+    from ._core import nvrtc_available
+    print(f"# splat {__version__}")
+    for name in ("cpu", "cuda", "metal"):
+        ok, why = backend_available(name)
+        print(f"{name}: " + ("available" if ok else f"not available: {_clean(why)}"))
+    ok, info = nvrtc_available()
+    print(f"nvrtc: {_clean(info) if ok else 'not loaded: ' + _clean(info.split(' Tried:')[0])}")
+    print(f"# backend: auto -> {resolve_backend('auto')}")
+    fallback = auto_fallback_message()
+    if fallback:
+        warn(_clean(fallback))
+    return 0
+
+
 def cmd_check(args) -> int:
     from . import backend_available, resolve_backend
     from .config import check_config, load_config
+    if args.config is None:
+        return _check_backends()
     errors = check_config(args.config)
     if errors:
         for e in errors:
@@ -529,6 +553,11 @@ def cmd_check(args) -> int:
           + ("" if ok else " (not available on this machine)"))
     if not ok:
         warn(f"backend {resolved!r} is not available on this machine: {_clean(why)}")
+    if asked == "auto":
+        from ._backend_notice import auto_fallback_message
+        fallback = auto_fallback_message()
+        if fallback:
+            warn(_clean(fallback))
     for w in bc.validate(resolved):
         warn(_clean(w))
     _print_image_footprint(cfg, resolved)
@@ -547,8 +576,7 @@ def _print_image_footprint(cfg, backend: str) -> None:
     if d.path is None:
         return
     try:
-        train = load_dataset(d.path, d.train_split, frames=d.train_frames, background=d.background,
-                             downscale=d.downscale, test_every=d.test_every, format=d.format)
+        train = load_dataset(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
     except (OSError, ValueError) as exc:
         warn(f"data.path: cannot load the train split to report the images' footprint: {_clean(str(exc))}")
         return
@@ -758,9 +786,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--view-host", default="127.0.0.1", metavar="HOST", help="viewer address (default 127.0.0.1)")
     t.set_defaults(func=cmd_train)
 
-    c = sub.add_parser("check", help="validate a config and show it resolved",
-                       description="Print the resolved config and the backend's warnings, or every error.")
-    c.add_argument("--config", required=True, metavar="X.toml")
+    c = sub.add_parser("check", help="validate a config and show it resolved (no config: the backends here)",
+                       description="Print the resolved config and the backend's warnings, or every error. "
+                                   "Without --config: each backend's availability on this machine and what "
+                                   "backend 'auto' picks.")
+    c.add_argument("--config", metavar="X.toml")
     c.set_defaults(func=cmd_check)
 
     def model_args(q):
@@ -873,12 +903,17 @@ def main(argv=None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = bool(os.environ.get("SPLAT_DEBUG"))
+    from ._dist import DISTRIBUTION, foreign_package_message
+    package = sys.modules.get(__package__)
+    if getattr(package, "__distribution__", None) != DISTRIBUTION:  # another project's splat/__init__.py
+        _err(foreign_package_message(package))
+        return 1
     _warnings_as_lines()
     try:
         from .config import ConfigError
         from .data import DatasetError
     except ImportError as exc:  # the native module is missing or broken
-        _err(f"cannot import splat ({exc}); reinstall with: pip install --no-build-isolation -e .")
+        _err(f"cannot import splat ({exc}); reinstall with: pip install --force-reinstall {DISTRIBUTION}")
         return 1
     try:
         return int(args.func(args) or 0)
