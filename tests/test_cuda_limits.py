@@ -124,9 +124,11 @@ def test_deterministic_backward_past_two_to_the_32_over_nine_pairs():
     d_image = rng.normal(0, 1, out.image.shape).astype(np.float32)
     a, b = det.backward(d_image), default.backward(d_image)
     assert np.abs(b.means[n_faint:]).max() > 0, seed
+    # Both sum 8192^2 pixels' random-sign contributions in float32, in different orders
+    # (measured 1.6e-3 apart); a wrapped 32-bit index would misplace whole gradients (~1).
     for name in GRADS:
-        assert rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]) < GRAD_TOL, (name, seed)
-        assert rel_err(getattr(a, name), getattr(b, name)) < GRAD_TOL, (name, seed)
+        assert rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]) < 10 * GRAD_TOL, (name, seed)
+        assert rel_err(getattr(a, name), getattr(b, name)) < 10 * GRAD_TOL, (name, seed)
 
 
 def test_the_gaussian_limit_on_the_gpu():

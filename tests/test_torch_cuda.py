@@ -196,8 +196,9 @@ def test_parity_with_gsplat(opaque):
         assert report["ED rel max (alpha>0.2)"] <= 1e-3, msg
         for k in list(base) + ["means2d"]:
             assert report[f"d {k}"] <= 5e-3, msg
-    else:  # splat's 3-sigma radius against gsplat's 3.33: edges of opaque splats differ
-        assert report["image >1e-4 fraction"] <= 0.05, msg
+    else:  # splat's 3-sigma radius against gsplat's 3.33: edges of opaque splats differ slightly
+        # almost everywhere an opaque splat's faint skirt reaches (measured: max 0.0028, half the pixels > 1e-4)
+        assert report["image max"] <= 1e-2 and report["alpha max"] <= 1e-2, msg
         for k in list(base) + ["means2d"]:
             assert report[f"d {k}"] <= 5e-2, msg
 

@@ -34,6 +34,8 @@ def rasterizer_pool(device, config=None) -> NativePool:
     """The pool of native rasterizers that renders tensors of `device` with `config`
     (a splat.BackendConfig; its backend is the device's: cpu, cuda, or metal for mps)."""
     device = torch.device(device)
+    if device.type == "cuda" and device.index is None:  # "cuda" is the current device: one pool for both names
+        device = torch.device("cuda", torch.cuda.current_device())
     backend = _BACKEND_OF_DEVICE.get(device.type, "cpu")
     if config is None:
         config = _core.BackendConfig(backend=backend)
