@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pkg import NATIVE, ROOT, splat  # noqa: E402,F401
+from _pkg import NATIVE, SOURCE_ROOT, splat  # noqa: E402,F401
 import _captures as cap  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
@@ -21,7 +21,7 @@ TINY = ["--set", "train.densify_from=2", "--set", "train.densify_until=6", "--se
 
 
 def _real():
-    spec = importlib.util.spec_from_file_location("bench_real", os.path.join(ROOT, "bench", "real.py"))
+    spec = importlib.util.spec_from_file_location("bench_real", os.path.join(SOURCE_ROOT, "bench", "real.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
