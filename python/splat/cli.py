@@ -141,13 +141,17 @@ def _synthetic_setup(args):
 
 def _config_setup(args):
     """The config of a TOML file and / or a scene folder, with the command line's overrides."""
-    cfg = run_config(args)
+    return _command_line_overrides(run_config(args), args, args.config or "the run config")
+
+
+def _command_line_overrides(cfg, args, source):
+    """`cfg` with --steps and --backend applied (errors name `source`)."""
     if args.steps:
         cfg.train.steps = args.steps
         errors = cfg.train.errors()
         if errors:
             from .config import ConfigError
-            raise ConfigError(errors, source=f"{args.config or 'the run config'} with --steps {args.steps}")
+            raise ConfigError(errors, source=f"{source} with --steps {args.steps}")
     if args.backend:
         cfg.backend = dict(cfg.backend, backend=args.backend)
     return cfg
@@ -211,19 +215,11 @@ class _KeepSome(dict):
 
 def _resume_setup(args, folder):
     """(config, synthetic) of the run in `folder`, --steps and --backend applied."""
-    from .config import ConfigError, load_config
+    from .config import load_config
     from .run_dir import CONFIG_NAME
     path = folder.path / CONFIG_NAME
     synthetic = path.read_text(encoding="utf-8").startswith(SYNTHETIC_MARKER)
-    cfg = load_config(path, check_paths=not synthetic)
-    if args.steps:
-        cfg.train.steps = args.steps
-        errors = cfg.train.errors()
-        if errors:
-            raise ConfigError(errors, source=f"{path} with --steps {args.steps}")
-    if args.backend:
-        cfg.backend = dict(cfg.backend, backend=args.backend)
-    return cfg, synthetic
+    return _command_line_overrides(load_config(path, check_paths=not synthetic), args, path), synthetic
 
 
 def _resume_state(folder, cfg):

@@ -21,6 +21,8 @@ import re
 import shutil
 from pathlib import Path
 
+from .io.atomic import fsync_directory
+
 LOCK_NAME = ".splat.lock"
 CONFIG_NAME = "config.toml"
 METRICS_NAME = "metrics.json"
@@ -50,18 +52,7 @@ def _is_run_entry(p: Path) -> bool:
 
 
 def _fsync_dir(path: Path) -> None:
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_directory(os.fspath(path))
 
 
 def _lock(fd: int) -> bool:

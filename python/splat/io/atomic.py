@@ -24,7 +24,7 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
-def _fsync_directory(directory: str) -> None:
+def fsync_directory(directory: str) -> None:
     """Make the rename itself durable (POSIX only; a no-op where unsupported)."""
     if os.name != "posix":
         return
@@ -93,7 +93,7 @@ def atomic_write(path, mode: str = "wb", *, encoding: str | None = None,
         if isinstance(exc, OSError) and exc.errno is not None and exc.filename in (None, tmp):
             raise _naming(exc, path) from None
         raise
-    _fsync_directory(directory)
+    fsync_directory(directory)
 
 
 def _naming(exc: OSError, path: str) -> OSError:
