@@ -10,12 +10,12 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "bindings.h"
+#include "raster_args.h"
 #include "splat/device.h"
 #include "splat/errors.h"
 
@@ -29,16 +29,13 @@ using Out = nb::ndarray<float, nb::c_contig>;
 using IntOut = nb::ndarray<int32_t, nb::c_contig>;
 using HostIn = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
 
-void require(bool ok, const std::string& msg) {
-  if (!ok) throw ConfigError("[raster_views] " + msg);
-}
+constexpr const char* kComponent = "raster_views";
+
+void require(bool ok, const std::string& msg) { require_arg(kComponent, ok, msg); }
 
 template <class A>
 void check_shape(const A& a, const char* name, std::initializer_list<size_t> shape) {
-  bool ok = a.ndim() == shape.size();
-  size_t d = 0;
-  for (size_t s : shape) ok = ok && a.shape(d++) == s;
-  require(ok, std::string(name) + ": unexpected shape");
+  require_shape(kComponent, a, name, shape);
 }
 
 class ViewRasterizer {
@@ -63,18 +60,9 @@ class ViewRasterizer {
   uint64_t forward(In means, In log_scales, In quats, In opacity_logits, In sh, HostIn w2c, float fx, float fy,
                    float cx, float cy, uint32_t width, uint32_t height, uint32_t sh_degree, HostIn background,
                    float near_plane, float far_plane, Out image, Out alpha, IntOut radii, uint64_t queue) {
-    const size_t n = means.ndim() == 2 ? means.shape(0) : 0;
-    check_shape(means, "means", {n, 3});
-    check_shape(log_scales, "log_scales", {n, 3});
-    check_shape(quats, "quats", {n, 4});
-    check_shape(opacity_logits, "opacity_logits", {n});
-    require(sh.ndim() == 3 && sh.shape(0) == n && sh.shape(2) == 3, "sh: unexpected shape");
-    const size_t k = sh.shape(1);
-    require(sh_degree <= 3 && k >= (sh_degree + 1) * (sh_degree + 1), "sh_degree: too few SH coefficients");
-    check_shape(w2c, "world_to_camera", {4, 4});
-    check_shape(background, "background", {3});
-    require(width > 0 && height > 0 && fx > 0 && fy > 0, "camera: non-positive size or focal");
-    require(near_plane > 0 && far_plane > near_plane, "near / far: need 0 < near < far");
+    const RasterArgs a = raster_args(kComponent, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy,
+                                     width, height, sh_degree, background, near_plane, far_plane);
+    const size_t n = a.n, k = a.k;
     check_shape(image, "image", {height, width, 3});
     check_shape(alpha, "alpha", {height, width});
     check_shape(radii, "radii", {n});
@@ -85,27 +73,14 @@ class ViewRasterizer {
     // The projection reads SH rows of a multiple of 4 coefficients as 16-byte quads.
     require(!in_place || device_->external_memory() != Device::ExternalMemory::Cuda || k % 4 != 0 || reinterpret_cast<uintptr_t>(sh.data()) % 16 == 0,
             "sh: CUDA SH arrays with K % 4 == 0 must start 16-byte aligned");
-    GaussiansView g;
-    g.means = means.data();
-    g.log_scales = log_scales.data();
-    g.quats = quats.data();
-    g.opacity_logits = opacity_logits.data();
-    g.sh = sh.data();
-    g.count = n;
-    g.sh_stride = static_cast<uint32_t>(k);
-    CameraParams cam = make_camera_params(w2c.data(), fx, fy, cx, cy, width, height);
-    cam.near_plane = near_plane;
-    cam.far_plane = far_plane;
-    float bg[3];
-    std::memcpy(bg, background.data(), sizeof(bg));
     ForwardOutputs out{image.data(), alpha.data(), radii.data()};
     last_.reset();
     {
       nb::gil_scoped_release release;
       if (in_place)
-        device_->rasterize_forward_external(g, cam, sh_degree, bg, out, queue);
+        device_->rasterize_forward_external(a.gaussians, a.camera, sh_degree, a.background, out, queue);
       else
-        device_->rasterize_forward(g, cam, sh_degree, bg, out);
+        device_->rasterize_forward(a.gaussians, a.camera, sh_degree, a.background, out);
     }
     last_ = Last{n, k, width, height, in_place, ++forwards_};
     return last_->token;

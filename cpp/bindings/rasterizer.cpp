@@ -6,11 +6,11 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
-#include <cstring>
 #include <memory>
 #include <optional>
 
 #include "bindings.h"
+#include "raster_args.h"
 #include "shaders/common/tile_cover.h"
 #include "splat/device.h"
 #include "splat/errors.h"
@@ -31,15 +31,12 @@ nb::ndarray<nb::numpy, T> new_array(std::initializer_list<size_t> shape) {
   return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.begin(), owner);
 }
 
-void require(bool ok, const std::string& msg) {
-  if (!ok) throw ConfigError("[rasterizer] " + msg);
-}
+constexpr const char* kComponent = "rasterizer";
+
+void require(bool ok, const std::string& msg) { require_arg(kComponent, ok, msg); }
 
 void check_shape(const FloatIn& a, const char* name, std::initializer_list<size_t> shape) {
-  bool ok = a.ndim() == shape.size();
-  size_t d = 0;
-  for (size_t s : shape) ok = ok && a.shape(d++) == s;
-  require(ok, std::string(name) + ": unexpected shape");
+  require_shape(kComponent, a, name, shape);
 }
 
 class Rasterizer {
@@ -53,33 +50,9 @@ class Rasterizer {
   nb::tuple forward(FloatIn means, FloatIn log_scales, FloatIn quats, FloatIn opacity_logits, FloatIn sh,
                     FloatIn w2c, float fx, float fy, float cx, float cy, uint32_t width, uint32_t height,
                     uint32_t sh_degree, FloatIn background, float near_plane, float far_plane) {
-    const size_t n = means.ndim() == 2 ? means.shape(0) : 0;
-    check_shape(means, "means", {n, 3});
-    check_shape(log_scales, "log_scales", {n, 3});
-    check_shape(quats, "quats", {n, 4});
-    check_shape(opacity_logits, "opacity_logits", {n});
-    require(sh.ndim() == 3 && sh.shape(0) == n && sh.shape(2) == 3, "sh: unexpected shape");
-    const size_t k = sh.shape(1);
-    require(sh_degree <= 3 && k >= (sh_degree + 1) * (sh_degree + 1), "sh_degree: too few SH coefficients");
-    require(k <= SPLAT_MAX_SH_COEFFS, "sh: at most 16 coefficients per channel");
-    check_shape(w2c, "world_to_camera", {4, 4});
-    check_shape(background, "background", {3});
-    require(width > 0 && height > 0 && fx > 0 && fy > 0, "camera: non-positive size or focal");
-  require(near_plane > 0 && far_plane > near_plane, "near / far: need 0 < near < far");
-
-    GaussiansView g;
-    g.means = means.data();
-    g.log_scales = log_scales.data();
-    g.quats = quats.data();
-    g.opacity_logits = opacity_logits.data();
-    g.sh = sh.data();
-    g.count = n;
-    g.sh_stride = static_cast<uint32_t>(k);
-    CameraParams cam = make_camera_params(w2c.data(), fx, fy, cx, cy, width, height);
-    cam.near_plane = near_plane;
-    cam.far_plane = far_plane;
-    float bg[3];
-    std::memcpy(bg, background.data(), sizeof(bg));
+    const RasterArgs a = raster_args(kComponent, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy,
+                                     width, height, sh_degree, background, near_plane, far_plane);
+    const size_t n = a.n, k = a.k;
 
     auto image = new_array<float>({height, width, 3});
     auto alpha = new_array<float>({height, width});
@@ -88,7 +61,7 @@ class Rasterizer {
     last_.reset();
     {
       nb::gil_scoped_release release;
-      device_->rasterize_forward(g, cam, sh_degree, bg, out);
+      device_->rasterize_forward(a.gaussians, a.camera, sh_degree, a.background, out);
     }
     last_ = Shape{n, k, width, height, ++forwards_};
     return nb::make_tuple(image, alpha, radii);

@@ -15,7 +15,6 @@ compositing (the released lego_400 images are exactly that average of the
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from ..camera import Camera
 from .dataset import Dataset, DatasetError, select_frames
 from .images import IMAGE_EXTENSIONS
 from .lens import Lens
-from .nerfstudio import INTRINSIC_KEYS, lens_from_keys
+from .nerfstudio import INTRINSIC_KEYS, lens_from_keys, read_json
 from .views import ViewSource, load_views
 
 SPLITS = ("train", "val", "test")
@@ -42,15 +41,7 @@ def _number(tf: Path, meta: dict, key: str, positive: bool = True):
 
 def read_transforms(tf: Path):
     """Parse and check a transforms json; returns (meta, frames)."""
-    try:
-        with open(tf, "rb") as f:
-            meta = json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise DatasetError(f"[splat] {tf}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"[splat] {tf}: cannot read transforms json ({exc})") from None
-    if not isinstance(meta, dict):
-        raise DatasetError(f"[splat] {tf}: expected a JSON object at the top level")
+    meta = read_json(tf, "transforms json")
     frames = meta.get("frames")
     if not isinstance(frames, list) or not frames:
         raise DatasetError(f"[splat] {tf}: 'frames' must be a non-empty list")

@@ -96,14 +96,15 @@ def lens_from_keys(where: str, keys: dict, width: int, height: int, *, default_f
     return Lens("PINHOLE", width, height, fx, fy, cx, cy)
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path, what: str = "json") -> dict:
+    """The JSON object in `path` (DatasetError naming the file otherwise)."""
     try:
         with open(path, "rb") as f:
             meta = json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
         raise DatasetError(f"[splat] {path}: file not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"[splat] {path}: cannot read json ({exc})") from None
+        raise DatasetError(f"[splat] {path}: cannot read {what} ({exc})") from None
     if not isinstance(meta, dict):
         raise DatasetError(f"[splat] {path}: expected a JSON object at the top level")
     return meta
