@@ -189,6 +189,11 @@ def _vertex_columns(path: str):
     n = vertex.count
 
     if fmt == "ascii":
+        # Each row takes at least one byte, so a count beyond the body's length is a truncated file;
+        # checking first also keeps a huge claimed count away from bytes.split's index type.
+        if n > len(data) - offset:
+            raise ValueError(f"[splat] {path}: truncated: expected {n} vertices, the ASCII body has "
+                             f"{len(data) - offset} bytes")
         lines = data[offset:].split(b"\n", n)[:n]
         if len(lines) < n:
             raise ValueError(f"[splat] {path}: truncated: expected {n} vertices, found {len(lines)}")
