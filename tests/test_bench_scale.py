@@ -1,0 +1,57 @@
+"""bench/scale.py on the CPU at tiny sizes: one row per (count, size) cell, each
+cell's Gaussian count held (no densification), clean argument errors."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pkg import NATIVE, SOURCE_ROOT  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
+SCRIPT = os.path.join(SOURCE_ROOT, "bench", "scale.py")
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=600)
+
+
+def test_table_has_a_row_per_cell():
+    rng = np.random.default_rng()
+    counts = sorted(int(x) for x in rng.integers(300, 3000, size=2))
+    proc = _run("--backend", "cpu", "--gaussians", ",".join(map(str, counts)), "--sizes", "40x32,24x48",
+                "--steps", "2", "--warmup", "1", "--seed", str(int(rng.integers(0, 2**31))))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("#Gauss"))
+    rows = [ln.split() for ln in lines[head + 2:] if ln.strip()]
+    assert [(int(r[0].replace(",", "")), r[1]) for r in rows] == \
+        [(n, s) for n in counts for s in ("40x32", "24x48")]
+    for r in rows:
+        ms, per_kg, per_mp, rss = (float(x) for x in r[2:6])
+        n, (w, h) = int(r[0].replace(",", "")), (int(v) for v in r[1].split("x"))
+        assert ms > 0 and rss > 0
+        np.testing.assert_allclose(per_kg, 1e3 * ms / (n / 1e3), rtol=2e-3, atol=2e-3)
+        np.testing.assert_allclose(per_mp, ms / (w * h / 1e6), rtol=2e-3, atol=2e-3)
+
+
+def test_cell_keeps_its_count():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_scale", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    n = int(np.random.default_rng().integers(500, 2000))
+    row = mod.run_cell(n, 32, 24, "cpu", steps=3, warmup=1, seed=1)
+    assert row["count"] == n and np.isfinite(row["loss"]) and row["loss"] > 0
+
+
+@pytest.mark.parametrize("args, says", [(["--sizes", "8x8"], "--sizes"), (["--sizes", "axb"], "--sizes"),
+                                        (["--gaussians", "0"], "--gaussians"), (["--gaussians", "x"], "--gaussians"),
+                                        (["--steps", "0"], "--steps")])
+def test_usage_errors(args, says):
+    proc = _run("--backend", "cpu", *args)
+    assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
