@@ -689,12 +689,13 @@ def cmd_eval(args) -> int:
     model = _open_model(args)
     data = _load_split(args, model, args.split)
     t0 = time.perf_counter()
-    ev = evaluate(model.renderer, data, supersample=args.supersample, masked=args.masked)
+    ev = evaluate(model.renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips)
     seconds = time.perf_counter() - t0
+    lp = (lambda v: f"  LPIPS({args.lpips}) {v:.4f}") if args.lpips else (lambda v: "")
     if args.per_view:
         for v in ev.per_view:
-            print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}")
-    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  on {len(data)} views of {args.data} [{args.split}]"
+            print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}{lp(v.get('lpips'))}")
+    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {len(data)} views of {args.data} [{args.split}]"
           + (f" (supersample {args.supersample})" if args.supersample > 1 else ""))
     if args.json:
         is_ckpt = model.source.lower().endswith(".npz")
@@ -827,6 +828,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="PSNR and SSIM of a run, scene file or checkpoint on a dataset split")
     model_args(e)
+    e.add_argument("--lpips", choices=("alex", "vgg"), help="also LPIPS with this backbone (needs splat-gs[lpips] "
+                   "and its weights on this machine; README, Metrics)")
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.add_argument("--masked", action="store_true",

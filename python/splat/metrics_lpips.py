@@ -235,6 +235,15 @@ def model(net: str = "alex", device=None, weights_dir=None):
     return _models[key]
 
 
+def check_sizes(net: str, cameras) -> None:
+    """Raises when a view is smaller than `net`'s smallest image (before any render)."""
+    side = BACKBONES[check_net(net)].min_side
+    small = [c for c in cameras if min(c.width, c.height) < side]
+    if small:
+        raise ValueError(f"[splat] lpips: {net} needs images of at least {side}x{side} pixels; "
+                         f"{len(small)} views are smaller (e.g. {small[0].width}x{small[0].height})")
+
+
 def _as_unit_float(name: str, image, shape=None) -> np.ndarray:
     arr = real_array(name, image, shape if shape is not None else (None, None, 3))
     if arr.dtype == np.uint8:
