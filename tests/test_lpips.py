@@ -381,3 +381,61 @@ def test_cli_eval_rejects_views_too_small(tmp_path, torch_home, capsys):
     rc, _, err = run_cli(capsys, "eval", tmp_path / "m.ply", "--data", tmp_path / "small", "--lpips", "alex",
                          "--backend", "cpu")
     assert rc == 1 and err.startswith("splat: error: lpips: alex needs images of at least 31x31"), err
+
+
+TRAIN_TOML = """\
+[data]
+path = {scene}
+eval_lpips = "alex"
+
+[train]
+steps = 12
+sh_degree = 0
+densify_from = 1000
+init_points = 200
+init_extent = 1.0
+
+[backend]
+backend = "cpu"
+
+[output]
+dir = {out}
+eval_steps = [6]
+"""
+
+
+def test_train_evaluates_lpips_when_configured(scene, torch_home, tmp_path, capsys):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(TRAIN_TOML.format(scene=json.dumps(str(scene / "scene")), out=json.dumps(str(tmp_path / "run"))))
+    rc, out, err = run_cli(capsys, "train", "--config", cfg, "--quiet")
+    assert rc == 0, err
+    assert "LPIPS(alex)" in out
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["lpips_net"] == "alex" and [e["step"] for e in m["evals"]] == [6, 12]
+    assert all(len(e["per_view"]) == 3 and all(v["lpips"] > 0 for v in e["per_view"]) for e in m["evals"])
+    assert m["lpips"] == m["evals"][-1]["lpips"]
+    # what the run reported is what `splat eval` of its checkpoint gives
+    rc, _, err = run_cli(capsys, "eval", "--checkpoint", tmp_path / "run" / "checkpoint.npz", "--data",
+                         scene / "scene", "--lpips", "alex", "--json", tmp_path / "e.json", "--backend", "cpu")
+    assert rc == 0, err
+    e = json.loads((tmp_path / "e.json").read_text())
+    assert e["lpips"] == pytest.approx(m["lpips"], rel=1e-6)
+    assert [v["lpips"] for v in e["per_view"]] == pytest.approx([v["lpips"] for v in m["per_view"]], rel=1e-6)
+
+
+def test_train_without_the_weights_stops_before_training(scene, empty_torch_home, tmp_path, capsys):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(TRAIN_TOML.format(scene=json.dumps(str(scene / "scene")), out=json.dumps(str(tmp_path / "run"))))
+    rc, out, err = run_cli(capsys, "train", "--config", cfg, "--quiet")
+    assert rc == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("splat: error: lpips:") and FILES["alex"] in lines[0], err
+    assert not (tmp_path / "run" / "checkpoint.npz").exists() and not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_config_rejects_an_unknown_backbone(tmp_path):
+    from splat.config import ConfigError, load_config
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[data]\npath = "x"\neval_lpips = "squeeze"\n')
+    with pytest.raises(ConfigError, match="data.eval_lpips"):
+        load_config(cfg)
