@@ -85,7 +85,7 @@ def _torch():
 
 
 def check_net(net) -> str:
-    if net not in BACKBONES:
+    if not isinstance(net, str) or net not in BACKBONES:
         raise ValueError(f"[splat] lpips: net must be one of {', '.join(NETS)}, got {net!r}")
     return net
 
@@ -142,8 +142,8 @@ def _load(torch, path: Path) -> dict:
 
 def _tensor(state: dict, key: str, shape: tuple, path: Path):
     t = state.get(key)
-    if t is None or tuple(t.shape) != shape:
-        got = "missing" if t is None else f"shape {list(t.shape)}"
+    if getattr(t, "shape", None) is None or tuple(t.shape) != shape:
+        got = "missing" if t is None else f"shape {list(t.shape)}" if hasattr(t, "shape") else type(t).__name__
         raise ValueError(f"[splat] lpips: {path} is not the expected checkpoint: {key} is {got}, "
                          f"expected shape {list(shape)}")
     return t.float()
