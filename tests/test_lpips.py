@@ -196,6 +196,18 @@ def test_missing_lpips_package_names_the_extra(torch_home, monkeypatch):
         lpips(a, b, "alex", device="cpu")
 
 
+def test_missing_torch_names_the_extra(scene, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)          # `import torch` raises ImportError
+    rng, _ = make_rng()
+    a, b = random_pair(rng, 40, 40)
+    with pytest.raises(RuntimeError, match=r"needs torch and the lpips package: pip install 'splat-gs\[lpips\]'"):
+        lpips(a, b, "alex")
+    rc, _, err = run_cli(capsys, "eval", scene / "model.ply", "--data", scene / "scene", "--lpips", "alex",
+                         "--backend", "cpu")
+    assert rc == 1 and err.strip().splitlines() == [
+        "splat: error: lpips: needs torch and the lpips package: pip install 'splat-gs[lpips]'"], err
+
+
 # --------------------------------------------------------------------------- values
 
 
