@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
