@@ -15,7 +15,7 @@ from .camera import Camera
 from .config import Config, ConfigError, DataConfig, OutputConfig, TrainConfig, check_config, load_config
 from .data import Dataset, DatasetError, load_dataset
 from .gaussians import Gaussians
-from .metrics import Evaluation, evaluate, psnr, ssim
+from .metrics import Evaluation, evaluate, lpips, psnr, ssim
 from .rasterizer import RasterGradients, Rasterizer, RasterOutput
 from .trainer import StepStats, Trainer, TrainingDiverged
 
@@ -24,5 +24,5 @@ __all__ = [
     "Evaluation", "Gaussians", "GpuSkippedWarning", "OutputConfig", "RasterGradients", "RasterOutput",
     "Rasterizer", "StepStats", "TrainConfig", "Trainer", "TrainingDiverged", "backend_available",
     "check_config", "evaluate",
-    "load_config", "load_dataset", "psnr", "resolve_backend", "ssim",
+    "load_config", "load_dataset", "lpips", "psnr", "resolve_backend", "ssim",
 ]

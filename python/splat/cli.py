@@ -284,6 +284,11 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     steps = cfg.train.steps
     supersample = 1 if synthetic else cfg.data.eval_supersample
     check_supersample(test, supersample, "data.eval_supersample")  # before training, not at the first evaluation
+    lpips_net = None if cfg.data.eval_lpips == "none" else cfg.data.eval_lpips
+    if lpips_net is not None:   # its weights and the view sizes, before training too
+        from . import metrics_lpips
+        metrics_lpips.check_sizes(lpips_net, test.cameras)
+        metrics_lpips.model(lpips_net)
     bc = _make_backend(cfg.backend)
 
     eval_steps = sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps})
@@ -371,6 +376,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             "evals": evals,
             "history": [list(h) for h in trainer.history],
         }
+        if lpips_net is not None:
+            m |= {"lpips": last.get("lpips"), "lpips_net": lpips_net}
         if stopped:
             m["stopped"] = stopped
         return m
@@ -417,7 +424,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                 t0 = time.perf_counter()
                 renders = _KeepSome(show)
                 ev = evaluate(trainer, test, supersample=supersample, renders=renders,
-                              masked=not synthetic and cfg.data.eval_masked)
+                              masked=not synthetic and cfg.data.eval_masked, lpips_net=lpips_net)
                 if show:
                     step_dir = out / "renders" / f"step_{milestone}"
                     step_dir.mkdir(parents=True, exist_ok=True)
@@ -428,8 +435,11 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                 evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
                               "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
                               "per_view": ev.per_view})
+                if lpips_net is not None:
+                    evals[-1]["lpips"] = ev.lpips
                 eval_seconds += time.perf_counter() - t0
                 log(f"step {milestone}: PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  "
+                    + ("" if lpips_net is None else f"LPIPS({lpips_net}) {ev.lpips:.4f}  ") +
                     f"{trainer.num_gaussians:,} Gaussians  ({train_seconds:.1f} s training)")
             if milestone in eval_steps or milestone in ckpt_steps:
                 write_json(out / "metrics.json", metrics(final=False))
@@ -457,6 +467,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
              f"{trainer.backend} in {train_seconds:.1f} s")
     save_training_plot(out / "training.png", trainer.history, evals, title=title)
     write_json(out / "metrics.json", metrics(final=True))
+    if final.get("lpips") is not None:
+        print(f"LPIPS({lpips_net}) {final['lpips']:.4f}  on {len(test)} test views")
     print(f"PSNR {final['psnr']:.2f} dB  SSIM {final['ssim']:.4f}  on {len(test)} test views  "
           f"({trainer.num_gaussians:,} Gaussians, {steps} steps, {train_seconds:.1f} s training on "
           f"{trainer.backend}, {time.perf_counter() - t_begin:.1f} s total)")
@@ -689,12 +701,13 @@ def cmd_eval(args) -> int:
     model = _open_model(args)
     data = _load_split(args, model, args.split)
     t0 = time.perf_counter()
-    ev = evaluate(model.renderer, data, supersample=args.supersample, masked=args.masked)
+    ev = evaluate(model.renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips)
     seconds = time.perf_counter() - t0
+    lp = (lambda v: f"  LPIPS({args.lpips}) {v:.4f}") if args.lpips else (lambda v: "")
     if args.per_view:
         for v in ev.per_view:
-            print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}")
-    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  on {len(data)} views of {args.data} [{args.split}]"
+            print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}{lp(v.get('lpips'))}")
+    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {len(data)} views of {args.data} [{args.split}]"
           + (f" (supersample {args.supersample})" if args.supersample > 1 else ""))
     if args.json:
         is_ckpt = model.source.lower().endswith(".npz")
@@ -827,6 +840,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="PSNR and SSIM of a run, scene file or checkpoint on a dataset split")
     model_args(e)
+    e.add_argument("--lpips", choices=("alex", "vgg"), help="also LPIPS with this backbone (needs splat-gs[lpips] "
+                   "and its weights on this machine; README, Metrics)")
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.add_argument("--masked", action="store_true",

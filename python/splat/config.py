@@ -289,6 +289,9 @@ class DataConfig(_Section):
                                         "free device memory; the cpu backend streams only when set)")
     eval_masked: bool = _f(False, "bool", doc="evaluation leaves out the pixels the eval views' masks exclude "
                                               "(PSNR over the valid pixels, SSIM's map averaged over them)")
+    eval_lpips: str = _f("none", "str", choices=("none", "alex", "vgg"),
+                         doc="also LPIPS with this backbone at every evaluation (needs splat-gs[lpips] "
+                             "and the backbone's weights on this machine; README, Metrics)")
 
     @classmethod
     def _cross_check(cls, v, bad):

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _core
 from ._validate import as_float32, integer, real_array
+from .metrics_lpips import lpips  # noqa: F401  (optional: torch and the lpips weights)
 
 
 def _as_mask(mask, shape) -> np.ndarray | None:
@@ -61,10 +62,13 @@ def box_downsample(image: np.ndarray, factor: int) -> np.ndarray:
 class Evaluation:
     psnr: float
     ssim: float
-    per_view: list = field(default_factory=list)  # [{"name", "psnr", "ssim"}]
+    per_view: list = field(default_factory=list)  # [{"name", "psnr", "ssim"(, "lpips")}]
+    lpips: float | None = None      # with evaluate(lpips_net=...)
+    lpips_net: str | None = None
 
     def to_dict(self) -> dict:
-        return {"psnr": self.psnr, "ssim": self.ssim, "per_view": self.per_view}
+        extra = {} if self.lpips is None else {"lpips": self.lpips, "lpips_net": self.lpips_net}
+        return {"psnr": self.psnr, "ssim": self.ssim} | extra | {"per_view": self.per_view}
 
 
 def check_supersample(dataset, supersample: int, name: str = "supersample") -> None:
@@ -78,7 +82,7 @@ def check_supersample(dataset, supersample: int, name: str = "supersample") -> N
 
 
 def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = None,
-             masked: bool = False) -> Evaluation:
+             masked: bool = False, lpips_net: str | None = None, lpips_device=None) -> Evaluation:
     """Mean PSNR and SSIM of `trainer`'s renders against `dataset`'s images,
     each view at its own size.
 
@@ -87,10 +91,16 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     masked: leave out the pixels the dataset's masks exclude (the `[data]
     eval_masked` setting; views without a mask count every pixel; a view masked
     entirely is skipped). Pass a dict as `renders` to receive the rendered
-    images by view name."""
+    images by view name. lpips_net: also LPIPS with that backbone ("alex" or
+    "vgg", splat.metrics_lpips) on `lpips_device` (default: CUDA when torch
+    sees one); its weights are checked before the first render."""
     supersample = integer("supersample", supersample, 1)
     if len(dataset.cameras):
         check_supersample(dataset, int(supersample))
+    if lpips_net is not None:
+        from . import metrics_lpips
+        metrics_lpips.check_sizes(lpips_net, dataset.cameras)
+        metrics_lpips.model(lpips_net, lpips_device)
     masks = getattr(dataset, "masks", None) if masked else None
     per_view = []
     for i, (cam, image, name) in enumerate(zip(dataset.cameras, dataset.images, dataset.names)):
@@ -101,6 +111,8 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
         render = box_downsample(render, supersample)
         target = image.astype(np.float32) / 255.0
         entry = {"name": name, "psnr": psnr(render, target, mask), "ssim": ssim(render, target, mask)}
+        if lpips_net is not None:
+            entry["lpips"] = lpips(render, target, lpips_net, mask=mask, device=lpips_device)
         if mask is not None:
             entry["valid_fraction"] = float(mask.mean())
         per_view.append(entry)
@@ -109,4 +121,6 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     if not per_view:
         raise ValueError("[splat] dataset: has no views to evaluate")
     return Evaluation(psnr=float(np.mean([v["psnr"] for v in per_view])),
-                      ssim=float(np.mean([v["ssim"] for v in per_view])), per_view=per_view)
+                      ssim=float(np.mean([v["ssim"] for v in per_view])), per_view=per_view,
+                      lpips=None if lpips_net is None else float(np.mean([v["lpips"] for v in per_view])),
+                      lpips_net=lpips_net)
