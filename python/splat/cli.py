@@ -790,7 +790,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (its config.toml; "
                         "--steps N trains on to N)")
-    t.add_argument("--view", action="store_true", help="serve the browser viewer during training (splat[view])")
+    t.add_argument("--view", action="store_true", help="serve the browser viewer during training (splat-gs[view])")
     t.add_argument("--view-port", type=positive_int, default=8080, metavar="PORT", help="viewer port (default 8080)")
     t.add_argument("--view-host", default="127.0.0.1", metavar="HOST", help="viewer address (default 127.0.0.1)")
     t.set_defaults(func=cmd_train)
@@ -848,7 +848,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave out the pixels the views' masks exclude (as [data] eval_masked = true)")
     e.set_defaults(func=cmd_eval)
 
-    v = sub.add_parser("view", help="look at a run or a scene file in the browser (needs viser: splat[view])",
+    v = sub.add_parser("view", help="look at a run or a scene file in the browser (needs viser: splat-gs[view])",
                        description="Serve a browser viewer of a run folder, scene file or checkpoint: splat's "
                                    "renders of the scene, the training (and test) cameras, jump to a view, "
                                    "save an image.")

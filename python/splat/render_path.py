@@ -219,7 +219,7 @@ class VideoWriter:
         try:
             import imageio_ffmpeg
         except ImportError:
-            raise RuntimeError("[splat] --video needs imageio-ffmpeg: pip install 'splat[view]' "
+            raise RuntimeError("[splat] --video needs imageio-ffmpeg: pip install 'splat-gs[view]' "
                                "(or pip install imageio-ffmpeg)") from None
         self.path = Path(path)
         self.tmp = self.path.with_name(f".{self.path.stem}.{os.getpid()}.tmp{self.path.suffix or '.mp4'}")

@@ -163,7 +163,7 @@ class Viewer:
         try:
             import viser
         except ImportError:
-            raise RuntimeError("[splat] the viewer needs viser: pip install 'splat[view]' (or pip install viser)") \
+            raise RuntimeError("[splat] the viewer needs viser: pip install 'splat-gs[view]' (or pip install viser)") \
                 from None
         self.server = viser.ViserServer(host=self.host, port=self.port, label=self.label, verbose=False)
         self.server.gui.configure_theme(control_width="medium", show_share_button=False)
