@@ -134,6 +134,6 @@ def test_trainer_renders_and_trains_in_its_mode(run):
 def test_bad_value_is_a_config_error(tmp_path, capsys):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[train]\nantialiased = "yes"\n')
-    rc = cli.main(["check", str(cfg)])
+    rc = cli.main(["check", "--config", str(cfg)])
     err = capsys.readouterr().err
     assert rc == 1 and "train.antialiased" in err and "Traceback" not in err, err
