@@ -83,7 +83,7 @@ def main(argv=None) -> int:
         print(f"{r['mode']:<12} {args.steps:>6} {r['train_s']:>8.1f} {r['gaussians']:>10,} {r['psnr_400']:>9.2f} "
               f"{r['ssim_400']:>9.4f} {r['psnr_800']:>9.2f} {r['ssim_800']:>9.4f}")
     d = rows[1]["psnr_400"] - rows[0]["psnr_400"]
-    print(f"\nantialiased - classic at 400x400 (zoom-out): {d:+.2f} dB")
+    print(f"\nantialiased - classic at 400x400 (zoom-out): {d:+.3f} dB")
     return 0
 
 
