@@ -205,7 +205,8 @@ SPLAT_FUNC ProjectionGrads project_gaussian_backward(SPLAT_CONST_MEM const Camer
   float ga = id2 * (-c * c * dA + b * c * dB + (det - a * c) * dC);
   float gc = id2 * ((det - a * c) * dA + a * b * dB - a * a * dC);
   float gb = id2 * (2.f * b * c * dA - (det + 2.f * b * b) * dB + 2.f * a * b * dC);
-  if (d_opacity_scale != 0.f) antialias_compensation_backward(sc, antialias_compensation(sc), d_opacity_scale, ga, gb, gc);
+  if (d_opacity_scale != 0.f)
+    antialias_compensation_backward(sc, antialias_compensation(sc), d_opacity_scale, ga, gb, gc);
   // Symmetric G with cov2d = T Sigma T^T: dL/dcov2d = [[ga, gb/2], [gb/2, gc]].
   float g[2][2] = {{ga, 0.5f * gb}, {0.5f * gb, gc}};
 

@@ -161,7 +161,8 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     world-to-camera (OpenCV axes), Ks [C,3,3] pinhole intrinsics; backgrounds [C,3] or [3].
     render_mode: "RGB", "D" (accumulated depth sum_i w_i z_i), "ED" (D / alpha), "RGB+D",
     "RGB+ED". rasterize_mode (gsplat's naming): "classic", or "antialiased", the
-    mip-splatting 2D filter (opacity x sqrt(det(cov2d) / det(cov2d + 0.3 I))). Returns (render_colors [C,H,W,ch], render_alphas [C,H,W,1], meta) with meta
+    mip-splatting 2D filter (opacity x sqrt(det(cov2d) / det(cov2d + 0.3 I))). Returns
+    (render_colors [C,H,W,ch], render_alphas [C,H,W,1], meta) with meta
     "radii" [C,N,2] int32, "means2d" [C,N,2] (a leaf: its .grad is dL/d mean2d in pixels),
     "depths" [C,N] camera z, "width", "height", "n_cameras". Gradients reach every
     Gaussian parameter (not the cameras).
