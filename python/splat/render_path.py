@@ -348,14 +348,13 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
         stand_in = Dataset(cameras=[Camera(np.eye(4), w, w, 0.5 * w, 0.5 * h, w, h)],
                            images=np.zeros((1, h, w, 3), np.uint8), names=["checkpoint"],
                            background=bg, scene_extent=meta.get("scene_extent", 1.0))
+        trainer = Trainer.load_checkpoint(src, stand_in, backend_config)  # validates the checkpoint
         g = Gaussians(arrays["means"], arrays["log_scales"], arrays["quats"], arrays["opacity_logits"],
                       arrays["sh"])
-        stored = bool(meta.get("train_config", {}).get("antialiased", False))
-        mode = stored if antialiased is None else bool(antialiased)
+        mode = trainer.config.antialiased if antialiased is None else bool(antialiased)
         run_dir = src.parent
-        if mode == stored:
-            renderer = Trainer.load_checkpoint(src, stand_in, backend_config)
-        else:  # the other mode than training's: the trainer renders only its own
+        renderer = trainer
+        if mode != trainer.config.antialiased:  # the trainer renders only its own mode
             renderer = SceneRenderer(g, backend_config, bg, antialiased=mode)
     else:
         scene = formats.load_scene(src)
