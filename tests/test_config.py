@@ -25,6 +25,7 @@ RECIPE = dict(
     split_scale_divisor=1.6, prune_opacity=0.005, prune_max_screen_radius=20, prune_max_world_scale=0.1,
     opacity_reset_every=3000, opacity_reset_value=0.01, init_points=100000, init_extent=1.3,
     init_opacity=0.1, ssim_weight=0.2, seed=0, random_background=False,
+    antialiased=False,
 )
 
 

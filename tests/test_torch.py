@@ -250,7 +250,7 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match=r"\[splat\] Ks"):
         st.rasterize(*ok[:6], Ks[:, :2], 16, 16, sh_degree=0)
     scales, opac = torch.exp(t["log_scales"]), torch.sigmoid(t["opacity_logits"])
-    for kw in ({"absgrad": True}, {"rasterize_mode": "antialiased"}, {"eps2d": 0.1}, {"camera_model": "fisheye"},
+    for kw in ({"absgrad": True}, {"rasterize_mode": "mip"}, {"eps2d": 0.1}, {"camera_model": "fisheye"},
                {"radius_clip": 1.0}, {"sparse_grad": True}):
         with pytest.raises(ValueError, match=r"\[splat\] " + next(iter(kw))):
             st.rasterization(t["means"], t["quats"], scales, opac, t["sh"], viewmats, Ks, 16, 16, sh_degree=0, **kw)

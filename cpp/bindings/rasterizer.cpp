@@ -49,7 +49,7 @@ class Rasterizer {
 
   nb::tuple forward(FloatIn means, FloatIn log_scales, FloatIn quats, FloatIn opacity_logits, FloatIn sh,
                     FloatIn w2c, float fx, float fy, float cx, float cy, uint32_t width, uint32_t height,
-                    uint32_t sh_degree, FloatIn background, float near_plane, float far_plane) {
+                    uint32_t sh_degree, FloatIn background, float near_plane, float far_plane, bool antialiased) {
     const RasterArgs a = raster_args(kComponent, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy,
                                      width, height, sh_degree, background, near_plane, far_plane);
     const size_t n = a.n, k = a.k;
@@ -61,6 +61,7 @@ class Rasterizer {
     last_.reset();
     {
       nb::gil_scoped_release release;
+      device_->set_antialiased(antialiased);
       device_->rasterize_forward(a.gaussians, a.camera, sh_degree, a.background, out);
     }
     last_ = Shape{n, k, width, height, ++forwards_};
@@ -152,7 +153,8 @@ void bind_rasterizer(nb::module_& m) {
            nb::arg("quats").noconvert(), nb::arg("opacity_logits").noconvert(), nb::arg("sh").noconvert(),
            nb::arg("world_to_camera").noconvert(), nb::arg("fx"), nb::arg("fy"), nb::arg("cx"), nb::arg("cy"),
            nb::arg("width"), nb::arg("height"), nb::arg("sh_degree"), nb::arg("background").noconvert(),
-           nb::arg("near_plane") = SPLAT_NEAR_PLANE, nb::arg("far_plane") = SPLAT_FAR_PLANE)
+           nb::arg("near_plane") = SPLAT_NEAR_PLANE, nb::arg("far_plane") = SPLAT_FAR_PLANE,
+           nb::arg("antialiased") = false)
       .def_prop_ro("last_token", &Rasterizer::last_token)
       .def("backward", &Rasterizer::backward, nb::arg("d_image").noconvert(),
            nb::arg("d_alpha").noconvert().none() = nb::none(), nb::arg("token").none() = nb::none());

@@ -140,6 +140,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(seed);
   SPLAT_READ(random_background);
   SPLAT_READ(max_gaussians);
+  SPLAT_READ(antialiased);
   SPLAT_READ(scene_extent);
   SPLAT_READ(image_budget_bytes);
 #undef SPLAT_READ

@@ -34,6 +34,7 @@ Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, 
                         std::to_string(c.height) + " but its image is " + std::to_string(images[v].width) + "x" +
                         std::to_string(images[v].height));
   }
+  device_->set_antialiased(settings_.antialiased);
   device_->upload_images(images, static_cast<size_t>(settings_.image_budget_bytes));
   device_->set_training_state(initial);
   order_.resize(cameras_.size());

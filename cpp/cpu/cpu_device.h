@@ -27,6 +27,7 @@ class CpuDevice final : public Device {
   ExternalMemory external_memory() const override { return ExternalMemory::Host; }
   void rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
                                   const float background[3], const ForwardOutputs& out, uint64_t) override {
+    raster_.set_antialiased(antialiased());
     raster_.forward(g, cam, sh_degree, background, out);
   }
   void rasterize_backward_external(const float* d_image, const float* d_alpha, const GradientOutputs& grads,
@@ -49,6 +50,7 @@ class CpuDevice final : public Device {
   size_t num_gaussians() const override { return training_.count(); }
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
                               float ssim_weight, bool track_stats) override {
+    train_raster_.set_antialiased(antialiased());
     training_.forward_backward(cam, view, sh_degree, background, ssim_weight, track_stats);
   }
   float last_loss() override { return training_.last_loss(); }
@@ -57,6 +59,7 @@ class CpuDevice final : public Device {
   void reset_opacity(float max_opacity) override { training_.reset_opacity(max_opacity); }
   NonFiniteCounts count_nonfinite() override { return training_.count_nonfinite(); }
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) override {
+    train_raster_.set_antialiased(antialiased());
     training_.render(cam, sh_degree, background, image);
   }
   std::vector<TimingRecord> timings(bool reset) override { return timing_.snapshot(reset); }

@@ -88,6 +88,7 @@ void CpuRasterizer::forward(const GaussiansView& g, const CameraParams& cam, uin
   g_ = g;
   cam_ = cam;
   sh_degree_ = sh_degree;
+  forward_antialiased_ = antialiased_;
   std::memcpy(background_, background, sizeof(background_));
   {
     ScopedTiming t(timing_, "ts_fwd_project");
@@ -122,7 +123,8 @@ void CpuRasterizer::project(uint32_t sh_degree) {
     for (size_t i = lo; i < hi; ++i) {
       const float* q = g_.quats + 4 * i;
       ProjectedGaussian p;
-      bool visible = project_gaussian(cam_, load3(g_.means, i), load3(g_.log_scales, i), q[0], q[1], q[2], q[3], p);
+      bool visible = project_gaussian(cam_, load3(g_.means, i), load3(g_.log_scales, i), q[0], q[1], q[2], q[3],
+                                      forward_antialiased_, p);
       radius[i] = p.radius;
       depth[i] = p.depth;
       rect[4 * i + 0] = p.tile_min_x;
@@ -136,7 +138,7 @@ void CpuRasterizer::project(uint32_t sh_degree) {
       conic[3 * i] = p.conic.x;
       conic[3 * i + 1] = p.conic.y;
       conic[3 * i + 2] = p.conic.z;
-      opacity[i] = sp_sigmoid(g_.opacity_logits[i]);
+      opacity[i] = sp_sigmoid(g_.opacity_logits[i]) * p.opacity_scale;
       pixel_extent(p.conic, opacity[i], extent + 3 * i);
       const TileCover tc = tile_cover(p.mean2d, p.conic, opacity[i], p.tile_min_x, p.tile_min_y, p.tile_max_x,
                                       p.tile_max_y);
@@ -381,8 +383,10 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       for (int k = 0; k < k_count; ++k)
         for (int c = 0; c < 3; ++c) d_sh[3 * k + c] = f.b[k] * dc[c];
       const float* q = g_.quats + 4 * i;
+      const float sigmoid_opacity = sp_sigmoid(g_.opacity_logits[i]);
       ProjectionGrads pg = project_gaussian_backward(cam_, mean, load3(g_.log_scales, i), q[0], q[1], q[2], q[3],
-                                                     make_vec2(s[0], s[1]), make_vec3(s[2], s[3], s[4]));
+                                                     make_vec2(s[0], s[1]), make_vec3(s[2], s[3], s[4]),
+                                                     forward_antialiased_ ? s[5] * sigmoid_opacity : 0.f);
       vec3 dm = pg.mean + d_mean_color;
       grads.means[3 * i] = dm.x;
       grads.means[3 * i + 1] = dm.y;
@@ -391,8 +395,8 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       grads.log_scales[3 * i + 1] = pg.log_scale.y;
       grads.log_scales[3 * i + 2] = pg.log_scale.z;
       for (int c = 0; c < 4; ++c) grads.quats[4 * i + c] = pg.quat[c];
-      float o = opacity[i];
-      grads.opacity_logits[i] = s[5] * o * (1.f - o);
+      // opacity = k sigmoid(logit) (k = 1 unless antialiased): d/dlogit = opacity (1 - sigmoid).
+      grads.opacity_logits[i] = s[5] * opacity[i] * (1.f - sigmoid_opacity);
       grads.means2d[2 * i] = s[0];
       grads.means2d[2 * i + 1] = s[1];
     }

@@ -24,6 +24,10 @@ class CpuRasterizer {
   // Backward of the last forward(); d_alpha may be null.
   void backward(const float* d_image, const float* d_alpha, const GradientOutputs& grads);
 
+  // The mode of every later forward (its backward follows the forward's):
+  // the antialiased 2D filter's opacity compensation (projection.h).
+  void set_antialiased(bool on) { antialiased_ = on; }
+
   size_t allocation_count() const { return allocations_; }
   // Sizes the per-pixel and per-tile buffers for views up to `pixels` pixels
   // and `tiles` tiles (training: the largest view, once).
@@ -58,6 +62,8 @@ class CpuRasterizer {
   float background_[3] = {0.f, 0.f, 0.f};
   size_t num_pairs_ = 0;
   bool have_forward_ = false;  // the last forward completed (a limit error leaves it false)
+  bool antialiased_ = false;          // the next forward's mode
+  bool forward_antialiased_ = false;  // the last forward's
 
   // Per Gaussian.
   GrowBuffer<float> mean2d_, conic_, depth_, opacity_, color_;

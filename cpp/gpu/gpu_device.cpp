@@ -210,6 +210,7 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   rp_.sh_stride = sh_stride;
   rp_.num_tiles = num_tiles;
   for (int c = 0; c < 3; ++c) rp_.background[c] = background[c];
+  rp_.antialiased = antialiased() ? 1u : 0u;  // a runtime field: one pipeline for both modes
   num_gaussians_ = n;
   num_pairs_ = 0;
   forward_params_ = params;

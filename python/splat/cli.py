@@ -622,7 +622,7 @@ def _open_model(args):
     if args.source and args.checkpoint:
         raise UserError(f"give the model once: {args.source} or --checkpoint {args.checkpoint}")
     bc = _make_backend({"backend": args.backend or "auto"})
-    return open_model(source, bc, background=args.background)
+    return open_model(source, bc, background=args.background, antialiased=args.antialiased)
 
 
 def _load_split(args, model, split):
@@ -689,7 +689,8 @@ def cmd_render(args) -> int:
     where = " and ".join(str(p) for p in (out, args.video) if p)
     sizes = data.size_summary() if data is not None else f"{cams[0].width}x{cams[0].height}"
     print(f"rendered {len(cams)} views of {label} at {sizes}"
-          + (f" (supersample {k})" if k > 1 else "") + f" on {model.renderer.backend} in "
+          + (f" (supersample {k})" if k > 1 else "") + (" antialiased" if model.antialiased else "")
+          + f" on {model.renderer.backend} in "
           f"{time.perf_counter() - t0:.1f} s -> {where}")
     return 0
 
@@ -708,13 +709,15 @@ def cmd_eval(args) -> int:
         for v in ev.per_view:
             print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}{lp(v.get('lpips'))}")
     print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {len(data)} views of {args.data} [{args.split}]"
-          + (f" (supersample {args.supersample})" if args.supersample > 1 else ""))
+          + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
+          + (" antialiased" if model.antialiased else ""))
     if args.json:
         is_ckpt = model.source.lower().endswith(".npz")
         result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
                                  "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
                                  "data": str(Path(args.data).resolve()), "split": args.split,
                                  "frames": args.frames, "supersample": args.supersample, "masked": args.masked,
+                                 "antialiased": model.antialiased,
                                  "views": len(data), "num_gaussians": model.renderer.num_gaussians,
                                  "step": model.renderer.step_count, "backend": model.renderer.backend,
                                  "seconds": seconds}
@@ -737,7 +740,7 @@ def cmd_view(args) -> int:
     from .render_path import open_model
     from .viewer import Viewer
     bc = _make_backend({"backend": args.backend or "auto"})
-    model = open_model(args.source, bc, background=args.background)
+    model = open_model(args.source, bc, background=args.background, antialiased=args.antialiased)
     cams = list(model.cameras)
     if args.data:
         from .data import load_dataset
@@ -745,6 +748,7 @@ def cmd_view(args) -> int:
         cams = [c for c in cams if c[2] != "test"] + [(n, c, "test") for n, c in zip(test.names, test.cameras)]
     save_dir = Path(args.save_dir) if args.save_dir else (model.run_dir or Path.cwd())
     viewer = Viewer(model.gaussians, cameras=cams, backend_config=bc, background=model.background,
+                    antialiased=model.antialiased,
                     host=args.host, port=args.port, up=args.up, save_dir=save_dir, max_side=args.max_resolution,
                     max_fps=args.max_fps).start()
     print(f"splat view: {len(model.gaussians):,} Gaussians of {model.source}, {len(cams)} cameras; "
@@ -814,6 +818,12 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--background", type=_background, metavar="R,G,B",
                        help="background colour (default: the run's, else white)")
         q.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
+        antialiased_arg(q)
+
+    def antialiased_arg(q):
+        q.add_argument("--antialiased", action=argparse.BooleanOptionalAction, default=None,
+                       help="render with the antialiased 2D filter, or not (--no-antialiased); default: the "
+                            "run's [train] antialiased (a scene file alone carries no mode: off)")
 
     r = sub.add_parser("render", help="render a run or a scene file along a camera path, to PNG or MP4",
                        description="Render a run folder, a scene file or a checkpoint: an orbit around the "
@@ -865,6 +875,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--background", type=_background, metavar="R,G,B", help="background (default: the run's)")
     v.add_argument("--save-dir", metavar="DIR", help="where 'Save image' writes (default: the run folder)")
     v.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
+    antialiased_arg(v)
     v.set_defaults(func=cmd_view)
 
     x = sub.add_parser("export", help="write a run's Gaussians as .ply, .splat, .spz or compressed .ply",

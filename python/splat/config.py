@@ -370,6 +370,10 @@ class TrainConfig(_Section):
     ssim_weight: float = _f(0.2, "float", lo=0.0, hi=1.0, doc="loss = (1-w) L1 + w (1 - SSIM)")
     seed: int = _f(0, "int", lo=0, hi=2**63 - 1, doc="random seed")
     random_background: bool = _f(False, "bool", doc="random background colour per step")
+    # rasterization mode
+    antialiased: bool = _f(False, "bool",
+                           doc="mip-splatting 2D filter: opacity x sqrt(det(cov2d) / det(cov2d + 0.3 I)), "
+                               "as gsplat's rasterize_mode='antialiased'; renders of the run use it too")
 
     @classmethod
     def _cross_check(cls, v, bad):

@@ -97,10 +97,13 @@ class Rasterizer:
         return self._pool.allocation_count
 
     def forward(self, gaussians: Gaussians, camera: "Camera | Sequence[Camera]", sh_degree: int = 3,
-                background=(0.0, 0.0, 0.0), *, depth: bool = False) -> RasterOutput:
+                background=(0.0, 0.0, 0.0), *, depth: bool = False, antialiased: bool = False) -> RasterOutput:
         """Renders `gaussians` from `camera`, or from each camera of a sequence (all of one
         size; the outputs gain a leading camera axis). `background` is [3] or, per camera,
-        [C,3]. `depth=True` also renders the accumulated depth sum_i w_i z_i."""
+        [C,3]. `depth=True` also renders the accumulated depth sum_i w_i z_i.
+        `antialiased=True` applies the mip-splatting 2D filter (each splat's opacity times
+        sqrt(det(cov2d) / det(cov2d + 0.3 I)), gsplat's rasterize_mode="antialiased"); the
+        backward of this output follows it."""
         if not isinstance(gaussians, Gaussians):
             raise TypeError(f"[splat] gaussians: expected splat.Gaussians, got {type(gaussians).__name__}")
         batched = not isinstance(camera, Camera)
@@ -116,6 +119,8 @@ class Rasterizer:
                 raise ValueError(f"[splat] camera[{i}]: is {c.width}x{c.height}, camera[0] is {w}x{h}; "
                                  "a batch renders one image size")
         degree = check_sh_degree(sh_degree, gaussians)
+        if not isinstance(antialiased, (bool, np.bool_)):
+            raise TypeError(f"[splat] antialiased: expected a bool, got {type(antialiased).__name__}")
         bg = as_float32("background", background)
         if bg.shape == (3,):
             bgs = [bg] * len(cameras)
@@ -130,13 +135,15 @@ class Rasterizer:
         for c, b in zip(cameras, bgs):
             image, alpha, r, colour_pass = _passes.render(
                 self._pool, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, c.world_to_camera,
-                c.fx, c.fy, c.cx, c.cy, w, h, degree, np.ascontiguousarray(b), _passes.NEAR, _passes.FAR)
+                c.fx, c.fy, c.cx, c.cy, w, h, degree, np.ascontiguousarray(b), _passes.NEAR, _passes.FAR,
+                antialiased)
             depth_pass = None
             if depth:
                 sh_z = _passes.depth_sh(_passes.camera_depths(g.means, c.world_to_camera))
                 d, _, _, depth_pass = _passes.render(
                     self._pool, g.means, g.log_scales, g.quats, g.opacity_logits, sh_z, c.world_to_camera,
-                    c.fx, c.fy, c.cx, c.cy, w, h, 0, _passes.ZERO_BACKGROUND, _passes.NEAR, _passes.FAR)
+                    c.fx, c.fy, c.cx, c.cy, w, h, 0, _passes.ZERO_BACKGROUND, _passes.NEAR, _passes.FAR,
+                    antialiased)
                 depths.append(d[..., 0])
             images.append(image)
             alphas.append(alpha)

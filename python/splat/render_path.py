@@ -30,9 +30,11 @@ class SceneRenderer:
     """Renders fixed Gaussians with splat's rasterizer on the chosen backend
     (the same interface as Trainer.render, so `splat.evaluate` takes it)."""
 
-    def __init__(self, gaussians: Gaussians, backend_config=None, background=(1.0, 1.0, 1.0)):
+    def __init__(self, gaussians: Gaussians, backend_config=None, background=(1.0, 1.0, 1.0),
+                 antialiased: bool = False):
         from .rasterizer import Rasterizer
         self.gaussians = gaussians
+        self.antialiased = bool(antialiased)
         self.background = tuple(float(b) for b in background)
         self._raster = Rasterizer(backend_config)
         self.sh_degree = gaussians.sh_degree
@@ -49,7 +51,8 @@ class SceneRenderer:
     def render(self, camera: Camera, background=None) -> np.ndarray:
         # A background like 0.1 is not exactly a float32; it is meant as one.
         bg = np.asarray(self.background if background is None else background, np.float32)
-        return self._raster.forward(self.gaussians, camera, sh_degree=self.sh_degree, background=bg).image
+        return self._raster.forward(self.gaussians, camera, sh_degree=self.sh_degree, background=bg,
+                                    antialiased=self.antialiased).image
 
 
 # --------------------------------------------------------------------------- camera maths
@@ -304,12 +307,34 @@ class OpenedModel:
     source: str
     cameras: list                 # [(name, Camera, "train" | "test")] from cameras.json, when found
     run_dir: Path | None
+    antialiased: bool = False     # the rasterization mode it renders with
 
 
-def open_model(source, backend_config, background=None) -> OpenedModel:
+def run_antialiased(run_dir) -> bool | None:
+    """[train] antialiased of a run folder's config.toml (None: no config there)."""
+    if run_dir is None or not (Path(run_dir) / "config.toml").is_file():
+        return None
+    try:
+        import tomllib as toml
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as toml
+    path = Path(run_dir) / "config.toml"
+    try:
+        with open(path, "rb") as f:
+            value = toml.load(f).get("train", {}).get("antialiased", False)
+    except (OSError, toml.TOMLDecodeError) as e:
+        raise ValueError(f"[splat] {path}: cannot read it ({e})") from None
+    if not isinstance(value, bool):
+        raise ValueError(f"[splat] {path}: train.antialiased: expected true or false, got {value!r}")
+    return value
+
+
+def open_model(source, backend_config, background=None, antialiased: bool | None = None) -> OpenedModel:
     """A renderer for a run folder, a scene file or a checkpoint. A checkpoint
     renders through a Trainer holding it (exactly what training evaluated);
-    anything else through a SceneRenderer."""
+    anything else through a SceneRenderer. `antialiased` None renders in the
+    run's mode (the checkpoint's or the run folder's config; a file alone carries
+    no mode: classic); True / False overrides it."""
     from . import formats
     from .data import Dataset
     from .trainer import Trainer, read_checkpoint
@@ -323,15 +348,23 @@ def open_model(source, backend_config, background=None) -> OpenedModel:
         stand_in = Dataset(cameras=[Camera(np.eye(4), w, w, 0.5 * w, 0.5 * h, w, h)],
                            images=np.zeros((1, h, w, 3), np.uint8), names=["checkpoint"],
                            background=bg, scene_extent=meta.get("scene_extent", 1.0))
-        trainer = Trainer.load_checkpoint(src, stand_in, backend_config)
+        trainer = Trainer.load_checkpoint(src, stand_in, backend_config)  # validates the checkpoint
         g = Gaussians(arrays["means"], arrays["log_scales"], arrays["quats"], arrays["opacity_logits"],
                       arrays["sh"])
-        renderer, run_dir = trainer, src.parent
+        mode = trainer.config.antialiased if antialiased is None else bool(antialiased)
+        run_dir = src.parent
+        renderer = trainer
+        if mode != trainer.config.antialiased:  # the trainer renders only its own mode
+            renderer = SceneRenderer(g, backend_config, bg, antialiased=mode)
     else:
         scene = formats.load_scene(src)
         bg = tuple(background or scene.background)
         g, run_dir = scene.gaussians, scene.run_dir
-        renderer = SceneRenderer(g, backend_config, bg)
+        stored = scene.meta.get("train_config", {}).get("antialiased") if scene.meta else None
+        if stored is None:
+            stored = run_antialiased(run_dir)
+        mode = bool(stored) if antialiased is None else bool(antialiased)
+        renderer = SceneRenderer(g, backend_config, bg, antialiased=mode)
     cams_path = find_cameras_json(src)
     cams = []
     if cams_path is not None:
@@ -339,4 +372,4 @@ def open_model(source, backend_config, background=None) -> OpenedModel:
             cams += [(n, c, split) for n, c in formats.load_cameras_json(cams_path, split)]
     if run_dir is None and cams_path is not None:
         run_dir = cams_path.parent
-    return OpenedModel(renderer, g, bg, str(src), cams, run_dir)
+    return OpenedModel(renderer, g, bg, str(src), cams, run_dir, mode)

@@ -42,6 +42,7 @@ _NATIVE_SETTINGS = (
     "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
     "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "ssim_weight", "seed",
     "random_background",
+    "antialiased",
 )
 _STATS = ("grad_accum", "grad_count", "max_radii")
 

@@ -35,7 +35,7 @@ struct RasterParams {
   uint32_t sh_stride;   // coefficients stored per Gaussian (K)
   uint32_t num_tiles;
   float background[3];
-  uint32_t pad0;
+  uint32_t antialiased;  // 1: the 2D filter's opacity compensation (projection.h)
 };
 SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
 
@@ -71,14 +71,16 @@ SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
 // deterministic): mean2d (2), conic (3), opacity (1), colour (3).
 #define SPLAT_PAIR_GRAD 9
 
-// What projection keeps per visible Gaussian for the blend (48 bytes).
+// What projection keeps per visible Gaussian for the blend (48 bytes);
+// `opacity` is what the blend uses (antialiased: times the compensation).
 struct SplatRecord {
   float mean2d[2];
   float conic[3];
   float opacity;
   float color[3];
   float depth;
-  float pad[2];
+  float sigmoid_opacity;  // sigmoid(logit): opacity without the antialiased compensation
+  float pad;
 };
 SPLAT_STATIC_ASSERT(sizeof(SplatRecord) == 48, "SplatRecord layout");
 

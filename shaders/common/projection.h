@@ -3,11 +3,16 @@
 #pragma once
 #include "camera.h"
 
+// The 2D filter added to every projected covariance (in pixels^2): the
+// reference 3DGS dilation, and the mip-splatting filter of the antialiased mode.
+#define SPLAT_COV2D_DILATION 0.3f
+
 // What projection produces for one Gaussian; radius 0 means invisible.
 struct ProjectedGaussian {
   vec2 mean2d;
   vec3 conic;  // (A, B, C) of the inverse 2D covariance
   float depth;
+  float opacity_scale;  // antialiased: the filter's opacity compensation; else 1
   int radius;
   int tile_min_x, tile_min_y, tile_max_x, tile_max_y;  // tile rect [min, max)
 };
@@ -78,6 +83,7 @@ struct ScreenCovariance {
   float tm[2][3];   // T = J R_w
   float tmm[2][3];  // T M
   float a, b, c;    // cov2d = [[a, b], [b, c]]
+  float a0, c0;     // the diagonal before the dilation
 };
 
 SPLAT_FUNC ScreenCovariance screen_covariance(SPLAT_CONST_MEM const CameraParams& cam, vec3 t, mat3 rw, mat3 m) {
@@ -87,10 +93,38 @@ SPLAT_FUNC ScreenCovariance screen_covariance(SPLAT_CONST_MEM const CameraParams
   for (int r = 0; r < 2; ++r)
     for (int k = 0; k < 3; ++k)
       sc.tmm[r][k] = sc.tm[r][0] * m.m[0][k] + sc.tm[r][1] * m.m[1][k] + sc.tm[r][2] * m.m[2][k];
-  sc.a = sc.tmm[0][0] * sc.tmm[0][0] + sc.tmm[0][1] * sc.tmm[0][1] + sc.tmm[0][2] * sc.tmm[0][2] + 0.3f;
+  sc.a0 = sc.tmm[0][0] * sc.tmm[0][0] + sc.tmm[0][1] * sc.tmm[0][1] + sc.tmm[0][2] * sc.tmm[0][2];
   sc.b = sc.tmm[0][0] * sc.tmm[1][0] + sc.tmm[0][1] * sc.tmm[1][1] + sc.tmm[0][2] * sc.tmm[1][2];
-  sc.c = sc.tmm[1][0] * sc.tmm[1][0] + sc.tmm[1][1] * sc.tmm[1][1] + sc.tmm[1][2] * sc.tmm[1][2] + 0.3f;
+  sc.c0 = sc.tmm[1][0] * sc.tmm[1][0] + sc.tmm[1][1] * sc.tmm[1][1] + sc.tmm[1][2] * sc.tmm[1][2];
+  sc.a = sc.a0 + SPLAT_COV2D_DILATION;
+  sc.c = sc.c0 + SPLAT_COV2D_DILATION;
   return sc;
+}
+
+// The antialiased mode's opacity compensation (mip-splatting's 2D filter, as
+// gsplat's rasterize_mode="antialiased"): the dilated splat keeps the
+// undilated one's integral, opacity x sqrt(det(cov2d - 0.3 I) / det(cov2d)).
+// 0 where the undilated covariance is degenerate (rounding below 0).
+SPLAT_FUNC float antialias_compensation(SPLAT_THREAD const ScreenCovariance& sc) {
+  float det = sc.a * sc.c - sc.b * sc.b;
+  float det0 = sc.a0 * sc.c0 - sc.b * sc.b;
+  return sp_sqrt(sp_max(0.f, det0 / det));
+}
+
+// dL/d(a, b, c) of the compensation k given dL/dk, added to (ga, gb, gc); b
+// is the one off-diagonal scalar. With f = 0.3 and d = det(cov2d),
+// dk/da = f (c (c - f) + b^2) / (2 k d^2), dk/dc likewise with a, and
+// dk/db = -f b (a + c - f) / (k d^2): exact where k > 0, 0 where the clamp holds.
+SPLAT_FUNC void antialias_compensation_backward(SPLAT_THREAD const ScreenCovariance& sc, float comp, float d_comp,
+                                                SPLAT_THREAD float& ga, SPLAT_THREAD float& gb,
+                                                SPLAT_THREAD float& gc) {
+  if (!(comp > 0.f) || d_comp == 0.f) return;
+  const float f = SPLAT_COV2D_DILATION;
+  float det = sc.a * sc.c - sc.b * sc.b;
+  float k = d_comp * f / (2.f * comp * det * det);
+  ga += k * (sc.c * sc.c0 + sc.b * sc.b);
+  gc += k * (sc.a * sc.a0 + sc.b * sc.b);
+  gb -= k * 2.f * sc.b * (sc.a0 + sc.c);
 }
 
 // The tile rect [min, max) a splat of `radius` around `mean2d` touches.
@@ -107,10 +141,12 @@ SPLAT_FUNC bool tile_rect(vec2 mean2d, int radius, uint32_t tiles_x, uint32_t ti
 
 // Projects one Gaussian. Returns false (and radius 0) when it is invisible:
 // outside [near, far], a degenerate 2D covariance, or no tile touched.
+// `antialiased`: p.opacity_scale is the filter's compensation (else 1).
 SPLAT_FUNC bool project_gaussian(SPLAT_CONST_MEM const CameraParams& cam, vec3 mean, vec3 log_scale,
-                                 float qw, float qx, float qy, float qz,
+                                 float qw, float qx, float qy, float qz, bool antialiased,
                                  SPLAT_THREAD ProjectedGaussian& p) {
   p.radius = 0;
+  p.opacity_scale = 1.f;
   p.tile_min_x = p.tile_min_y = p.tile_max_x = p.tile_max_y = 0;
   vec3 t = world_to_view(cam, mean);
   p.depth = t.z;
@@ -126,6 +162,7 @@ SPLAT_FUNC bool project_gaussian(SPLAT_CONST_MEM const CameraParams& cam, vec3 m
   float det = a * c - b * b;
   if (!(det > 0.f)) return false;
   p.conic = make_vec3(c / det, -b / det, a / det);
+  if (antialiased) p.opacity_scale = antialias_compensation(sc);
   p.mean2d = make_vec2(cam.fx * t.x / t.z + cam.cx, cam.fy * t.y / t.z + cam.cy);
   float mid = 0.5f * (a + c);
   float lambda_max = mid + sp_sqrt(sp_max(0.1f, mid * mid - det));
@@ -142,12 +179,14 @@ struct ProjectionGrads {
   float quat[4];
 };
 
-// Backward of project_gaussian for a visible Gaussian, given dL/d mean2d and
-// dL/d conic. The clamp of x/z and y/z is differentiated exactly: a clamped
-// coordinate contributes through t.z only.
+// Backward of project_gaussian for a visible Gaussian, given dL/d mean2d,
+// dL/d conic and (antialiased; else 0) dL/d opacity_scale. The clamp of x/z
+// and y/z is differentiated exactly: a clamped coordinate contributes
+// through t.z only.
 SPLAT_FUNC ProjectionGrads project_gaussian_backward(SPLAT_CONST_MEM const CameraParams& cam, vec3 mean,
                                                      vec3 log_scale, float qw, float qx, float qy,
-                                                     float qz, vec2 d_mean2d, vec3 d_conic) {
+                                                     float qz, vec2 d_mean2d, vec3 d_conic,
+                                                     float d_opacity_scale) {
   vec3 t = world_to_view(cam, mean);
   float qn = sp_sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
   float w = qw / qn, x = qx / qn, y = qy / qn, z = qz / qn;
@@ -166,6 +205,8 @@ SPLAT_FUNC ProjectionGrads project_gaussian_backward(SPLAT_CONST_MEM const Camer
   float ga = id2 * (-c * c * dA + b * c * dB + (det - a * c) * dC);
   float gc = id2 * ((det - a * c) * dA + a * b * dB - a * a * dC);
   float gb = id2 * (2.f * b * c * dA - (det + 2.f * b * b) * dB + 2.f * a * b * dC);
+  if (d_opacity_scale != 0.f)
+    antialias_compensation_backward(sc, antialias_compensation(sc), d_opacity_scale, ga, gb, gc);
   // Symmetric G with cov2d = T Sigma T^T: dL/dcov2d = [[ga, gb/2], [gb/2, gc]].
   float g[2][2] = {{ga, 0.5f * gb}, {0.5f * gb, gc}};
 

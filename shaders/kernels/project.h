@@ -46,7 +46,7 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   vec3 mean = load_vec3(means, i);
   ProjectedGaussian pg;
   bool visible = project_gaussian(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
-                                  quats[4 * i + 2], quats[4 * i + 3], pg);
+                                  quats[4 * i + 2], quats[4 * i + 3], rp.antialiased != 0u, pg);
   radius[i] = pg.radius;
   rects[4 * i] = pg.tile_min_x;
   rects[4 * i + 1] = pg.tile_min_y;
@@ -56,7 +56,8 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
     pair_count[i] = 0u;
     return;
   }
-  float opacity = sp_sigmoid(opacity_logits[i]);
+  const float sigmoid_opacity = sp_sigmoid(opacity_logits[i]);
+  float opacity = sigmoid_opacity * pg.opacity_scale;
   TileCover tc = tile_cover(pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x, pg.tile_max_y);
   pair_count[i] = tile_cover_count(tc);
   depth_keys[i] = (uint64_t)sp_float_bits(pg.depth);
@@ -64,11 +65,12 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, k_count);
   vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), coeffs);
   // The record's three quads (rasterize_forward.h reads it so): (mean2d,
-  // conic.xy), (conic.z, opacity, colour.rg), (colour.b, depth, pad).
+  // conic.xy), (conic.z, opacity, colour.rg), (colour.b, depth, sigmoid
+  // opacity, pad).
   SPLAT_DEVICE_MEM float* r = (SPLAT_DEVICE_MEM float*)records;
   store_float4(r, 3u * i, pg.mean2d.x, pg.mean2d.y, pg.conic.x, pg.conic.y);
   store_float4(r, 3u * i + 1u, pg.conic.z, opacity, color.x, color.y);
-  store_float4(r, 3u * i + 2u, color.z, pg.depth, 0.f, 0.f);
+  store_float4(r, 3u * i + 2u, color.z, pg.depth, sigmoid_opacity, 0.f);
 }
 
 // Gradients of every parameter of Gaussian i from its accumulated blend
@@ -120,12 +122,14 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + SPLAT_MAX_SH_COEFFS / 4, f.dc.x, f.dc.y, f.dc.z, 0.f);
   ProjectionGrads pg = project_gaussian_backward(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
                                                  quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
-                                                 make_vec3(s[2], s[3], s[4]));
+                                                 make_vec3(s[2], s[3], s[4]),
+                                                 rp.antialiased != 0u ? s[5] * records[i].sigmoid_opacity : 0.f);
   store_vec3(d_means, i, pg.mean + d_mean_color);
   store_vec3(d_log_scales, i, pg.log_scale);
   for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = pg.quat[c];
+  // opacity = k sigmoid(logit): d/dlogit = k sigmoid (1 - sigmoid) = opacity (1 - sigmoid).
   float o = records[i].opacity;
-  d_opacity_logits[i] = s[5] * o * (1.f - o);
+  d_opacity_logits[i] = s[5] * o * (1.f - records[i].sigmoid_opacity);
   d_means2d[2 * i] = s[0];
   d_means2d[2 * i + 1] = s[1];
 }

@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
     r.opacity = faint ? 0.01f + 0.04f * uniform(rng) : (i % 13 == 0 ? 1.f : 0.02f + 0.97f * uniform(rng));
     for (float& ch : r.color) ch = uniform(rng);
     r.depth = 1.f + 10.f * uniform(rng);
-    r.pad[0] = r.pad[1] = 0.f;
+    r.sigmoid_opacity = r.opacity;
+    r.pad = 0.f;
     reach[i] = 3.4f * std::max(s1, s2);  // sqrt(2 * 5.55) = 3.33 sigma
   }
 

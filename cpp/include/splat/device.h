@@ -2,6 +2,7 @@
 // implements it directly; Metal and CUDA implement it through cpp/gpu/, which
 // turns each op into kernel launches on a Launcher.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,13 @@ class Device {
 
   virtual Backend backend() const = 0;
   virtual std::string description() const = 0;
+
+  // The rasterization mode of every later forward, rendering or training
+  // (docs/architecture.md "Antialiasing"): antialiased multiplies each
+  // splat's opacity by the 2D filter's compensation. A backward follows the
+  // mode of its forward.
+  void set_antialiased(bool on) { antialiased_.store(on, std::memory_order_relaxed); }
+  bool antialiased() const { return antialiased_.load(std::memory_order_relaxed); }
 
   // Renders `g` from `cam`. Keeps what the backward needs (the parameters are
   // copied into the device's resident buffers, which only grow).
@@ -107,6 +115,9 @@ class Device {
     (void)out;
     return false;
   }
+
+ private:
+  std::atomic<bool> antialiased_{false};
 };
 
 // Creates the device `config.backend` names (auto resolved as documented).

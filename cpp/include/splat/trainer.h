@@ -30,6 +30,7 @@ struct TrainSettings {
   uint64_t seed = 0;
   bool random_background = false;
   uint32_t max_gaussians = 1u << 24;
+  bool antialiased = false;  // the 2D filter's opacity compensation (Device::set_antialiased)
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};

@@ -13,7 +13,7 @@ import numpy as np
 
 from .forward import RefForward
 from .geometry import quat_to_rotmat_vjp
-from .projection import Projection
+from .projection import Projection, sigmoid
 from .blend import ALPHA_MAX, splat_alphas, transmittance
 from .sh import num_sh_coeffs, sh_basis_jacobian
 
@@ -31,7 +31,7 @@ class RefGrads:
     means2d: np.ndarray         # [N,2] dL/d mean2d, pixel units
     conics: np.ndarray          # [N,3] dL/d (A, B, C)
     colors: np.ndarray          # [N,3] dL/d clamped colour
-    opacities: np.ndarray       # [N] dL/d sigmoid(opacity_logits)
+    opacities: np.ndarray       # [N] dL/d the blend's opacity (sigmoid(opacity_logits) unless antialiased)
 
 
 def rasterize_backward(out: RefForward, d_image: np.ndarray, d_alpha: np.ndarray, d_depth=None):
@@ -96,6 +96,17 @@ def project_backward(p: Projection, d_means2d, d_conics, d_colors, d_opacities):
         g_a = gC / det + g_det * c
         g_b = -gB / det - 2.0 * b * g_det
         g_c = gA / det + g_det * a
+        sig = sigmoid(p.opacity_logits)
+        if p.antialiased:
+            # opacity = sigmoid * k, k = sqrt(det_raw / det): dk = k/2 (d det_raw / det_raw - d det / det)
+            ra, rb, rc = p.cov2d_raw[:, 0], p.cov2d_raw[:, 1], p.cov2d_raw[:, 2]
+            det_raw = ra * rc - rb * rb
+            k = p.compensation
+            g_k = d_opacities * sig * 0.5 * k
+            live = k > 0.0  # where the clamp at 0 holds, no gradient
+            g_a = g_a + np.where(live, g_k * (rc / det_raw - c / det), 0.0)
+            g_b = g_b + np.where(live, g_k * (-2.0 * rb / det_raw + 2.0 * b / det), 0.0)
+            g_c = g_c + np.where(live, g_k * (ra / det_raw - a / det), 0.0)
         G2 = np.empty((n, 2, 2))                        # symmetric dL/d cov2d
         G2[:, 0, 0], G2[:, 1, 1] = g_a, g_c
         G2[:, 0, 1] = G2[:, 1, 0] = 0.5 * g_b
@@ -137,7 +148,7 @@ def project_backward(p: Projection, d_means2d, d_conics, d_colors, d_opacities):
         d_dirs = np.einsum("nkd,nk->nd", sh_basis_jacobian(p.dirs, p.sh_degree), d_basis)
         d_means += (d_dirs - p.dirs * np.sum(p.dirs * d_dirs, axis=1, keepdims=True)) / p.dir_norm[:, None]
 
-        d_logits = d_opacities * p.opacities * (1.0 - p.opacities)
+        d_logits = d_opacities * p.compensation * sig * (1.0 - sig)
 
     def vis(x):
         return np.where(p.visible.reshape((n,) + (1,) * (x.ndim - 1)), x, 0.0)

@@ -22,7 +22,7 @@ class RefForward:
     conics: np.ndarray       # [N,3] (A, B, C): inverse 2D covariance [[A, B], [B, C]]
     depths: np.ndarray       # [N] camera-space z
     colors: np.ndarray       # [N,3] clamped SH colour
-    opacities: np.ndarray    # [N] sigmoid(opacity_logits)
+    opacities: np.ndarray    # [N] the blend's: sigmoid(opacity_logits), times the compensation if antialiased
     n_contrib: np.ndarray    # [H,W] int32: 1-based list position of the last blended splat
     final_T: np.ndarray      # [H,W]
     tile_rects: np.ndarray   # [N,4] int64 (x0, x1, y0, y1): tiles [x0,x1) x [y0,y1); 0 if invisible
@@ -55,15 +55,17 @@ class RefForward:
 
 
 def forward_arrays(means, log_scales, quats, opacity_logits, sh, world_to_camera,
-                   fx, fy, cx, cy, width, height, sh_degree, background, depth=False) -> RefForward:
+                   fx, fy, cx, cy, width, height, sh_degree, background, depth=False,
+                   antialiased=False) -> RefForward:
     """Render N Gaussians given as arrays (any float dtype; computed in float64). With
     `depth`, the blend carries the camera depth z as a fourth channel (background 0):
-    `depth` = sum_i w_i z_i with the colour's weights."""
+    `depth` = sum_i w_i z_i with the colour's weights. `antialiased`: the 2D filter's
+    opacity compensation (projection.project)."""
     background = as_f64("background", background, (None,)).reshape(-1)
     if background.shape != (3,):
         raise ValueError(f"[splat.reference] background: expected 3 values, got {background.shape[0]}")
     p = project(means, log_scales, quats, opacity_logits, sh, world_to_camera,
-                fx, fy, cx, cy, width, height, sh_degree)
+                fx, fy, cx, cy, width, height, sh_degree, antialiased)
     vis = p.visible
     means2d = np.where(vis[:, None], p.means2d, 0.0)
     conics = np.where(vis[:, None], p.conics, 0.0)
@@ -81,7 +83,8 @@ def forward_arrays(means, log_scales, quats, opacity_logits, sh, world_to_camera
         background=background, proj=p, tiles=tiles)
 
 
-def forward_scene(gaussians, camera, sh_degree=None, background=None, depth=False) -> RefForward:
+def forward_scene(gaussians, camera, sh_degree=None, background=None, depth=False,
+                  antialiased=False) -> RefForward:
     """Render duck-typed Gaussians (.means .log_scales .quats .opacity_logits .sh) seen by a
     duck-typed camera (.world_to_camera .fx .fy .cx .cy .width .height).
 
@@ -94,7 +97,7 @@ def forward_scene(gaussians, camera, sh_degree=None, background=None, depth=Fals
         background = np.zeros(3)
     return forward_arrays(g.means, g.log_scales, g.quats, g.opacity_logits, g.sh,
                           c.world_to_camera, c.fx, c.fy, c.cx, c.cy, c.width, c.height,
-                          sh_degree, background, depth)
+                          sh_degree, background, depth, antialiased)
 
 
 def _is_gaussians(x) -> bool:
@@ -103,8 +106,8 @@ def _is_gaussians(x) -> bool:
 
 def forward(*args, **kwargs) -> RefForward:
     """forward(means, log_scales, quats, opacity_logits, sh, world_to_camera,
-               fx, fy, cx, cy, width, height, sh_degree, background)
-    or forward(gaussians, camera, sh_degree, background)."""
+               fx, fy, cx, cy, width, height, sh_degree, background, depth=False, antialiased=False)
+    or forward(gaussians, camera, sh_degree, background, depth=False, antialiased=False)."""
     if (args and _is_gaussians(args[0])) or "gaussians" in kwargs:
         return forward_scene(*args, **kwargs)
     return forward_arrays(*args, **kwargs)

@@ -91,7 +91,11 @@ class Projection:
     basis: np.ndarray           # [N,(deg+1)^2] SH basis at dirs
     colors_raw: np.ndarray      # [N,3] SH + 0.5, before the clamp at 0
     colors: np.ndarray          # [N,3] max(colors_raw, 0)
-    opacities: np.ndarray       # [N] sigmoid(opacity_logits)
+    opacities: np.ndarray       # [N] the blend's opacity: sigmoid(opacity_logits) * compensation
+    # antialiased mode (the mip-splatting 2D filter)
+    antialiased: bool = False
+    cov2d_raw: np.ndarray | None = None     # [N,3] (a, b, c) before the 0.3 dilation
+    compensation: np.ndarray | None = None  # [N] sqrt(max(0, det(raw) / det)); ones when not antialiased
 
     @property
     def depths(self) -> np.ndarray:
@@ -99,7 +103,7 @@ class Projection:
 
 
 def project(means, log_scales, quats, opacity_logits, sh, world_to_camera,
-            fx, fy, cx, cy, width, height, sh_degree) -> Projection:
+            fx, fy, cx, cy, width, height, sh_degree, antialiased=False) -> Projection:
     """Project N Gaussians to 2D splats.
 
     scale = exp(log_scales), R = R(q / |q|), Sigma = R S S^T R^T, opacity = sigmoid(logit).
@@ -111,6 +115,9 @@ def project(means, log_scales, quats, opacity_logits, sh, world_to_camera,
     rectangle is [floor((m - r) / 16), ceil((m + r) / 16)) per axis, clipped to the grid,
     and an empty one makes the Gaussian invisible. colour = max(SH(dir) + 0.5, 0) with
     dir = normalize(mean - camera_center), camera_center = -Wr^T w.
+    `antialiased` (mip-splatting's 2D filter, gsplat's rasterize_mode="antialiased"): the
+    blend's opacity is sigmoid(logit) * sqrt(max(0, det(cov2d - 0.3 I) / det(cov2d))), the
+    dilated splat keeping the undilated one's integral.
     """
     means = as_f64("means", means, (None, 3))
     n = means.shape[0]
@@ -190,7 +197,13 @@ def project(means, log_scales, quats, opacity_logits, sh, world_to_camera,
         basis = sh_basis(dirs, sh_degree)
         colors_raw = np.einsum("nk,nkc->nc", basis, sh[:, :k_used, :]) + 0.5
         colors = np.maximum(colors_raw, 0.0)
-        opacities = sigmoid(opacity_logits)
+        raw = np.stack([full[:, 0, 0], full[:, 0, 1], full[:, 1, 1]], axis=1)
+        if antialiased:
+            det_raw = raw[:, 0] * raw[:, 2] - raw[:, 1] ** 2
+            compensation = np.sqrt(np.maximum(0.0, det_raw / det))
+        else:
+            compensation = np.ones(n)
+        opacities = sigmoid(opacity_logits) * compensation
 
     return Projection(
         means=means, log_scales=log_scales, quats=quats, opacity_logits=opacity_logits, sh=sh,
@@ -199,4 +212,5 @@ def project(means, log_scales, quats, opacity_logits, sh, world_to_camera,
         t=t, clamped_xy=clamped_xy, t_clamped=t_clamped, J=J, T=T,
         cov2d=np.stack([a, b, c], axis=1), det=det, conics=conics, means2d=means2d,
         radius=radius, tile_rects=tile_rects, visible=visible, dir_norm=dir_norm, dirs=dirs,
-        basis=basis, colors_raw=colors_raw, colors=colors, opacities=opacities)
+        basis=basis, colors_raw=colors_raw, colors=colors, opacities=opacities,
+        antialiased=bool(antialiased), cov2d_raw=raw, compensation=compensation)

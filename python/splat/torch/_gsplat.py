@@ -36,7 +36,6 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     _refuse("tile_size", tile_size, 16, why="splat's tiles are 16x16")
     _refuse("sparse_grad", sparse_grad, False)
     _refuse("absgrad", absgrad, False)
-    _refuse("rasterize_mode", rasterize_mode, "classic")
     _refuse("distributed", distributed, False)
     _refuse("camera_model", camera_model, "pinhole")
     if covars is not None:
@@ -59,7 +58,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     else:
         sh, degree = colors, int(sh_degree)
     return rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width, height, sh_degree=degree,
-                     backgrounds=backgrounds, render_mode=render_mode, near=near_plane, far=far_plane)
+                     backgrounds=backgrounds, render_mode=render_mode, near=near_plane, far=far_plane,
+                     rasterize_mode=rasterize_mode)
 
 
 def _refuse(name, value, default, why=None):

@@ -21,6 +21,7 @@ from .._passes import DEFAULT_POOL_SIZE, SH_C0, NativePool
 from ..gaussians import MAX_SH_DEGREE
 
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
+RASTERIZE_MODES = ("classic", "antialiased")
 _BACKEND_OF_DEVICE = {"cpu": "cpu", "cuda": "cuda", "mps": "metal"}
 
 
@@ -75,7 +76,8 @@ class _RasterizeView(torch.autograd.Function):
     is dL/d mean2d: its value is not read)."""
 
     @staticmethod
-    def forward(ctx, means, quats, log_scales, opacity_logits, sh, means2d, pool, cam, sh_degree, background):
+    def forward(ctx, means, quats, log_scales, opacity_logits, sh, means2d, pool, cam, sh_degree, background,
+                antialiased):
         native, lease = pool.take()
         if not any(ctx.needs_input_grad):
             lease.done = True  # no backward will need this state
@@ -85,10 +87,10 @@ class _RasterizeView(torch.autograd.Function):
         alpha = torch.empty((cam.height, cam.width), dtype=torch.float32, device=dev)
         radii = torch.empty((n,), dtype=torch.int32, device=dev)
         params = (means.detach(), log_scales.detach(), quats.detach(), opacity_logits.detach(), sh.detach())
-        token = _native_forward(native, params, cam, sh_degree, background, image, alpha, radii, dev)
+        token = _native_forward(native, params, cam, sh_degree, background, antialiased, image, alpha, radii, dev)
         ctx.save_for_backward(means, quats, log_scales, opacity_logits, sh)
         ctx.native, ctx.lease, ctx.token = native, lease, token
-        ctx.cam, ctx.sh_degree, ctx.background = cam, sh_degree, background
+        ctx.cam, ctx.sh_degree, ctx.background, ctx.antialiased = cam, sh_degree, background, antialiased
         ctx.has_means2d = means2d is not None
         ctx.mark_non_differentiable(radii)
         ctx.set_materialize_grads(False)
@@ -98,7 +100,7 @@ class _RasterizeView(torch.autograd.Function):
     def backward(ctx, d_image, d_alpha, _d_radii):
         means, quats, log_scales, opacity_logits, sh = ctx.saved_tensors  # torch checks in-place changes here
         if d_image is None and d_alpha is None:
-            return (None,) * 10
+            return (None,) * 11
         dev = means.device
         n = means.shape[0]
         native = ctx.native
@@ -109,7 +111,8 @@ class _RasterizeView(torch.autograd.Function):
             scratch = (torch.empty((cam.height, cam.width, 3), dtype=torch.float32, device=dev),
                        torch.empty((cam.height, cam.width), dtype=torch.float32, device=dev),
                        torch.empty((n,), dtype=torch.int32, device=dev))
-            ctx.token = _native_forward(native, params, cam, ctx.sh_degree, ctx.background, *scratch, dev)
+            ctx.token = _native_forward(native, params, cam, ctx.sh_degree, ctx.background, ctx.antialiased, *scratch,
+                                        dev)
         if d_image is None:
             d_image = torch.zeros((ctx.cam.height, ctx.cam.width, 3), dtype=torch.float32, device=dev)
         d_image = d_image.to(torch.float32).contiguous()
@@ -121,14 +124,14 @@ class _RasterizeView(torch.autograd.Function):
         ctx.lease.done = True
         g_means, g_log_scales, g_quats, g_opacity, g_sh = g
         return (g_means, g_quats, g_log_scales, g_opacity, g_sh, g_means2d if ctx.has_means2d else None,
-                None, None, None, None)
+                None, None, None, None, None)
 
 
-def _native_forward(native, params, cam, sh_degree, background, image, alpha, radii, dev) -> int:
+def _native_forward(native, params, cam, sh_degree, background, antialiased, image, alpha, radii, dev) -> int:
     means, log_scales, quats, opacity_logits, sh = params
     return native.forward(means, log_scales, quats, opacity_logits, sh, cam.w2c, cam.fx, cam.fy, cam.cx, cam.cy,
                           cam.width, cam.height, sh_degree, background, cam.near, cam.far, image, alpha, radii,
-                          _queue(dev))
+                          _queue(dev), antialiased)
 
 
 def _check_float(name, t, shape):
@@ -150,20 +153,26 @@ def _positive_int(name, v):
 
 
 def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width, height, *, sh_degree,
-              backgrounds=None, render_mode="RGB", near=0.01, far=1e10, config=None):
+              backgrounds=None, render_mode="RGB", near=0.01, far=1e10, config=None, rasterize_mode="classic"):
     """Render N Gaussians from C cameras, differentiably.
 
     means [N,3], quats [N,4] (w,x,y,z, any norm), log_scales [N,3], opacity_logits [N],
     sh [N,K,3] or per camera [C,N,K,3] (colour = max(SH(dir) + 0.5, 0)); viewmats [C,4,4]
     world-to-camera (OpenCV axes), Ks [C,3,3] pinhole intrinsics; backgrounds [C,3] or [3].
     render_mode: "RGB", "D" (accumulated depth sum_i w_i z_i), "ED" (D / alpha), "RGB+D",
-    "RGB+ED". Returns (render_colors [C,H,W,ch], render_alphas [C,H,W,1], meta) with meta
+    "RGB+ED". rasterize_mode (gsplat's naming): "classic", or "antialiased", the
+    mip-splatting 2D filter (opacity x sqrt(det(cov2d) / det(cov2d + 0.3 I))). Returns
+    (render_colors [C,H,W,ch], render_alphas [C,H,W,1], meta) with meta
     "radii" [C,N,2] int32, "means2d" [C,N,2] (a leaf: its .grad is dL/d mean2d in pixels),
     "depths" [C,N] camera z, "width", "height", "n_cameras". Gradients reach every
     Gaussian parameter (not the cameras).
     """
     if render_mode not in RENDER_MODES:
         raise ValueError(f"[splat] render_mode: expected one of {', '.join(RENDER_MODES)}, got {render_mode!r}")
+    if rasterize_mode not in RASTERIZE_MODES:
+        raise ValueError(f"[splat] rasterize_mode: expected one of {', '.join(RASTERIZE_MODES)}, "
+                         f"got {rasterize_mode!r}")
+    antialiased = rasterize_mode == "antialiased"
     width, height = _positive_int("width", width), _positive_int("height", height)
     if isinstance(sh_degree, bool) or not isinstance(sh_degree, (int, np.integer)) or \
             not 0 <= sh_degree <= MAX_SH_DEGREE:
@@ -226,7 +235,7 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
             if run_dev.type == "cuda" and sh_i.shape[1] % 4 == 0 and sh_i.data_ptr() % 16:
                 sh_i = sh_i.clone()  # the GPU reads such rows as 16-byte quads
             image, alpha, r = _RasterizeView.apply(means, quats, log_scales, opacity_logits, sh_i, m2d, pool, cam,
-                                                   int(sh_degree), bg_host[i])
+                                                   int(sh_degree), bg_host[i], antialiased)
             if bg_torch is not None:
                 image = image + (1.0 - alpha)[..., None] * bg_torch[i]
             out.append(image)
@@ -235,7 +244,7 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
             rest = torch.full_like(z, -0.5 / SH_C0)
             sh_z = torch.stack([(z - 0.5) / SH_C0, rest, rest], dim=-1)[:, None, :].contiguous()
             d, alpha_d, r_d = _RasterizeView.apply(means, quats, log_scales, opacity_logits, sh_z, m2d, pool, cam,
-                                                   0, _ZERO3)
+                                                   0, _ZERO3, antialiased)
             if alpha is None:
                 alpha, r = alpha_d, r_d
             d = d[..., :1]

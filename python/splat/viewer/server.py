@@ -58,7 +58,9 @@ class Viewer:
                  host: str = "127.0.0.1", port: int = 8080, up: str | None = None, save_dir=".",
                  max_fps: float = 30.0, max_side: int = 1024, preview_scale: float = 0.5,
                  duty_cycle: float | None = None, initial_view: str | None = None, image_format: str = "jpeg",
-                 show_cameras: bool = True, external_pump: bool = False, label: str = "splat"):
+                 show_cameras: bool = True, external_pump: bool = False, label: str = "splat",
+                 antialiased: bool = False):
+        self.antialiased = bool(antialiased)  # the rasterization mode of every render
         self.cameras = [(str(n), c, s) for n, c, s in cameras]
         self.background = tuple(float(b) for b in background)
         self.backend_config = backend_config
@@ -190,7 +192,7 @@ class Viewer:
         with self._lock:
             g, version = self._gaussians, self._version
         if self._renderer is None:
-            self._renderer = SceneRenderer(g, self.backend_config, self.background)
+            self._renderer = SceneRenderer(g, self.backend_config, self.background, antialiased=self.antialiased)
             self._renderer_version = version
             self.renderer_ready.set()
         elif self._renderer_version != version:
