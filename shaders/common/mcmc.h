@@ -40,13 +40,17 @@ SPLAT_FUNC uint32_t mcmc_weight(float logit, float min_opacity, bool live_only) 
   return (uint32_t)(o * MCMC_WEIGHT_SCALE);
 }
 
-// The sample's position in [0, total) (total > 0): 64 random bits modulo the
-// total (a bias below total / 2^64 <= 2^-16).
+// The sample's position in [0, total) (0 < total < 2^48): floor(u total)
+// for u = 64 random bits / 2^64, from four partial products below 2^56
+// (each floored: the point is at most 3 below the exact one, never past
+// it). A scaled point, not a remainder, so a total that differs by a unit
+// (an exp one ulp apart on another backend) moves the point by < 1.
 SPLAT_FUNC uint64_t mcmc_sample_point(uint32_t seed, uint32_t step, uint32_t target, uint32_t draw,
                                       uint64_t total) {
-  uint64_t hi = random_key(seed, step, target, draw);
-  uint64_t lo = random_key(seed, step, target, draw + 1u);
-  return ((hi << 32) | lo) % total;
+  uint64_t a = random_key(seed, step, target, draw);
+  uint64_t b = random_key(seed, step, target, draw + 1u);
+  uint64_t c = total >> 24, d = total & 0xffffffu;
+  return ((a * c) >> 8) + ((a * d) >> 32) + ((b * c) >> 40);
 }
 
 // New opacity of a Gaussian sampled ratio - 1 times: 1 - (1 - o)^(1 / ratio),
