@@ -73,3 +73,21 @@ def test_cuda_mcmc_holds_the_budget_and_is_deterministic():
         states.append(tr.state())
     for k in states[0]:
         assert states[0][k].tobytes() == states[1][k].tobytes(), (k, seed)
+
+
+def test_cuda_mcmc_learns_a_small_scene_without_allocating_when_warm():
+    """The CPU learning test's scene and bar (test_mcmc.py) on the GPU."""
+    rng, seed = make_rng()
+    gt = random_gaussians(rng, 200)
+    ds = make_dataset(rng, gt, n_views=10)
+    test = make_dataset(rng, gt, n_views=3)
+    cfg = mcmc_config(steps=900, mcmc_refine_from=50, mcmc_refine_every=50, mcmc_refine_until=700, max_gaussians=400)
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda"))
+    before = splat.evaluate(tr, test).psnr
+    tr.run(860, progress=False)
+    warm = tr._native.allocation_count
+    s = tr.run(40, progress=False)
+    assert tr._native.allocation_count == warm
+    after = splat.evaluate(tr, test)
+    assert after.psnr >= 28.0 and after.psnr > before + 10, (before, after.psnr, seed)
+    assert np.isfinite(s.loss) and 200 < s.num_gaussians <= 400

@@ -224,3 +224,26 @@ def test_mcmc_initialisation_and_config_values():
         splat.TrainConfig(mcmc_refine_from=900, mcmc_refine_until=800)
     assert not any(schedule.resets_opacity_at(splat.TrainConfig(strategy="mcmc"), s)
                    for s in range(3000, 15000, 3000))
+
+
+def test_mcmc_learns_a_small_scene_without_allocating_when_warm():
+    """900 steps on 10 views of 200 random Gaussians (as the default strategy's
+    learning test), a budget of 400, test PSNR on 3 novel views. Measured over
+    3 seeds: 31.7 to 31.9 dB with 353 Gaussians (the default strategy: 25.7 to
+    28.3 dB with ~2600), from 16.6 to 17.5 dB before training. The bar, 28 dB
+    and +10 dB, leaves room for the scene's randomness."""
+    rng, seed = make_rng()
+    gt = random_gaussians(rng, 200)
+    ds = make_dataset(rng, gt, n_views=10)
+    test = make_dataset(rng, gt, n_views=3)
+    cfg = small_config(steps=900, strategy="mcmc", mcmc_refine_from=50, mcmc_refine_every=50, mcmc_refine_until=700,
+                       max_gaussians=400)
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
+    before = splat.evaluate(tr, test).psnr
+    tr.run(860, progress=False)
+    warm = tr._native.allocation_count
+    s = tr.run(40, progress=False)  # past the last refine: nothing may allocate
+    assert tr._native.allocation_count == warm
+    after = splat.evaluate(tr, test)
+    assert after.psnr >= 28.0 and after.psnr > before + 10, (before, after.psnr, seed)
+    assert np.isfinite(s.loss) and 200 < s.num_gaussians <= 400
