@@ -3,6 +3,7 @@
     python bench/gate.py                                  # cuda, both scenes, 30000 steps
     python bench/gate.py --scenes lego_400 --steps 7000
     python bench/gate.py --data /path/to/shared/data --backend cpu --steps 500
+    python bench/gate.py --scenes lego_400 --set train.strategy=mcmc --set train.max_gaussians=300000
 
 Per scene and checkpoint (7000 / 12500 / 30000 steps): the wall time of
 training only (the loop of trainer.step(read_loss=False); the device is
@@ -58,28 +59,28 @@ def scene_data(data: Path, scene: str):
     return train, splat.load_dataset(data / scene, split="test"), 1
 
 
-def warm_up(train, backend: str):
+def warm_up(train, backend: str, strategy: str = "default"):
     """Compiles (or loads from the disk cache) every kernel a run launches,
     densification, opacity reset and the finite check included, on a tiny
     throwaway run: the warm-up `splat train` does (splat/warmup.py)."""
     from splat.warmup import warm_up as warm_up_kernels
-    warm_up_kernels(train, splat.BackendConfig(backend=backend))
+    warm_up_kernels(train, splat.BackendConfig(backend=backend), strategy=strategy)
 
 
 def gib(n: int) -> str:
     return f"{n / 2 ** 30:.2f}"
 
 
-def run_scene(scene: str, data: Path, steps: int, backend: str, log):
+def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overrides=None):
     t0 = time.perf_counter()
     train, test, supersample = scene_data(data, scene)
     log(f"[{scene}] {len(train)} train views {train.size_summary()}, {len(test)} test views "
         f"(supersample {supersample}); loaded in {time.perf_counter() - t0:.1f}s")
     t0 = time.perf_counter()
-    warm_up(train, backend)
+    cfg = splat.TrainConfig(**dict({"steps": steps}, **(train_overrides or {})))
+    warm_up(train, backend, cfg.strategy)
     log(f"[{scene}] kernel warm-up {time.perf_counter() - t0:.1f}s")
     _core.gpu_memory(reset_peaks=True)
-    cfg = splat.TrainConfig(steps=steps)
     bcfg = splat.BackendConfig(backend=backend)
     t0 = time.perf_counter()
     trainer = splat.Trainer.from_dataset(train, cfg, bcfg)
@@ -141,7 +142,16 @@ def main(argv=None) -> int:
     ap.add_argument("--scenes", default="lego_400,lego_800")
     ap.add_argument("--steps", type=int, default=30000)
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--set", action="append", metavar="train.KEY=VALUE",
+                    help="recipe override (repeatable), e.g. train.strategy=mcmc train.max_gaussians=300000")
     args = ap.parse_args(argv)
+    from splat._cli_data import parse_overrides
+    try:
+        overrides = parse_overrides(args.set or [])
+    except ValueError as exc:
+        ap.error(str(exc))
+    if set(overrides) - {"train"}:
+        ap.error("--set takes train.* keys")
     if not (args.data / "lego_400").is_dir():
         ap.error(f"no lego_400 under {args.data}")
     ok, why = splat.backend_available(args.backend)
@@ -154,7 +164,7 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     all_rows, breakdowns = [], {}
     for scene in [s.strip() for s in args.scenes.split(",") if s.strip()]:
-        rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log)
+        rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log, overrides.get("train"))
         all_rows += rows
         breakdowns[scene] = (ts, n)
 

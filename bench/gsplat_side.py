@@ -10,7 +10,12 @@ Gaussian window (sigma 1.5, zero padding, as the 3DGS loss), masked pixels
 (Dataset.masks) set to 0 in render and target and left out of the L1 mean;
 Adam per parameter group with the config's rates (means times the scene
 extent, decayed exponentially to means_lr_final); DefaultStrategy densifies
-with the config's schedule and thresholds.
+with the config's schedule and thresholds. With `train.strategy = "mcmc"`
+(--set train.strategy=mcmc) gsplat's MCMCStrategy runs instead, with the
+config's budget (max_gaussians as cap_max), refine schedule, noise_lr and
+dead opacity, and the simple trainer's opacity and scale regularisers in the
+loss; the initial Gaussians are splat's mcmc ones (mcmc_init_opacity,
+mcmc_init_scale), as gsplat's mcmc preset.
 """
 from __future__ import annotations
 
@@ -82,12 +87,21 @@ def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log)
     steps = marks[-1]
     gamma = (cfg.means_lr_final / cfg.means_lr) ** (1.0 / steps) if cfg.means_lr > 0 else 1.0
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizers["means"], gamma=gamma)
-    strategy = DefaultStrategy(prune_opa=cfg.prune_opacity, grow_grad2d=cfg.densify_grad_threshold,
-                               grow_scale3d=cfg.percent_dense, prune_scale3d=cfg.prune_max_world_scale,
-                               refine_start_iter=cfg.densify_from, refine_stop_iter=cfg.densify_until,
-                               reset_every=cfg.opacity_reset_every, refine_every=cfg.densify_every)
-    strategy.check_sanity(params, optimizers)
-    state = strategy.initialize_state(scene_scale=extent)
+    mcmc = cfg.strategy == "mcmc"
+    if mcmc:  # --set train.strategy=mcmc: gsplat's MCMCStrategy with the same budget and schedule
+        from gsplat.strategy import MCMCStrategy
+        strategy = MCMCStrategy(cap_max=cfg.max_gaussians, noise_lr=cfg.mcmc_noise_lr,
+                                refine_start_iter=cfg.mcmc_refine_from, refine_stop_iter=cfg.mcmc_refine_until,
+                                refine_every=cfg.mcmc_refine_every, min_opacity=cfg.mcmc_min_opacity)
+        strategy.check_sanity(params, optimizers)
+        state = strategy.initialize_state()
+    else:
+        strategy = DefaultStrategy(prune_opa=cfg.prune_opacity, grow_grad2d=cfg.densify_grad_threshold,
+                                   grow_scale3d=cfg.percent_dense, prune_scale3d=cfg.prune_max_world_scale,
+                                   refine_start_iter=cfg.densify_from, refine_stop_iter=cfg.densify_until,
+                                   reset_every=cfg.opacity_reset_every, refine_every=cfg.densify_every)
+        strategy.check_sanity(params, optimizers)
+        state = strategy.initialize_state(scene_scale=extent)
 
     images = [torch.tensor(img, device=dev) for img in train.images]          # uint8, as splat keeps them
     masks = None if train.masks is None else [
@@ -119,7 +133,8 @@ def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log)
             cam = train.cameras[i]
             degree = min(step // cfg.sh_degree_interval, cfg.sh_degree)
             out, info = render(cams[i], cam.width, cam.height, degree)
-            strategy.step_pre_backward(params, optimizers, state, step, info)
+            if not mcmc:
+                strategy.step_pre_backward(params, optimizers, state, step, info)
             gt = images[i].float() / 255.0
             m = None if masks is None else masks[i]
             if m is not None:
@@ -130,12 +145,18 @@ def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log)
                 l1 = (out - gt).abs().mean()
             s = _ssim(torch, out.permute(2, 0, 1)[None], gt.permute(2, 0, 1)[None], window)
             loss = (1.0 - w) * l1 + w * (1.0 - s)
+            if mcmc:  # gsplat's simple trainer's mcmc regularisers
+                loss = loss + cfg.mcmc_opacity_reg * torch.sigmoid(params["opacities"]).mean() + \
+                    cfg.mcmc_scale_reg * torch.exp(params["scales"]).mean()
             loss.backward()
             for opt in optimizers.values():
                 opt.step()
                 opt.zero_grad(set_to_none=True)
             scheduler.step()
-            strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
+            if mcmc:
+                strategy.step_post_backward(params, optimizers, state, step, info, lr=scheduler.get_last_lr()[0])
+            else:
+                strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
             step += 1
             if step % 100 == 0 and budget.spent() and step < mark:
                 stopped = True

@@ -18,6 +18,8 @@ KERNELS = {
     "splat_ssim_forward", "splat_ssim_backward", "splat_adam", "splat_grad_stats", "splat_reset_opacity",
     "splat_densify_classify", "splat_densify_mark", "splat_densify_gather", "splat_densify_children",
     "splat_count_nonfinite", "splat_nonfinite_total",
+    "splat_mcmc_weights", "splat_mcmc_block_offsets", "splat_mcmc_sample", "splat_mcmc_apply", "splat_mcmc_copy",
+    "splat_mcmc_regularize", "splat_mcmc_noise",
 }
 
 

@@ -11,8 +11,9 @@ arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
 C++17 compiler (the one that builds the package) and POSIX ucontext.
 The fused loss's kernels run there too, against the CPU backend's schedule,
 the fused Adam against adam_update element by element, the binning's
-prefix sum and radix sort against the C++ standard library, and the count of
-non-finite parameters against std::isfinite."""
+prefix sum and radix sort against the C++ standard library, the count of
+non-finite parameters against std::isfinite, and the MCMC strategy's kernels
+against splat.reference.mcmc."""
 import os
 import shutil
 import subprocess
@@ -251,3 +252,70 @@ def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):
     # Far past: every block saturated, the total still past 2^32.
     got = run(count, str(2 ** 28))
     assert got["saturated"] == 1 and 2 ** 32 <= got["total"] <= got["exact"], (got, seed)
+
+
+# ----------------------------------------------------------------------------- the MCMC strategy
+MCMC_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "mcmc_check.cpp")
+
+
+def run_mcmc_check(exe, tmp_path, state, n, add, seed, step, mode, min_opacity=0.005, noise_scale=0.0,
+                   weights=(0.0, 0.0), grads=None):
+    from splat.reference.mcmc import PARAMS
+    sh_width = state["sh"].reshape(n, -1).shape[1]
+    arrays = [state[k] for k in PARAMS] + [state["adam_m." + k] for k in PARAMS] + \
+        [state["adam_v." + k] for k in PARAMS]
+    header = np.array([n, add, sh_width, seed, step, mode], np.uint32).tobytes() + \
+        np.array([min_opacity, noise_scale, *weights], np.float32).tobytes()
+    body = b"".join(np.ascontiguousarray(a, np.float32).tobytes() for a in arrays)
+    if grads is not None:
+        body += b"".join(np.ascontiguousarray(g, np.float32).tobytes() for g in grads)
+    (tmp_path / "in.bin").write_bytes(header + body)
+    p = subprocess.run([exe, str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+    data = np.fromfile(tmp_path / "out.bin", np.uint8)
+    relocated = int(data[:4].view(np.uint32)[0])
+    floats = data[4:].view(np.float32)
+    if mode == 2:
+        return relocated, floats[:3 * n].reshape(n, 3), floats[3 * n:]
+    rows, out, at = n + add, {}, 0
+    for i, a in enumerate(arrays):
+        size = rows * int(np.prod(a.shape[1:]))
+        name = ("", "adam_m.", "adam_v.")[i // 5] + PARAMS[i % 5]
+        out[name] = floats[at:at + size].reshape((rows,) + a.shape[1:])
+        at += size
+    return relocated, out
+
+
+@pytest.mark.parametrize("sizes", [(700, 1300), (65600, 67000)], ids=["blocks", "runs"])
+def test_mcmc_kernels_match_numpy(compiler, tmp_path, sizes):
+    """train_mcmc.h dispatched as GpuDevice does, on a constructed scene
+    (several weight blocks; past 256 blocks, runs of blocks per thread of the
+    offsets pass; dead Gaussians, sources sampled several times): the refine
+    against splat.reference.mcmc row for row (the block offsets, the two-level
+    search and the apply order), the noise and the regularisers."""
+    from splat.reference import mcmc as ref
+    from test_mcmc import assert_refined, constructed_state
+    exe = compile_check(compiler, [MCMC_SOURCE], str(tmp_path / "mcmc_check"))
+    rng, seed = make_rng()
+    n = int(rng.integers(*sizes))
+    state = constructed_state(rng, n, int(rng.integers(n // 20, n // 8)))
+    add, key, step = int(1.05 * n) - n, int(rng.integers(0, 2 ** 31)), int(rng.integers(1, 30000))
+    relocated, got = run_mcmc_check(exe, tmp_path, state, n, add, key, step, 0)
+    want, want_relocated = ref.refine(state, 0.005, add, key, step)
+    assert relocated == want_relocated > 0, seed
+    assert_refined(got, want, n, f"emulated kernels, seed {seed}")
+
+    scale = float(rng.uniform(5.0, 50.0))
+    _, got = run_mcmc_check(exe, tmp_path, state, n, 0, key, step, 1, noise_scale=scale)
+    want = ref.position_noise(state["means"], state["log_scales"], state["quats"], state["opacity_logits"], scale,
+                              key, step)
+    np.testing.assert_allclose(got["means"] - state["means"], want - state["means"], rtol=1e-4, atol=1e-6)
+
+    wo, ws = float(rng.uniform(0.01, 0.1)), float(rng.uniform(0.01, 0.1))
+    g_ls, g_o = rng.normal(0, 1e-3, (n, 3)), rng.normal(0, 1e-3, n)
+    _, got_ls, got_o = run_mcmc_check(exe, tmp_path, state, n, 0, key, step, 2, weights=(wo / n, ws / (3 * n)),
+                                      grads=(g_ls, g_o))
+    d_o, d_s = ref.regularizer_grads(state["opacity_logits"], state["log_scales"], wo, ws)
+    np.testing.assert_allclose(got_o, g_o + d_o, rtol=1e-5, atol=1e-10)
+    np.testing.assert_allclose(got_ls, g_ls + d_s, rtol=1e-5, atol=1e-10)

@@ -141,6 +141,15 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(random_background);
   SPLAT_READ(max_gaussians);
   SPLAT_READ(antialiased);
+  SPLAT_READ(mcmc);
+  SPLAT_READ(mcmc_refine_from);
+  SPLAT_READ(mcmc_refine_until);
+  SPLAT_READ(mcmc_refine_every);
+  SPLAT_READ(mcmc_growth);
+  SPLAT_READ(mcmc_min_opacity);
+  SPLAT_READ(mcmc_noise_lr);
+  SPLAT_READ(mcmc_opacity_reg);
+  SPLAT_READ(mcmc_scale_reg);
   SPLAT_READ(scene_extent);
   SPLAT_READ(image_budget_bytes);
 #undef SPLAT_READ
@@ -220,6 +229,8 @@ class PyTrainer {
       d["cloned"] = st.densify.cloned;
       d["split"] = st.densify.split;
       d["pruned"] = st.densify.pruned;
+      d["relocated"] = st.mcmc.relocated;
+      d["added"] = st.mcmc.added;
     }
     return d;
   }
@@ -325,6 +336,25 @@ class PyTrainer {
   float means_lr(uint32_t step) const { return trainer_->means_lr(step); }
   uint32_t view_for_step(uint32_t step) { return trainer_->view_for_step(step); }
 
+  // The MCMC ops on the resident state, outside the schedule (tests).
+  nb::dict mcmc_refine(float min_opacity, uint32_t add, uint64_t seed, uint32_t step) {
+    McmcRefineResult r;
+    {
+      nb::gil_scoped_release release;
+      r = trainer_->device().mcmc_refine(McmcRefineSettings{min_opacity, add, seed, step});
+    }
+    nb::dict d;
+    d["relocated"] = r.relocated;
+    d["added"] = r.added;
+    d["count"] = r.count;
+    return d;
+  }
+  void mcmc_noise(float noise_scale, uint64_t seed, uint32_t step) {
+    nb::gil_scoped_release release;
+    trainer_->device().mcmc_noise(McmcStepSettings{0.f, 0.f, noise_scale, seed, step});
+  }
+  uint32_t mcmc_growth_at(uint32_t n) const { return trainer_->mcmc_growth_at(n); }
+
  private:
   std::unique_ptr<Trainer> trainer_;
 };
@@ -363,7 +393,16 @@ void bind_trainer(nb::module_& m) {
       .def_prop_ro("allocation_count", &PyTrainer::allocation_count)
       .def_prop_ro("backend", &PyTrainer::backend)
       .def("means_lr", &PyTrainer::means_lr, nb::arg("step"))
-      .def("view_for_step", &PyTrainer::view_for_step, nb::arg("step"));
+      .def("view_for_step", &PyTrainer::view_for_step, nb::arg("step"))
+      .def("mcmc_refine", &PyTrainer::mcmc_refine, nb::arg("min_opacity"), nb::arg("add"), nb::arg("seed"),
+           nb::arg("step"),
+           "One MCMC refine (relocation of the dead, then `add` new Gaussians) on the resident state, outside the "
+           "schedule: {relocated, added, count}")
+      .def("mcmc_noise", &PyTrainer::mcmc_noise, nb::arg("noise_scale"), nb::arg("seed"), nb::arg("step"),
+           "The MCMC position noise (noise_lr times the means' lr = noise_scale) on the resident means, outside "
+           "the schedule")
+      .def("mcmc_growth_at", &PyTrainer::mcmc_growth_at, nb::arg("n"),
+           "Gaussians an MCMC refine adds to n (within max_gaussians)");
 
   m.def(
       "knn_mean_sq_dist",

@@ -74,7 +74,19 @@ uint32_t Trainer::view_for_step(uint32_t step) {
 bool Trainer::resets_opacity_at(uint32_t t) const {
   const TrainSettings& s = settings_;
   const uint32_t every = std::max(1u, s.opacity_reset_every);
-  return t < s.densify_until && t % every == 0 && uint64_t{t} + every <= s.steps;
+  return !s.mcmc && t < s.densify_until && t % every == 0 && uint64_t{t} + every <= s.steps;
+}
+
+bool Trainer::mcmc_refines_at(uint32_t t) const {
+  const TrainSettings& s = settings_;
+  return s.mcmc && t > s.mcmc_refine_from && t < s.mcmc_refine_until && t % std::max(1u, s.mcmc_refine_every) == 0;
+}
+
+uint32_t Trainer::mcmc_growth_at(uint32_t n) const {
+  // In double, as gsplat's int((1 + 0.05) * n).
+  const double target = std::floor((1.0 + static_cast<double>(settings_.mcmc_growth)) * n);
+  const double cap = std::min<double>(target, settings_.max_gaussians);
+  return cap > n ? static_cast<uint32_t>(cap) - n : 0u;
 }
 
 void Trainer::diverge(const std::string& why) {
@@ -116,14 +128,27 @@ StepStats Trainer::step(bool read_loss) {
     const uint32_t seed = static_cast<uint32_t>(s.seed);
     for (uint32_t c = 0; c < 3; ++c) bg[c] = random_uniform(random_key(seed, t, 0xb6u, c));
   }
-  const bool densifying = t < s.densify_until;
+  const bool densifying = !s.mcmc && t < s.densify_until;
   device_->train_forward_backward(cameras_[view], view, stats.sh_degree, bg, s.ssim_weight, densifying);
   step_ = t;
 
+  const McmcStepSettings mcmc{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t};
+  if (s.mcmc) device_->mcmc_regularize(mcmc);
   AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
                     s.adam_beta1, s.adam_beta2, s.adam_eps, t};
   device_->adam_step(adam);
 
+  if (s.mcmc) {
+    // As gsplat's MCMCStrategy: refine (relocate, then grow), then the noise
+    // on every step, at this step's learning rate of the means.
+    if (mcmc_refines_at(t)) {
+      McmcRefineSettings r{s.mcmc_min_opacity, mcmc_growth_at(static_cast<uint32_t>(device_->num_gaussians())),
+                           s.seed, t};
+      stats.mcmc = device_->mcmc_refine(r);
+      stats.densified = true;
+    }
+    device_->mcmc_noise(mcmc);
+  }
   if (densifying && t > s.densify_from && t % s.densify_every == 0) {
     const bool after_reset = t > s.opacity_reset_every;
     DensifySettings d;

@@ -57,6 +57,9 @@ class CpuDevice final : public Device {
   void adam_step(const AdamSettings& settings) override { training_.adam_step(settings); }
   DensifyResult densify(const DensifySettings& settings) override { return training_.densify(settings); }
   void reset_opacity(float max_opacity) override { training_.reset_opacity(max_opacity); }
+  void mcmc_regularize(const McmcStepSettings& s) override { training_.mcmc_regularize(s); }
+  void mcmc_noise(const McmcStepSettings& s) override { training_.mcmc_noise(s); }
+  McmcRefineResult mcmc_refine(const McmcRefineSettings& s) override { return training_.mcmc_refine(s); }
   NonFiniteCounts count_nonfinite() override { return training_.count_nonfinite(); }
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) override {
     train_raster_.set_antialiased(antialiased());

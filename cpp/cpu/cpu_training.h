@@ -30,6 +30,10 @@ class CpuTraining {
   void adam_step(const AdamSettings& s);
   DensifyResult densify(const DensifySettings& s);
   void reset_opacity(float max_opacity);
+  // The MCMC strategy (cpu_mcmc.cpp).
+  void mcmc_regularize(const McmcStepSettings& s);
+  void mcmc_noise(const McmcStepSettings& s);
+  McmcRefineResult mcmc_refine(const McmcRefineSettings& s);
   NonFiniteCounts count_nonfinite() const;
   void render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image);
 
@@ -80,6 +84,15 @@ class CpuTraining {
   std::vector<Source> sources_;
   std::vector<uint32_t> kind_;
   std::vector<float> scratch_p_[5], scratch_m_[5], scratch_v_[5];
+
+  // MCMC scratch (kept between calls): the inclusive prefix of the sampling
+  // weights, each target's source, each source's sample count, the sources'
+  // updates, the binomial table.
+  uint32_t mcmc_sample(const McmcRefineSettings& s, size_t n, size_t targets, bool grow);
+  std::vector<uint64_t> mcmc_prefix_;
+  std::vector<uint32_t> mcmc_source_, mcmc_times_;
+  std::vector<float> mcmc_logit_, mcmc_shift_;
+  std::vector<float> mcmc_binoms_;
 };
 
 }  // namespace splat::cpu

@@ -46,6 +46,10 @@ class GpuDevice final : public Device {
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
   void reset_opacity(float max_opacity) override;
+  // The MCMC strategy (gpu_mcmc.cpp).
+  void mcmc_regularize(const McmcStepSettings& settings) override;
+  void mcmc_noise(const McmcStepSettings& settings) override;
+  McmcRefineResult mcmc_refine(const McmcRefineSettings& settings) override;
   NonFiniteCounts count_nonfinite() override;
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                        float* image) override;
@@ -81,6 +85,8 @@ class GpuDevice final : public Device {
     kImages, kMasks, kLossPartials, kTileSums, kLoss,
     kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets,
     kFinitePartials, kFiniteTotals,
+    // The MCMC strategy (gpu_mcmc.cpp).
+    kMcmcPrefix, kMcmcBlockSums, kMcmcBlockOffsets, kMcmcSource, kMcmcTimes, kMcmcBinoms,
     kSlotCount
   };
   struct ArenaBuffer {
@@ -135,6 +141,13 @@ class GpuDevice final : public Device {
   // bits in the ping-pong slots (keys_a, keys_b), (vals_a, vals_b); returns
   // true when the result is in the B slots.
   bool radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count, uint32_t key_bits);
+  // One MCMC sampling pass (relocation of the dead among n, or growth into
+  // the `targets` slots after n) and its application to every array.
+  void mcmc_pass(const McmcRefineSettings& s, uint32_t n, uint32_t targets, bool grow);
+  // Grows a state slot to `bytes`, keeping its first `keep` bytes (through
+  // the SH gradient slot, which only densification and snapshots use).
+  void mcmc_grow_slot(int slot, size_t keep, size_t bytes);
+  bool mcmc_binoms_ready_ = false;
 
   const Backend backend_;
   const BackendConfig config_;

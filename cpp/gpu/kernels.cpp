@@ -45,6 +45,13 @@ const std::vector<KernelInfo>& table() {
       {Kernel::DensifyChildren, "splat_densify_children", "train.cu", "train.metal", {}, kG},
       {Kernel::CountNonfinite, "splat_count_nonfinite", "train.cu", "train.metal", {}, kG},
       {Kernel::NonfiniteTotal, "splat_nonfinite_total", "train.cu", "train.metal", {}, kG},
+      {Kernel::McmcWeights, "splat_mcmc_weights", "train.cu", "train.metal", {}, kG},
+      {Kernel::McmcBlockOffsets, "splat_mcmc_block_offsets", "train.cu", "train.metal", {}, kG},
+      {Kernel::McmcSample, "splat_mcmc_sample", "train.cu", "train.metal", {}, kG},
+      {Kernel::McmcApply, "splat_mcmc_apply", "train.cu", "train.metal", {}, kG},
+      {Kernel::McmcCopy, "splat_mcmc_copy", "train.cu", "train.metal", {}, kG},
+      {Kernel::McmcRegularize, "splat_mcmc_regularize", "train.cu", "train.metal", {}, kG},
+      {Kernel::McmcNoise, "splat_mcmc_noise", "train.cu", "train.metal", {}, kG},
   };
   return t;
 }

@@ -42,6 +42,14 @@ enum class Kernel : uint8_t {
   DensifyChildren,
   CountNonfinite,
   NonfiniteTotal,
+  // The MCMC strategy (shaders/kernels/train_mcmc.h).
+  McmcWeights,
+  McmcBlockOffsets,
+  McmcSample,
+  McmcApply,
+  McmcCopy,
+  McmcRegularize,
+  McmcNoise,
   Count
 };
 constexpr size_t kKernelCount = static_cast<size_t>(Kernel::Count);

@@ -171,13 +171,14 @@ def read_checkpoint(path) -> Checkpoint:
 
 def replay_train_config(checkpoint_train: dict, overrides: dict | None = None, *, densify_stats: bool):
     """The checkpoint's TrainConfig, updated with `overrides`, made safe to
-    replay: no densification and no opacity reset ever fires. With
+    replay: no densification, no MCMC refine and no opacity reset ever fires. With
     `densify_stats` the step still gathers the densification statistics."""
     from .config import TrainConfig
     values = dict(checkpoint_train)
     values.update(overrides or {})
     values.update(densify_from=0, densify_until=NEVER if densify_stats else 0,
                   densify_every=NEVER, opacity_reset_every=NEVER)
+    values.update(mcmc_refine_from=0, mcmc_refine_until=0)  # mcmc: no refine (the noise still runs)
     return TrainConfig(**values)
 
 

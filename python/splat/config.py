@@ -374,6 +374,28 @@ class TrainConfig(_Section):
     antialiased: bool = _f(False, "bool",
                            doc="mip-splatting 2D filter: opacity x sqrt(det(cov2d) / det(cov2d + 0.3 I)), "
                                "as gsplat's rasterize_mode='antialiased'; renders of the run use it too")
+    # densification strategy and the Gaussian budget
+    strategy: str = _f("default", "str", choices=("default", "mcmc"),
+                       doc="default: 3DGS clone / split / prune and opacity resets; mcmc: 3DGS as Markov chain "
+                           "Monte Carlo (relocation of dead Gaussians, growth by mcmc_growth up to max_gaussians, "
+                           "position noise, opacity and scale regularisers)")
+    max_gaussians: int = _f(MAX_GAUSSIANS, "int", lo=1, hi=MAX_GAUSSIANS,
+                            doc="most Gaussians training may reach (both strategies; the native cap, 2^24)")
+    mcmc_refine_from: int = _f(500, "int", lo=0, hi=UINT32_MAX, doc="mcmc: refine (relocate, grow) after this step")
+    mcmc_refine_until: int = _f(25000, "int", lo=0, hi=UINT32_MAX, doc="mcmc: refine before this step")
+    mcmc_refine_every: int = _f(100, "int", lo=1, hi=UINT32_MAX, doc="mcmc: refine every this many steps")
+    mcmc_growth: float = _f(0.05, "float", lo=0.0, hi=1.0,
+                            doc="mcmc: a refine adds this fraction of the count (up to max_gaussians)")
+    mcmc_min_opacity: float = _f(0.005, "float", lo=0.0, hi=1.0, hi_open=True,
+                                 doc="mcmc: Gaussians at or below this opacity are dead and relocated")
+    mcmc_noise_lr: float = _f(5e5, "float", lo=0.0,
+                              doc="mcmc: position noise, times the means' learning rate")
+    mcmc_opacity_reg: float = _f(0.01, "float", lo=0.0, doc="mcmc: weight of mean(opacity) in the loss")
+    mcmc_scale_reg: float = _f(0.01, "float", lo=0.0, doc="mcmc: weight of mean(scale) in the loss")
+    mcmc_init_opacity: float = _f(0.5, "float", lo=0.0, hi=1.0, lo_open=True, hi_open=True,
+                                  doc="mcmc: initial opacity (instead of init_opacity)")
+    mcmc_init_scale: float = _f(0.1, "float", lo=0.0, lo_open=True,
+                                doc="mcmc: initial scales, times the 3DGS initialisation's (nearest-point distance)")
 
     @classmethod
     def _cross_check(cls, v, bad):
@@ -381,6 +403,9 @@ class TrainConfig(_Section):
         if not bad & {"densify_from", "densify_until"} and v["densify_from"] > v["densify_until"]:
             errors.append(f"train.densify_from: {v['densify_from']} is after train.densify_until "
                           f"{v['densify_until']}")
+        if not bad & {"mcmc_refine_from", "mcmc_refine_until"} and v["mcmc_refine_from"] > v["mcmc_refine_until"]:
+            errors.append(f"train.mcmc_refine_from: {v['mcmc_refine_from']} is after train.mcmc_refine_until "
+                          f"{v['mcmc_refine_until']}")
         if not bad & {"opacity_reset_value", "prune_opacity"} and \
                 v["opacity_reset_value"] <= v["prune_opacity"]:
             errors.append(f"train.opacity_reset_value: {v['opacity_reset_value']} must exceed "

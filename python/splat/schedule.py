@@ -18,7 +18,10 @@ _LR_KEYS = ("means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_
 def resets_opacity_at(train: TrainConfig, step: int) -> bool:
     """Whether 1-based `step` resets opacities: every opacity_reset_every steps
     while densifying (step < densify_until), never when fewer than
-    opacity_reset_every steps of the run remain after it."""
+    opacity_reset_every steps of the run remain after it, never with the mcmc
+    strategy."""
+    if train.strategy == "mcmc":  # MCMC never resets opacities
+        return False
     every = max(1, train.opacity_reset_every)
     return step < train.densify_until and step % every == 0 and step + every <= train.steps
 
@@ -33,6 +36,8 @@ def opacity_reset_steps(train: TrainConfig) -> list[int]:
 def skipped_resets(train: TrainConfig) -> list[int]:
     """Resets the interval alone would place (while densifying) that the rule
     drops because they fall in the last opacity_reset_every steps."""
+    if train.strategy == "mcmc":
+        return []
     every = max(1, train.opacity_reset_every)
     return [s for s in range(every, min(train.steps, train.densify_until - 1) + 1, every)
             if not resets_opacity_at(train, s)]

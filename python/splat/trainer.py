@@ -43,6 +43,8 @@ _NATIVE_SETTINGS = (
     "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "ssim_weight", "seed",
     "random_background",
     "antialiased",
+    "max_gaussians", "mcmc_refine_from", "mcmc_refine_until", "mcmc_refine_every", "mcmc_growth",
+    "mcmc_min_opacity", "mcmc_noise_lr", "mcmc_opacity_reg", "mcmc_scale_reg",
 )
 _STATS = ("grad_accum", "grad_count", "max_radii")
 
@@ -61,17 +63,21 @@ class StepStats:
 def initial_gaussians(points, colors, config: TrainConfig) -> Gaussians:
     """3DGS initialisation: isotropic scales from the mean squared distance to
     the 3 nearest points, identity rotation, opacity `init_opacity`, SH DC from
-    the point colour."""
+    the point colour. The mcmc strategy starts from mcmc_init_opacity and the
+    scales times mcmc_init_scale (gsplat's MCMC recipe: 0.5 and 0.1)."""
     points = as_float32("points", points, (None, 3))
     n = len(points)
     if n == 0:
         raise ValueError("[splat] points: the initial point cloud is empty")
     colors = as_float32("colors", colors, (n, 3))
     dist2 = np.maximum(_core.knn_mean_sq_dist(points, 3), 1e-7)
-    log_scales = np.repeat(np.log(np.sqrt(dist2))[:, None], 3, axis=1).astype(np.float32)
+    mcmc = config.strategy == "mcmc"
+    scale = np.sqrt(dist2) * (config.mcmc_init_scale if mcmc else 1.0)
+    log_scales = np.repeat(np.log(scale)[:, None], 3, axis=1).astype(np.float32)
     quats = np.zeros((n, 4), np.float32)
     quats[:, 0] = 1.0
-    logit = np.log(config.init_opacity / (1.0 - config.init_opacity))
+    opacity = config.mcmc_init_opacity if mcmc else config.init_opacity
+    logit = np.log(opacity / (1.0 - opacity))
     opacity_logits = np.full(n, logit, np.float32)
     sh = np.zeros((n, sh_coeffs(config.sh_degree), 3), np.float32)
     sh[:, 0, :] = (colors - 0.5) / SH_C0
@@ -144,6 +150,7 @@ class Trainer:
         # (width, height) of every training view: each view trains at its own size.
         self.sizes = [(int(c.width), int(c.height)) for c in dataset.cameras]
         settings = {k: getattr(train_config, k) for k in _NATIVE_SETTINGS}
+        settings["mcmc"] = train_config.strategy == "mcmc"
         if isinstance(image_budget, bool) or not isinstance(image_budget, (int, np.integer)) or image_budget < 0:
             raise ValueError(f"[splat] image_budget: expected a number of bytes >= 0, got {image_budget!r}")
         settings.update(scene_extent=self.scene_extent, background=self.background,

@@ -11,11 +11,12 @@ def needs_warm_up(backend: str) -> bool:
     return backend in ("cuda", "metal")
 
 
-def warm_up(dataset, backend_config) -> float | None:
+def warm_up(dataset, backend_config, strategy: str = "default") -> float | None:
     """Runs a tiny throwaway training run on two views of `dataset` with every
-    op a run uses (densification, opacity reset, the finite check, a render)
-    on the backend `backend_config` resolves to. Returns its seconds, or None
-    where there is nothing to compile (the CPU backend)."""
+    op a run uses (densification, opacity reset, the finite check, a render;
+    with strategy "mcmc" also a run of refines, the last growing past the
+    buffers' headroom) on the backend `backend_config` resolves to. Returns
+    its seconds, or None where there is nothing to compile (the CPU backend)."""
     from . import _core
     from .config import TrainConfig
     from .trainer import Trainer
@@ -29,4 +30,8 @@ def warm_up(dataset, backend_config) -> float | None:
     trainer = Trainer.from_dataset(small, cfg, backend_config)
     trainer.run(100, progress=False)   # step 100 runs the finite check
     trainer.render(small.cameras[0])
+    if strategy == "mcmc":
+        cfg = TrainConfig(steps=30, init_points=2000, strategy="mcmc", mcmc_refine_from=0, mcmc_refine_every=10,
+                          mcmc_growth=0.5)
+        Trainer.from_dataset(small, cfg, backend_config).run(30, progress=False)
     return time.perf_counter() - t0

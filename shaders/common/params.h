@@ -199,6 +199,26 @@ struct DensifyParams {
 };
 SPLAT_STATIC_ASSERT(sizeof(DensifyParams) == 64, "DensifyParams layout");
 
+// The MCMC strategy on the device (shaders/kernels/train_mcmc.h).
+struct McmcParams {
+  uint32_t count;       // Gaussians n (before a growth)
+  uint32_t targets;     // per-target dispatches: n (relocation: the dead ones) or the Gaussians added
+  uint32_t grow;        // 0: relocation (targets are the dead among 0..n), 1: growth (targets n ..)
+  uint32_t num_blocks;  // weight blocks of SPLAT_GROUP_SIZE Gaussians
+  uint32_t seed, step;
+  uint32_t sh_width;    // floats of sh per Gaussian (3 K)
+  uint32_t draw;        // the sampling's random draw (MCMC_DRAW_*)
+  float min_opacity;    // dead at or below; relocated opacities are at least this
+  float noise_scale;    // noise_lr times the means' learning rate
+  float opacity_weight; // opacity_reg / n
+  float scale_weight;   // scale_reg / 3n
+  uint32_t width;       // mcmc_apply / mcmc_copy: floats per Gaussian of the array (copy: floats)
+  uint32_t kind;        // mcmc_apply: what the array is (MCMC_ARRAY_*)
+  uint32_t sources;     // mcmc_apply: 0 the targets, 1 the sampled sources
+  uint32_t pad0;
+};
+SPLAT_STATIC_ASSERT(sizeof(McmcParams) == 64, "McmcParams layout");
+
 // Chunks: the backward walks each batch of a tile's list (a chunk of
 // SPLAT_GROUP_SIZE positions) in its own threadgroup, so deep tiles spread
 // over the GPU. It starts from the pixel state the forward left at the end of

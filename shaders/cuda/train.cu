@@ -1,10 +1,11 @@
 // CUDA entry points (NVRTC): the training step's kernels (fused loss, Adam,
 // densification statistics and densification, opacity reset, the count of
-// non-finite parameters). Thin wrappers
+// non-finite parameters, the MCMC strategy). Thin wrappers
 // only; the bodies are shaders/kernels/train_*.h, shared with Metal.
 #include "train_check.h"
 #include "train_densify.h"
 #include "train_loss.h"
+#include "train_mcmc.h"
 #include "train_optim.h"
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
@@ -79,4 +80,44 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_nonfinite_total(FiniteParams p, const uint32_t* partials, uint32_t* totals) {
   SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
   nonfinite_total_body(SPLAT_THREAD_CTX(), p, partials, totals, warp_tot);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_mcmc_weights(McmcParams p, const float* opacity, uint32_t* prefix, uint32_t* block_sums) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  mcmc_weights_body(SPLAT_THREAD_CTX(), p, opacity, prefix, block_sums, warp_tot);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_mcmc_block_offsets(McmcParams p, const uint32_t* block_sums, uint64_t* block_offsets) {
+  SPLAT_TG_ARRAY(uint64_t, runs, SPLAT_GROUP_SIZE);
+  mcmc_block_offsets_body(SPLAT_THREAD_CTX(), p, block_sums, block_offsets, runs);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_mcmc_sample(McmcParams p, const float* opacity, const uint32_t* prefix, const uint64_t* block_offsets,
+                      uint32_t* source, uint32_t* times_sampled) {
+  mcmc_sample_body(SPLAT_THREAD_CTX(), p, opacity, prefix, block_offsets, source, times_sampled);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_mcmc_apply(McmcParams p, const uint32_t* source, const uint32_t* times_sampled, const float* binoms,
+                     const float* opacity, float* data) {
+  mcmc_apply_body(SPLAT_THREAD_CTX(), p, source, times_sampled, binoms, opacity, data);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_mcmc_copy(McmcParams p, const float* src, float* dst) {
+  mcmc_copy_body(SPLAT_THREAD_CTX(), p, src, dst);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_mcmc_regularize(McmcParams p, const float* opacity, const float* log_scales, float* g_opacity,
+                          float* g_log_scales) {
+  mcmc_regularize_body(SPLAT_THREAD_CTX(), p, opacity, log_scales, g_opacity, g_log_scales);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_mcmc_noise(McmcParams p, float* means, const float* log_scales, const float* quats, const float* opacity) {
+  mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity);
 }

@@ -3,6 +3,7 @@
 #include "train_check.h"
 #include "train_densify.h"
 #include "train_loss.h"
+#include "train_mcmc.h"
 #include "train_optim.h"
 
 kernel void splat_ssim_forward(constant LossParams& p [[buffer(0)]], device const float* image [[buffer(1)]],
@@ -93,4 +94,49 @@ kernel void splat_nonfinite_total(constant FiniteParams& p [[buffer(0)]], device
                                   device uint32_t* totals [[buffer(2)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
   nonfinite_total_body(SPLAT_THREAD_CTX(), p, partials, totals, warp_tot);
+}
+
+kernel void splat_mcmc_weights(constant McmcParams& p [[buffer(0)]], device const float* opacity [[buffer(1)]],
+                               device uint32_t* prefix [[buffer(2)]], device uint32_t* block_sums [[buffer(3)]],
+                               SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  mcmc_weights_body(SPLAT_THREAD_CTX(), p, opacity, prefix, block_sums, warp_tot);
+}
+
+kernel void splat_mcmc_block_offsets(constant McmcParams& p [[buffer(0)]],
+                                     device const uint32_t* block_sums [[buffer(1)]],
+                                     device uint64_t* block_offsets [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint64_t, runs, SPLAT_GROUP_SIZE);
+  mcmc_block_offsets_body(SPLAT_THREAD_CTX(), p, block_sums, block_offsets, runs);
+}
+
+kernel void splat_mcmc_sample(constant McmcParams& p [[buffer(0)]], device const float* opacity [[buffer(1)]],
+                              device const uint32_t* prefix [[buffer(2)]],
+                              device const uint64_t* block_offsets [[buffer(3)]], device uint32_t* source [[buffer(4)]],
+                              device uint32_t* times_sampled [[buffer(5)]], SPLAT_THREAD_ATTRS) {
+  mcmc_sample_body(SPLAT_THREAD_CTX(), p, opacity, prefix, block_offsets, source, times_sampled);
+}
+
+kernel void splat_mcmc_apply(constant McmcParams& p [[buffer(0)]], device const uint32_t* source [[buffer(1)]],
+                             device const uint32_t* times_sampled [[buffer(2)]], device const float* binoms [[buffer(3)]],
+                             device const float* opacity [[buffer(4)]], device float* data [[buffer(5)]],
+                             SPLAT_THREAD_ATTRS) {
+  mcmc_apply_body(SPLAT_THREAD_CTX(), p, source, times_sampled, binoms, opacity, data);
+}
+
+kernel void splat_mcmc_copy(constant McmcParams& p [[buffer(0)]], device const float* src [[buffer(1)]],
+                            device float* dst [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  mcmc_copy_body(SPLAT_THREAD_CTX(), p, src, dst);
+}
+
+kernel void splat_mcmc_regularize(constant McmcParams& p [[buffer(0)]], device const float* opacity [[buffer(1)]],
+                                  device const float* log_scales [[buffer(2)]], device float* g_opacity [[buffer(3)]],
+                                  device float* g_log_scales [[buffer(4)]], SPLAT_THREAD_ATTRS) {
+  mcmc_regularize_body(SPLAT_THREAD_CTX(), p, opacity, log_scales, g_opacity, g_log_scales);
+}
+
+kernel void splat_mcmc_noise(constant McmcParams& p [[buffer(0)]], device float* means [[buffer(1)]],
+                             device const float* log_scales [[buffer(2)]], device const float* quats [[buffer(3)]],
+                             device const float* opacity [[buffer(4)]], SPLAT_THREAD_ATTRS) {
+  mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity);
 }

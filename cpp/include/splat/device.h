@@ -97,6 +97,23 @@ class Device {
   virtual DensifyResult densify(const DensifySettings& settings) = 0;
   // opacity <= max_opacity; the opacity moments restart from zero.
   virtual void reset_opacity(float max_opacity) = 0;
+  // The MCMC strategy. Adds the opacity and scale regularisers' gradients to
+  // the resident gradients of the last train_forward_backward.
+  virtual void mcmc_regularize(const McmcStepSettings& settings) {
+    (void)settings;
+    throw BackendError("[device] this backend does not train with the MCMC strategy");
+  }
+  // Moves each mean by its position noise (after adam_step).
+  virtual void mcmc_noise(const McmcStepSettings& settings) {
+    (void)settings;
+    throw BackendError("[device] this backend does not train with the MCMC strategy");
+  }
+  // Relocation and growth; resets the statistics. Returns the counts (one
+  // host round trip).
+  virtual McmcRefineResult mcmc_refine(const McmcRefineSettings& settings) {
+    (void)settings;
+    throw BackendError("[device] this backend does not train with the MCMC strategy");
+  }
   // Counts the non-finite values of the resident parameters (a reduction on
   // the device; five counts come back, so it synchronizes).
   virtual NonFiniteCounts count_nonfinite() = 0;

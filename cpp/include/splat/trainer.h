@@ -31,6 +31,14 @@ struct TrainSettings {
   bool random_background = false;
   uint32_t max_gaussians = 1u << 24;
   bool antialiased = false;  // the 2D filter's opacity compensation (Device::set_antialiased)
+  // The MCMC strategy (docs/architecture.md, "The MCMC strategy") instead of
+  // clone / split / prune and opacity resets.
+  bool mcmc = false;
+  uint32_t mcmc_refine_from = 500, mcmc_refine_until = 25000, mcmc_refine_every = 100;
+  float mcmc_growth = 0.05f;        // Gaussians added per refine, times the count (up to max_gaussians)
+  float mcmc_min_opacity = 0.005f;  // dead at or below this opacity
+  float mcmc_noise_lr = 5e5f;       // position noise, times the means' learning rate
+  float mcmc_opacity_reg = 0.01f, mcmc_scale_reg = 0.01f;
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};
@@ -48,6 +56,7 @@ struct StepStats {
   bool densified = false;
   bool opacity_reset = false;
   DensifyResult densify;
+  McmcRefineResult mcmc;  // an MCMC refine step (densified is set too)
 };
 
 // Steps between two checks of the parameters for non-finite values (each one
@@ -76,6 +85,11 @@ class Trainer {
   // steps while densifying (t < densify_until), but never when fewer than
   // opacity_reset_every steps of the run remain after it.
   bool resets_opacity_at(uint32_t t) const;
+  // Whether step `t` is an MCMC refine step (relocation and growth).
+  bool mcmc_refines_at(uint32_t t) const;
+  // Gaussians an MCMC refine adds to `n`: (1 + mcmc_growth) n, rounded down,
+  // at most max_gaussians.
+  uint32_t mcmc_growth_at(uint32_t n) const;
 
   uint32_t step_count() const { return step_; }
   uint32_t active_sh_degree() const { return active_sh_degree(step_); }

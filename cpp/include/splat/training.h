@@ -103,6 +103,29 @@ struct DensifyResult {
   uint32_t cloned = 0, split = 0, pruned = 0, count = 0;
 };
 
+// One refine step of the MCMC strategy (docs/architecture.md, "The MCMC
+// strategy"): the dead Gaussians (opacity <= min_opacity) move onto live ones
+// sampled by opacity, then `add` new Gaussians are sampled the same way.
+struct McmcRefineSettings {
+  float min_opacity;
+  uint32_t add;   // Gaussians to add (the trainer keeps the count within max_gaussians)
+  uint64_t seed;  // sampling: counter-based RNG keyed by (seed, step, target)
+  uint32_t step;
+};
+
+struct McmcRefineResult {
+  uint32_t relocated = 0, added = 0, count = 0;
+};
+
+// The MCMC strategy's per-step terms: the regularisers' gradients (added to
+// the resident gradients before Adam) and the position noise (after Adam).
+struct McmcStepSettings {
+  float opacity_reg, scale_reg;  // weights of mean(opacity) and mean(scale) in the loss
+  float noise_scale;             // noise_lr times the means' learning rate
+  uint64_t seed;
+  uint32_t step;
+};
+
 // Non-finite (NaN or infinite) values of each resident parameter array, in
 // TrainingState::params order: how a diverged run is detected.
 struct NonFiniteCounts {
