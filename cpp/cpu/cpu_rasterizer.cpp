@@ -302,6 +302,11 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
   const float* final_T = final_T_.data();
   const uint32_t* n_contrib = n_contrib_.data();
   float* pair_grad = pair_grad_.ensure(kPairGrad * num_pairs_ + 1, allocations_);
+  // absgrad: per pair, the sum of |each pixel's d mean2d| (x, y), reduced in
+  // the same orders as the gradients. A run-time test per pixel and splat
+  // (measured: docs/architecture.md, "Absgrad").
+  const bool absgrad = grads.means2d_abs != nullptr;
+  float* pair_abs = absgrad ? pair_abs_.ensure(2 * num_pairs_ + 1, allocations_) : nullptr;
   const vec3 bg = make_vec3(background_[0], background_[1], background_[2]);
 
   // 1. Per tile, splat-major from the last contributor back: each pixel
@@ -330,6 +335,7 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       for (uint32_t k = max_last; k-- > 0;) {
         const uint32_t i = gauss[b + k];
         float acc[kPairGrad] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        float abs_acc[2] = {0.f, 0.f};
         const PixelBox box = splat_box(mean2d + 2 * i, extent + 3 * i, x0, x1, y0, y1);
         const BlendSplat s{make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
         for (int y = box.y0; y < box.y1; ++y) {
@@ -341,12 +347,19 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
             BlendGrad gr;
             if (!blend_backward_step(s, make_vec2(x + 0.5f, y + 0.5f), state[l], gr)) continue;
             blend_grad_accumulate(acc, gr);
+            if (absgrad) {
+              abs_acc[0] += std::fabs(gr.mean2d.x);
+              abs_acc[1] += std::fabs(gr.mean2d.y);
+            }
           }
         }
         std::memcpy(pair_grad + kPairGrad * emit[b + k], acc, sizeof(acc));
+        if (absgrad) std::memcpy(pair_abs + 2 * emit[b + k], abs_acc, sizeof(abs_acc));
       }
-      for (uint32_t k = max_last; k < e - b; ++k)
+      for (uint32_t k = max_last; k < e - b; ++k) {
         std::fill(pair_grad + kPairGrad * emit[b + k], pair_grad + kPairGrad * (emit[b + k] + 1), 0.f);
+        if (absgrad) pair_abs[2 * emit[b + k]] = pair_abs[2 * emit[b + k] + 1] = 0.f;
+      }
     }
   });
 
@@ -362,6 +375,16 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       float s[kPairGrad] = {0.f};
       for (uint32_t e = offset[i]; e < offset[i + 1]; ++e)
         for (size_t c = 0; c < kPairGrad; ++c) s[c] += pair_grad[kPairGrad * e + c];
+      if (absgrad) {
+        float ax = 0.f, ay = 0.f;
+        if (radius[i] != 0)
+          for (uint32_t e = offset[i]; e < offset[i + 1]; ++e) {
+            ax += pair_abs[2 * e];
+            ay += pair_abs[2 * e + 1];
+          }
+        grads.means2d_abs[2 * i] = ax;
+        grads.means2d_abs[2 * i + 1] = ay;
+      }
       float* d_sh = grads.sh + 3 * stride * i;
       std::fill(d_sh, d_sh + 3 * stride, 0.f);
       if (radius[i] == 0) {

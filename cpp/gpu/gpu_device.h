@@ -37,6 +37,7 @@ class GpuDevice final : public Device {
   void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes) override;
   void prefetch_image(uint32_t view) override;
   ImageStorage image_storage() const override { return storage_; }
+  void set_training_options(const TrainingOptions& options) override;
   void set_training_state(const TrainingState& state) override;
   void get_training_state(TrainingState& state) override;
   size_t num_gaussians() const override { return count_; }
@@ -176,6 +177,8 @@ class GpuDevice final : public Device {
   // The view's target and mask buffers (the mask: any buffer without one).
   std::pair<BufferRef, BufferRef> view_pixels(uint32_t view);
   uint32_t train_sh_degree_ = 0;  // of the last train_forward_backward (its SH gradient factors)
+  TrainingOptions options_;
+  int64_t exposure_view_ = -1;  // the view of the last step's exposure gradient (-1: none yet)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
   std::vector<uint32_t> scan_offsets_;  // scanned_total's read-back (grow-only)

@@ -143,6 +143,11 @@ std::pair<BufferRef, BufferRef> GpuDevice::view_pixels(uint32_t view) {
   return {target, slot.has_mask ? BufferRef{arena_[kMasks].handle, k * slot_mask_bytes_} : target};
 }
 
+void GpuDevice::set_training_options(const TrainingOptions& options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  options_ = options;
+}
+
 void GpuDevice::set_training_state(const TrainingState& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   check_gaussian_count(s.count);

@@ -451,6 +451,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     trainer.save_checkpoint(out / "checkpoint.npz")
     if cfg.output.save_ply:
         trainer.save_ply(out / "point_cloud.ply")
+    if cfg.train.exposure:
+        trainer.save_exposure(out / "exposure.npy")
     final = evals[-1]
     title = (f"{'synthetic' if synthetic else Path(cfg.data.path).name}: {final['psnr']:.2f} dB PSNR, "
              f"SSIM {final['ssim']:.4f}, {trainer.num_gaussians:,} Gaussians, {steps} steps on "
@@ -461,7 +463,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           f"({trainer.num_gaussians:,} Gaussians, {steps} steps, {train_seconds:.1f} s training on "
           f"{trainer.backend}, {time.perf_counter() - t_begin:.1f} s total)")
     print(f"wrote {out}/: metrics.json, checkpoint.npz"
-          + (", point_cloud.ply" if cfg.output.save_ply else "") + ", training.png"
+          + (", point_cloud.ply" if cfg.output.save_ply else "") + (", exposure.npy" if cfg.train.exposure else "")
+          + ", training.png"
           + (", renders/" if show else ""))
     if stop.signum is not None:   # asked to stop while the final files were written: they are complete
         print(f"splat: {stop.name}: the run had finished", file=sys.stderr)

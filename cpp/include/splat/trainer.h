@@ -30,6 +30,11 @@ struct TrainSettings {
   uint64_t seed = 0;
   bool random_background = false;
   uint32_t max_gaussians = 1u << 24;
+  // Absgrad densification and per-view exposure compensation.
+  bool absgrad = false;
+  float absgrad_grad_threshold = 8e-4f;
+  bool exposure = false;
+  float exposure_lr = 1e-2f, exposure_lr_final = 1e-3f;  // exponential decay over `steps`
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};
@@ -79,6 +84,7 @@ class Trainer {
   uint32_t step_count() const { return step_; }
   uint32_t active_sh_degree() const { return active_sh_degree(step_); }
   float means_lr(uint32_t step) const;
+  float exposure_lr(uint32_t step) const;
   // The view trained at 1-based `step`.
   uint32_t view_for_step(uint32_t step);
 
