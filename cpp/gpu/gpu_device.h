@@ -82,6 +82,10 @@ class GpuDevice final : public Device {
     kImages, kMasks, kLossPartials, kTileSums, kLoss,
     kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets,
     kFinitePartials, kFiniteTotals,
+    // absgrad: the summed |d mean2d| per Gaussian (deterministic: per pair
+    // first); exposure: every view's correction, its moments, the step's
+    // gradient, its partials and the corrected render.
+    kMeans2dAbs, kPairAbs, kExposure, kExposureM, kExposureV, kExposureGrad, kExposurePartials, kCorrected,
     kSlotCount
   };
   struct ArenaBuffer {
@@ -109,7 +113,9 @@ class GpuDevice final : public Device {
   // into out: d_means, d_log_scales, d_quats, d_opacity_logits, d_sh, d_means2d.
   // The SH gradient stays factored in kShFactors (shaders/common/sh.h); it is
   // expanded into out[4] only when that has a buffer.
-  void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6]);
+  // With abs_out (a buffer: [n, 2]) it also sums each pixel's |d mean2d|
+  // there (the absgrad specialization of the backward rasterization).
+  void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out = {});
   // Submits; waits only when `sync` or when timing (then records ts_*).
   void finish_op(bool sync);
   ParamRefs state_params() const;
@@ -122,6 +128,7 @@ class GpuDevice final : public Device {
   void expand_sh_grad(BufferRef out);
   Pipeline pipeline(Kernel k);
   void launch(Kernel k, uint32_t groups, std::initializer_list<KernelArg> args);
+  void launch(Pipeline p, Kernel k, uint32_t groups, std::initializer_list<KernelArg> args);
   void begin(TimingLabel l);
   void end(TimingLabel l);
   void finish_call() { finish_op(true); }
@@ -147,6 +154,7 @@ class GpuDevice final : public Device {
   TimingLabel current_label_ = TimingLabel::FwdUpload;
   TimingRegistry registry_;
   std::array<Pipeline, kKernelCount> pipelines_{};
+  Pipeline backward_absgrad_pipeline_{};  // the raster backward with SPLAT_SPEC_ABSGRAD
   Specialization backward_spec_, project_backward_spec_;
   size_t allocations_ = 0;
   bool timing_ = false;
@@ -179,6 +187,7 @@ class GpuDevice final : public Device {
   uint32_t train_sh_degree_ = 0;  // of the last train_forward_backward (its SH gradient factors)
   TrainingOptions options_;
   int64_t exposure_view_ = -1;  // the view of the last step's exposure gradient (-1: none yet)
+  bool last_absgrad_ = false;   // the last step summed the absolute gradient (kMeans2dAbs is its)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
   std::vector<uint32_t> scan_offsets_;  // scanned_total's read-back (grow-only)
