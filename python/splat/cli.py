@@ -692,19 +692,25 @@ def cmd_eval(args) -> int:
     model = _open_model(args)
     data = _load_split(args, model, args.split)
     t0 = time.perf_counter()
-    ev = evaluate(model.renderer, data, supersample=args.supersample, masked=args.masked)
+    renderer = model.renderer
+    if args.exposure:  # the training views' learned colour corrections (splat/exposure.py)
+        from .exposure import corrected_renderer
+        renderer = corrected_renderer(model, data, args.split)
+    ev = evaluate(renderer, data, supersample=args.supersample, masked=args.masked)
     seconds = time.perf_counter() - t0
     if args.per_view:
         for v in ev.per_view:
             print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}")
     print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  on {len(data)} views of {args.data} [{args.split}]"
-          + (f" (supersample {args.supersample})" if args.supersample > 1 else ""))
+          + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
+          + (" with the learned exposure corrections" if args.exposure else ""))
     if args.json:
         is_ckpt = model.source.lower().endswith(".npz")
         result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
                                  "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
                                  "data": str(Path(args.data).resolve()), "split": args.split,
                                  "frames": args.frames, "supersample": args.supersample, "masked": args.masked,
+                                 "exposure": args.exposure,
                                  "views": len(data), "num_gaussians": model.renderer.num_gaussians,
                                  "step": model.renderer.step_count, "backend": model.renderer.backend,
                                  "seconds": seconds}
@@ -834,6 +840,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.add_argument("--masked", action="store_true",
                    help="leave out the pixels the views' masks exclude (as [data] eval_masked = true)")
+    e.add_argument("--exposure", action="store_true",
+                   help="apply the run's learned per-view colour corrections ([train] exposure = true); "
+                        "training views only (--split train): test views have none")
     e.set_defaults(func=cmd_eval)
 
     v = sub.add_parser("view", help="look at a run or a scene file in the browser (needs viser: splat[view])",

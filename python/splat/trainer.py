@@ -326,10 +326,16 @@ class Trainer:
             f.write(data)
 
     @classmethod
-    def load_checkpoint(cls, path, dataset, backend_config=None, *, image_budget: int = 0) -> "Trainer":
-        """A trainer in exactly the saved state, training on `dataset` (the same views)."""
+    def load_checkpoint(cls, path, dataset, backend_config=None, *, image_budget: int = 0,
+                        for_render: bool = False) -> "Trainer":
+        """A trainer in exactly the saved state, training on `dataset` (the same views).
+        for_render: a trainer only to render from (any stand-in views): without the
+        per-view exposure corrections, which renders never apply."""
         meta, arrays = read_checkpoint(path)
         check_checkpoint_sizes(meta, dataset, path)
+        if for_render:
+            meta["train_config"] = dict(meta["train_config"], exposure=False)
+            arrays = {k: v for k, v in arrays.items() if k not in _EXPOSURE}
         try:
             config = TrainConfig(**meta["train_config"])
             arrays = check_state(arrays, config.sh_degree)
