@@ -25,6 +25,8 @@ RECIPE = dict(
     split_scale_divisor=1.6, prune_opacity=0.005, prune_max_screen_radius=20, prune_max_world_scale=0.1,
     opacity_reset_every=3000, opacity_reset_value=0.01, init_points=100000, init_extent=1.3,
     init_opacity=0.1, ssim_weight=0.2, seed=0, random_background=False,
+    # off by default: the recipe is unchanged
+    absgrad=False, absgrad_grad_threshold=8e-4, exposure=False, exposure_lr=1e-2, exposure_lr_final=1e-3,
 )
 
 

@@ -92,3 +92,14 @@ def test_deterministic_runs_with_absgrad_and_exposure_are_reproducible(tmp_path)
     for k, v in resumed.state().items():
         assert v.tobytes() == states[0][k].tobytes(), (k, seed)
     assert not np.allclose(states[0]["exposure"], np.eye(3, 4))
+
+
+def test_cuda_exposure_and_absgrad_allocate_nothing_when_warm():
+    rng, seed = make_rng()
+    ds = shifted_dataset(rng, random_gaussians(rng, 80), random_corrections(rng, 3))
+    cfg = small_config(exposure=True, absgrad=True, densify_from=5, densify_every=5, densify_until=20)
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda"))
+    tr.run(25, progress=False)
+    warm = tr._native.allocation_count
+    tr.run(20, progress=False)
+    assert tr._native.allocation_count == warm, seed

@@ -167,3 +167,14 @@ def test_exposure_starts_at_identity_and_config_keys():
     assert cfg.exposure is False and cfg.exposure_lr == 1e-2 and cfg.exposure_lr_final == 1e-3
     with pytest.raises(splat.ConfigError, match="exposure_lr"):
         splat.TrainConfig(exposure_lr=-1.0)
+
+
+def test_exposure_and_absgrad_allocate_nothing_when_warm():
+    rng, seed = make_rng()
+    ds = shifted_dataset(rng, random_gaussians(rng, 80), random_corrections(rng, 3))
+    cfg = small_config(exposure=True, absgrad=True, densify_from=5, densify_every=5, densify_until=20)
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
+    tr.run(25, progress=False)
+    warm = tr._native.allocation_count
+    tr.run(20, progress=False)
+    assert tr._native.allocation_count == warm, seed

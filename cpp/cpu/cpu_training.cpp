@@ -24,6 +24,9 @@ void grow(std::vector<T>& v, size_t n, size_t& allocations) {
 }
 
 constexpr int kMeans = 0, kLogScales = 1, kQuats = 2, kOpacity = 3, kSh = 4;
+// Rows of one exposure-gradient partial: a fixed split (not the thread
+// count's), so the reduction's order, and its sum, are the same everywhere.
+constexpr uint32_t kExposureRows = 8;
 
 
 }  // namespace
@@ -138,6 +141,9 @@ void CpuTraining::set_state(const TrainingState& s) {
     load(s.exposure_m, exposure_m_);
     load(s.exposure_v, exposure_v_);
     grow(corrected_, 3 * layout_.max_pixels, allocations_);
+    uint32_t max_height = 0;  // the gradient's partials: one per kExposureRows rows of the tallest view
+    for (const ImageSlot& v : layout_.views) max_height = std::max(max_height, v.height);
+    grow(exposure_partials_, kExposureFloats * ((max_height + kExposureRows - 1) / kExposureRows), allocations_);
     exposure_view_ = -1;
   }
 }
@@ -211,10 +217,6 @@ void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index,
 }
 
 namespace {
-// Rows of one exposure-gradient partial: a fixed split (not the thread
-// count's), so the reduction's order, and its sum, are the same everywhere.
-constexpr uint32_t kExposureRows = 8;
-
 ExposureAffine exposure_of(const float* e) {
   ExposureAffine a;
   for (uint32_t k = 0; k < kExposureFloats; ++k) a.e[k] = e[k];
@@ -242,7 +244,6 @@ void CpuTraining::exposure_backward(uint32_t view, size_t pixels, uint32_t width
   const ExposureAffine a = exposure_of(exposure_.data() + kExposureFloats * view);
   const size_t height = pixels / width;
   const size_t blocks = (height + kExposureRows - 1) / kExposureRows;
-  grow(exposure_partials_, kExposureFloats * blocks, allocations_);
   const float* x = rendered_.data();
   float* d = d_rendered_.data();
   float* partials = exposure_partials_.data();

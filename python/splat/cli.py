@@ -334,7 +334,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         _write_text_config(out / "config.toml", cfg, synthetic)
     _write_cameras(out, train, test)
 
-    seconds = warm_up(train, bc)
+    seconds = warm_up(train, bc, cfg.train)
     if seconds is not None:
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
     load_seconds = time.perf_counter() - t_begin

@@ -11,11 +11,12 @@ def needs_warm_up(backend: str) -> bool:
     return backend in ("cuda", "metal")
 
 
-def warm_up(dataset, backend_config) -> float | None:
+def warm_up(dataset, backend_config, train_config=None) -> float | None:
     """Runs a tiny throwaway training run on two views of `dataset` with every
     op a run uses (densification, opacity reset, the finite check, a render)
-    on the backend `backend_config` resolves to. Returns its seconds, or None
-    where there is nothing to compile (the CPU backend)."""
+    on the backend `backend_config` resolves to; with `train_config`, also its
+    absgrad and exposure kernels. Returns its seconds, or None where there is
+    nothing to compile (the CPU backend)."""
     from . import _core
     from .config import TrainConfig
     from .trainer import Trainer
@@ -24,8 +25,9 @@ def warm_up(dataset, backend_config) -> float | None:
         return None
     t0 = time.perf_counter()
     small = dataset.subset(list(range(min(2, len(dataset)))))
+    extra = {} if train_config is None else dict(absgrad=train_config.absgrad, exposure=train_config.exposure)
     cfg = TrainConfig(steps=100, init_points=2000, densify_from=0, densify_every=10, densify_until=100,
-                      opacity_reset_every=20)
+                      opacity_reset_every=20, **extra)
     trainer = Trainer.from_dataset(small, cfg, backend_config)
     trainer.run(100, progress=False)   # step 100 runs the finite check
     trainer.render(small.cameras[0])
