@@ -96,7 +96,9 @@ def test_exposure_learns_per_view_colour_shifts():
     """8 views of one scene, each with its own colour shift (view 0 none);
     400 steps with and without exposure compensation from the same start.
     The corrections are identifiable only relative to one view (the scene can
-    absorb a common transform), so A_v A_0^-1 is compared with the truth."""
+    absorb a common transform), so A_v A_0^-1 is compared with the truth.
+    Measured over 11 seeds: the loss of the last 80 steps 0.67-0.86x the
+    uncorrected run's; the colour-map error 0.09-0.14x that of no correction."""
     rng, seed = make_rng()
     gt = random_gaussians(rng, 150)
     truth = random_corrections(rng, 8)
@@ -108,7 +110,7 @@ def test_exposure_learns_per_view_colour_shifts():
         tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
         losses = [tr.step().loss for _ in range(400)]
         runs[exposure] = (np.mean(losses[-80:]), tr)
-    assert runs[True][0] < 0.85 * runs[False][0], (runs[True][0], runs[False][0], seed)
+    assert runs[True][0] < 0.92 * runs[False][0], (runs[True][0], runs[False][0], seed)
     assert runs[False][1].exposure() is None
     learned = runs[True][1].exposure().astype(np.float64)
     assert learned.shape == (8, 3, 4)
@@ -125,7 +127,7 @@ def test_exposure_learns_per_view_colour_shifts():
     t = truth.astype(np.float64)
     err_learned = np.mean([np.abs(relative(learned, v) - relative(t, v)).mean() for v in range(1, 8)])
     err_none = np.mean([np.abs(colours - relative(t, v)).mean() for v in range(1, 8)])
-    assert err_learned < 0.5 * err_none, (err_learned, err_none, seed)
+    assert err_learned < 0.25 * err_none, (err_learned, err_none, seed)
 
 
 def test_exposure_checkpoint_round_trip_resumes_exactly(tmp_path):
