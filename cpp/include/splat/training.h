@@ -87,7 +87,7 @@ struct AdamSettings {
 };
 
 // What a training run adds to the 3DGS recipe (docs/architecture.md,
-// "Absgrad" and "Exposure compensation").
+// "Absgrad densification" and "Exposure compensation").
 struct TrainingOptions {
   // The densification statistic accumulates the norm of the summed absolute
   // per-pixel 2D-mean gradient instead of the norm of the gradient.

@@ -34,7 +34,8 @@ struct GradientOutputs {
   float* sh = nullptr;
   float* means2d = nullptr;
   // [N,2] or null: each pixel's term of d loss / d mean2d summed in absolute
-  // value, x and y apart (the absgrad densification statistic, pixels).
+  // value, x and y apart (the absgrad densification statistic, pixels). The
+  // CPU backward fills it when given; the GPU training step has its own.
   float* means2d_abs = nullptr;
 };
 
