@@ -59,12 +59,12 @@ def scene_data(data: Path, scene: str):
     return train, splat.load_dataset(data / scene, split="test"), 1
 
 
-def warm_up(train, backend: str, strategy: str = "default"):
+def warm_up(train, backend: str, train_config=None):
     """Compiles (or loads from the disk cache) every kernel a run launches,
     densification, opacity reset and the finite check included, on a tiny
     throwaway run: the warm-up `splat train` does (splat/warmup.py)."""
     from splat.warmup import warm_up as warm_up_kernels
-    warm_up_kernels(train, splat.BackendConfig(backend=backend), strategy=strategy)
+    warm_up_kernels(train, splat.BackendConfig(backend=backend), train_config)
 
 
 def gib(n: int) -> str:
@@ -78,7 +78,7 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
         f"(supersample {supersample}); loaded in {time.perf_counter() - t0:.1f}s")
     t0 = time.perf_counter()
     cfg = splat.TrainConfig(**dict({"steps": steps}, **(train_overrides or {})))
-    warm_up(train, backend, cfg.strategy)
+    warm_up(train, backend, cfg)
     log(f"[{scene}] kernel warm-up {time.perf_counter() - t0:.1f}s")
     _core.gpu_memory(reset_peaks=True)
     bcfg = splat.BackendConfig(backend=backend)

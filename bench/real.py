@@ -106,23 +106,17 @@ def _memory_peak(backend: str):
         return None
 
 
-def warm_up(train, backend: str, strategy: str = "default") -> None:
-    """Compile (or load) every kernel on a throwaway run so the timed run excludes it."""
-    small = train.subset([0, min(1, len(train) - 1)])
-    cfg = splat.TrainConfig(steps=40, init_points=2000, densify_from=0, densify_every=10, densify_until=40,
-                            opacity_reset_every=20)
-    tr = splat.Trainer.from_dataset(small, cfg, splat.BackendConfig(backend=backend))
-    tr.run(40, progress=False)
-    if strategy == "mcmc":  # the refine's kernels, and its copy into larger buffers
-        cfg = splat.TrainConfig(steps=30, init_points=2000, strategy="mcmc", mcmc_refine_from=0,
-                                mcmc_refine_every=10, mcmc_growth=0.5)
-        splat.Trainer.from_dataset(small, cfg, splat.BackendConfig(backend=backend)).run(30, progress=False)
+def warm_up(train, backend: str, train_config) -> None:
+    """Compile (or load) every kernel the run launches on a throwaway run (splat/warmup.py), so the
+    timed run excludes it."""
+    from splat.warmup import warm_up as warm_up_kernels
+    warm_up_kernels(train, splat.BackendConfig(backend=backend), train_config)
 
 
 def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None):
     cfg = train_config(marks[-1], overrides)
     if backend != "cpu":
-        warm_up(train, backend, cfg.strategy)
+        warm_up(train, backend, cfg)
     _memory_peak_reset(backend)
     trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend))
     rows, seconds, done = [], 0.0, 0

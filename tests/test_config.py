@@ -26,6 +26,8 @@ RECIPE = dict(
     opacity_reset_every=3000, opacity_reset_value=0.01, init_points=100000, init_extent=1.3,
     init_opacity=0.1, ssim_weight=0.2, seed=0, random_background=False,
     antialiased=False,
+    # off by default: the recipe is unchanged
+    absgrad=False, absgrad_grad_threshold=8e-4, exposure=False, exposure_lr=1e-2, exposure_lr_final=1e-3,
 )
 # The strategy and the Gaussian budget (gsplat's MCMC defaults for the mcmc_* keys).
 RECIPE.update(strategy="default", max_gaussians=2 ** 24, mcmc_refine_from=500, mcmc_refine_until=25000,

@@ -20,6 +20,8 @@ KERNELS = {
     "splat_count_nonfinite", "splat_nonfinite_total",
     "splat_mcmc_weights", "splat_mcmc_block_offsets", "splat_mcmc_sample", "splat_mcmc_apply", "splat_mcmc_copy",
     "splat_mcmc_regularize", "splat_mcmc_noise",
+    "splat_absgrad_pair_sum", "splat_exposure_apply", "splat_exposure_backward", "splat_exposure_reduce",
+    "splat_exposure_adam",
 }
 
 
@@ -46,15 +48,16 @@ def test_every_kernel_and_specialization_compiles_to_ptx():
 
     # raster_backward: every BackendConfig combination maps to a compiled
     # specialization (simd and tg: 2x2x2, original: range x sparse,
-    # deterministic: range).
+    # deterministic: range), each with and without absgrad.
     specs = [spec_of(s) for k, s, _, _ in rows if k == "splat_rasterize_backward"]
-    assert len(specs) == 22 and len({tuple(sorted(s.items())) for s in specs}) == 22
+    assert len(specs) == 44 and len({tuple(sorted(s.items())) for s in specs}) == 44
     got = {tuple(int(s[f"SPLAT_SPEC_{n}"]) for n in ("BWD_REDUCE", "BWD_RANGE", "BWD_SPARSE", "BWD_ATOMIC",
-                                                  "DETERMINISTIC")) for s in specs}
-    for reduce, rng, sparse, atomic in itertools.product(range(3), range(2), range(2), range(2)):
-        assert (reduce, rng, sparse, 0 if reduce == 2 else atomic, 0) in got
-    for rng in range(2):
-        assert (0, rng, 0, 0, 1) in got
+                                                  "DETERMINISTIC", "ABSGRAD")) for s in specs}
+    for absgrad in range(2):
+        for reduce, rng, sparse, atomic in itertools.product(range(3), range(2), range(2), range(2)):
+            assert (reduce, rng, sparse, 0 if reduce == 2 else atomic, 0, absgrad) in got
+        for rng in range(2):
+            assert (0, rng, 0, 0, 1, absgrad) in got
     det = {s["SPLAT_SPEC_DETERMINISTIC"] for k, s in
            ((k, spec_of(s)) for k, s, _, _ in rows if k == "splat_project_backward")}
     assert det == {"0", "1"}

@@ -31,6 +31,7 @@ SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
 ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
 SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
 FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
+EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
 CHUNK = 256
@@ -47,6 +48,12 @@ VARIANTS = {
     "sparse_off": DEFAULT + ["SPLAT_SPEC_BWD_SPARSE=SPLAT_BWD_SPARSE_OFF"],
     "range_full": DEFAULT + ["SPLAT_SPEC_BWD_RANGE=SPLAT_BWD_RANGE_FULL"],
     "deterministic": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1"],
+    # absgrad: the summed |d mean2d| per splat, against the sequential walk's.
+    "absgrad": DEFAULT + ["SPLAT_SPEC_ABSGRAD=1"],
+    "absgrad_lane_zero": ["SPLAT_SPEC_BWD_ATOMIC=SPLAT_BWD_ATOMIC_LANE_ZERO", "SPLAT_SPEC_ABSGRAD=1"],
+    "absgrad_original": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_ORIGINAL", "SPLAT_SPEC_ABSGRAD=1"],
+    "absgrad_tg": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_TG", "SPLAT_SPEC_ABSGRAD=1"],
+    "absgrad_deterministic": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1", "SPLAT_SPEC_ABSGRAD=1"],
 }
 
 
@@ -93,7 +100,8 @@ def run(exe, seed, splats, with_d_alpha, out, faint=False):
     for name, count, dtype in [("image", 3 * width * height, np.float32), ("ref_image", 3 * width * height, np.float32),
                                ("alpha", width * height, np.float32), ("ref_alpha", width * height, np.float32),
                                ("n_contrib", width * height, np.uint32), ("ref_n_contrib", width * height, np.uint32),
-                               ("grads", 9 * n, np.float32), ("ref_grads", 9 * n, np.float32)]:
+                               ("grads", 9 * n, np.float32), ("ref_grads", 9 * n, np.float32),
+                               ("abs", 2 * n, np.float32), ("ref_abs", 2 * n, np.float32)]:
         arrays[name] = data[at:at + 4 * count].view(dtype)
         at += 4 * count
     assert at == len(data), "raster_check wrote an unexpected size"
@@ -115,6 +123,14 @@ def test_raster_kernels_match_the_sequential_blend(compiler, tmp_path, variant):
     assert deepest > 2 * CHUNK, f"the scene should have lists of 3+ chunks (deepest {deepest}); seed {seed}"
     assert np.count_nonzero(got["ref_n_contrib"]) > 0.9 * got["ref_n_contrib"].size, seed
     assert_matches_sequential_blend(got, pairs, seed)
+    if variant.startswith("absgrad"):
+        e = rel_err(got["abs"], got["ref_abs"])
+        assert e <= 1e-4 and np.all(got["abs"] >= 0), f"absgrad: relative error {e:.3g}; seed {seed}"
+        # |sum| <= sum |.| per splat (the two statistics' relation).
+        g2 = got["ref_grads"].reshape(-1, 9)[:, :2].ravel()
+        assert np.all(np.abs(g2) <= got["ref_abs"] * (1 + 1e-5) + 1e-12) and got["ref_abs"].sum() > np.abs(g2).sum()
+    else:
+        assert not np.any(got["abs"]), "abs_grads written without SPLAT_SPEC_ABSGRAD"
 
 
 @pytest.mark.slow
@@ -187,6 +203,26 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["values"]) == 3 * n * (11 + sh_width), got
         assert int(got["differ"]) == 0, (got, n, k_count, seed)
+
+
+def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
+    """exposure_apply / _backward / _reduce / _adam (train_exposure.h) against
+    loops over exposure.h and adam.h: the corrected image, A^T d_image and the
+    Adam step to the bit, the tree-summed gradient to float rounding of a
+    float64 sum, on pixel counts that leave a partial last threadgroup."""
+    exe = compile_check(compiler, [EXPOSURE_SOURCE], str(tmp_path / "exposure_check"))
+    rng, seed = make_rng()
+    for pixels, views in ((1, 1), (int(rng.integers(300, 5000)), int(rng.integers(2, 9)))):
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(pixels), str(views)],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got = dict(line.split() for line in p.stdout.splitlines())
+        assert int(got["apply_differ"]) == 0 and int(got["image_grad_differ"]) == 0, (got, seed)
+        assert float(got["grad_rel_err"]) < 1e-5, (got, seed)
+        assert int(got["adam_differ"]) == 0, (got, seed)
+        # Every view's parameters step (the trained view's by its gradient,
+        # the others by their momentum alone).
+        assert int(got["adam_moved"]) == int(got["adam_values"]) == 12 * views, (got, seed)
 
 
 @pytest.mark.parametrize("key_bits", [8, 12, 32])

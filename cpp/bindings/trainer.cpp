@@ -62,6 +62,18 @@ TrainingState state_from_dict(nb::dict d) {
     auto& dst = std::string(key) == "grad_accum" ? s.grad_accum : std::string(key) == "grad_count" ? s.grad_count : s.max_radii;
     dst = to_vector(d[key], key, s.count);
   }
+  // Exposure corrections [views, 3, 4] and their moments (the device checks
+  // the view count).
+  const char* const exposure_keys[3] = {"exposure", "adam_m.exposure", "adam_v.exposure"};
+  std::vector<float>* exposure_dst[3] = {&s.exposure, &s.exposure_m, &s.exposure_v};
+  for (int k = 0; k < 3; ++k) {
+    if (!d.contains(exposure_keys[k])) continue;
+    FloatIn a;
+    if (!nb::try_cast(d[exposure_keys[k]], a) || a.size() % kExposureFloats != 0)
+      throw ConfigError(std::string("[trainer] state.") + exposure_keys[k] +
+                        ": expected a float32 C-contiguous [views, 3, 4] array");
+    *exposure_dst[k] = std::vector<float>(a.data(), a.data() + a.size());
+  }
   return s;
 }
 
@@ -95,6 +107,12 @@ nb::dict state_to_dict(const TrainingState& s) {
   d["grad_accum"] = float_array(s.grad_accum, {s.count});
   d["grad_count"] = float_array(s.grad_count, {s.count});
   d["max_radii"] = float_array(s.max_radii, {s.count});
+  if (!s.exposure.empty()) {
+    const size_t views = s.exposure.size() / kExposureFloats;
+    d["exposure"] = float_array(s.exposure, {views, 3, 4});
+    d["adam_m.exposure"] = float_array(s.exposure_m, {views, 3, 4});
+    d["adam_v.exposure"] = float_array(s.exposure_v, {views, 3, 4});
+  }
   return d;
 }
 
@@ -150,6 +168,11 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(mcmc_noise_lr);
   SPLAT_READ(mcmc_opacity_reg);
   SPLAT_READ(mcmc_scale_reg);
+  SPLAT_READ(absgrad);
+  SPLAT_READ(absgrad_grad_threshold);
+  SPLAT_READ(exposure);
+  SPLAT_READ(exposure_lr);
+  SPLAT_READ(exposure_lr_final);
   SPLAT_READ(scene_extent);
   SPLAT_READ(image_budget_bytes);
 #undef SPLAT_READ
@@ -306,6 +329,8 @@ class PyTrainer {
     d["grad.opacity_logits"] = float_array(snap.grads[3], {n});
     d["grad.sh"] = float_array(snap.grads[4], {n, shape.sh_stride, 3});
     d["grad.means2d"] = float_array(snap.means2d_grad, {n, 2});
+    if (!snap.means2d_abs.empty()) d["grad.means2d_abs"] = float_array(snap.means2d_abs, {n, 2});
+    if (!snap.exposure_grad.empty()) d["grad.exposure"] = float_array(snap.exposure_grad, {3, 4});
     return d;
   }
 

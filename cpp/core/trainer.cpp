@@ -36,6 +36,7 @@ Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, 
   }
   device_->set_antialiased(settings_.antialiased);
   device_->upload_images(images, static_cast<size_t>(settings_.image_budget_bytes));
+  device_->set_training_options(TrainingOptions{settings_.absgrad, settings_.exposure});
   device_->set_training_state(initial);
   order_.resize(cameras_.size());
 }
@@ -48,6 +49,14 @@ float Trainer::means_lr(uint32_t step) const {
   // Exponential decay (log-linear) from the initial to the final rate.
   double t = std::clamp(static_cast<double>(step) / std::max(1u, settings_.steps), 0.0, 1.0);
   double lr0 = settings_.means_lr * settings_.scene_extent, lr1 = settings_.means_lr_final * settings_.scene_extent;
+  if (lr0 <= 0.0 || lr1 <= 0.0) return static_cast<float>(lr0 * (1 - t) + lr1 * t);
+  return static_cast<float>(std::exp(std::log(lr0) * (1.0 - t) + std::log(lr1) * t));
+}
+
+float Trainer::exposure_lr(uint32_t step) const {
+  // The same log-linear decay as the means' rate.
+  double t = std::clamp(static_cast<double>(step) / std::max(1u, settings_.steps), 0.0, 1.0);
+  double lr0 = settings_.exposure_lr, lr1 = settings_.exposure_lr_final;
   if (lr0 <= 0.0 || lr1 <= 0.0) return static_cast<float>(lr0 * (1 - t) + lr1 * t);
   return static_cast<float>(std::exp(std::log(lr0) * (1.0 - t) + std::log(lr1) * t));
 }
@@ -135,7 +144,7 @@ StepStats Trainer::step(bool read_loss) {
   const McmcStepSettings mcmc{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t};
   if (s.mcmc) device_->mcmc_regularize(mcmc);
   AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
-                    s.adam_beta1, s.adam_beta2, s.adam_eps, t};
+                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f};
   device_->adam_step(adam);
 
   if (s.mcmc) {
@@ -152,7 +161,7 @@ StepStats Trainer::step(bool read_loss) {
   if (densifying && t > s.densify_from && t % s.densify_every == 0) {
     const bool after_reset = t > s.opacity_reset_every;
     DensifySettings d;
-    d.grad_threshold = s.densify_grad_threshold;
+    d.grad_threshold = s.absgrad ? s.absgrad_grad_threshold : s.densify_grad_threshold;
     d.clone_max_scale = s.percent_dense * s.scene_extent;
     d.split_count = s.split_count;
     d.split_scale_divisor = s.split_scale_divisor;

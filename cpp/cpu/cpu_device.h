@@ -45,6 +45,7 @@ class CpuDevice final : public Device {
   }
   void prefetch_image(uint32_t view) override { training_.prefetch_image(view); }
   ImageStorage image_storage() const override { return training_.image_storage(); }
+  void set_training_options(const TrainingOptions& options) override { training_.set_options(options); }
   void set_training_state(const TrainingState& state) override { training_.set_state(state); }
   void get_training_state(TrainingState& state) override { training_.get_state(state); }
   size_t num_gaussians() const override { return training_.count(); }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "../../shaders/common/blend.h"
@@ -304,6 +305,11 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
   const float* final_T = final_T_.data();
   const uint32_t* n_contrib = n_contrib_.data();
   float* pair_grad = pair_grad_.ensure(kPairGrad * num_pairs_ + 1, allocations_);
+  // absgrad: per pair, the sum of |each pixel's d mean2d| (x, y), reduced in
+  // the same orders as the gradients (docs/architecture.md, "Absgrad
+  // densification").
+  const bool absgrad = grads.means2d_abs != nullptr;
+  float* pair_abs = absgrad ? pair_abs_.ensure(2 * num_pairs_ + 1, allocations_) : nullptr;
   const vec3 bg = make_vec3(background_[0], background_[1], background_[2]);
 
   // 1. Per tile, splat-major from the last contributor back: each pixel
@@ -312,45 +318,62 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
   //    land at the pair's emission index.
   const float* extent = extent_.data();
   std::optional<ScopedTiming> timed(std::in_place, timing_, "ts_backward_raster");
-  pool_.parallel_for(num_tiles, 1, [&](size_t lo, size_t hi) {
-    BlendBackwardState state[kTile * kTile];
-    uint32_t last[kTile * kTile];
-    for (size_t t = lo; t < hi; ++t) {
-      const uint32_t b = tile_start[t], e = tile_start[t + 1];
-      if (e == b) continue;
-      const int x0 = static_cast<int>(t % tiles_x) * kTile, y0 = static_cast<int>(t / tiles_x) * kTile;
-      const int x1 = std::min<int>(x0 + kTile, width), y1 = std::min<int>(y0 + kTile, height);
-      uint32_t max_last = 0;
-      for (int y = y0; y < y1; ++y)
-        for (int x = x0; x < x1; ++x) {
-          const size_t p = static_cast<size_t>(y) * width + x;
-          const int l = (y - y0) * kTile + (x - x0);
-          state[l] = blend_backward_begin(final_T[p], bg, load3(d_image, p), d_alpha ? d_alpha[p] : 0.f);
-          last[l] = n_contrib[p];
-          max_last = std::max(max_last, n_contrib[p]);
-        }
-      for (uint32_t k = max_last; k-- > 0;) {
-        const uint32_t i = gauss[b + k];
-        float acc[kPairGrad] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        const PixelBox box = splat_box(mean2d + 2 * i, extent + 3 * i, x0, x1, y0, y1);
-        const BlendSplat s{make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
-        for (int y = box.y0; y < box.y1; ++y) {
-          int xs, xe;
-          row_span(s, extent + 3 * i, y, box, xs, xe);
-          for (int x = xs; x < xe; ++x) {
+  // Compiled twice (kAbs: absgrad or not), so the plain walk is the code it
+  // was without absgrad.
+  const auto tile_pass = [&](auto abs_tag) {
+    constexpr bool kAbs = decltype(abs_tag)::value;
+    pool_.parallel_for(num_tiles, 1, [&](size_t lo, size_t hi) {
+      BlendBackwardState state[kTile * kTile];
+      uint32_t last[kTile * kTile];
+      for (size_t t = lo; t < hi; ++t) {
+        const uint32_t b = tile_start[t], e = tile_start[t + 1];
+        if (e == b) continue;
+        const int x0 = static_cast<int>(t % tiles_x) * kTile, y0 = static_cast<int>(t / tiles_x) * kTile;
+        const int x1 = std::min<int>(x0 + kTile, width), y1 = std::min<int>(y0 + kTile, height);
+        uint32_t max_last = 0;
+        for (int y = y0; y < y1; ++y)
+          for (int x = x0; x < x1; ++x) {
+            const size_t p = static_cast<size_t>(y) * width + x;
             const int l = (y - y0) * kTile + (x - x0);
-            if (k >= last[l]) continue;
-            BlendGrad gr;
-            if (!blend_backward_step(s, make_vec2(x + 0.5f, y + 0.5f), state[l], gr)) continue;
-            blend_grad_accumulate(acc, gr);
+            state[l] = blend_backward_begin(final_T[p], bg, load3(d_image, p), d_alpha ? d_alpha[p] : 0.f);
+            last[l] = n_contrib[p];
+            max_last = std::max(max_last, n_contrib[p]);
           }
+        for (uint32_t k = max_last; k-- > 0;) {
+          const uint32_t i = gauss[b + k];
+          float acc[kPairGrad] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          float abs_acc[2] = {0.f, 0.f};
+          const PixelBox box = splat_box(mean2d + 2 * i, extent + 3 * i, x0, x1, y0, y1);
+          const BlendSplat s{make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
+          for (int y = box.y0; y < box.y1; ++y) {
+            int xs, xe;
+            row_span(s, extent + 3 * i, y, box, xs, xe);
+            for (int x = xs; x < xe; ++x) {
+              const int l = (y - y0) * kTile + (x - x0);
+              if (k >= last[l]) continue;
+              BlendGrad gr;
+              if (!blend_backward_step(s, make_vec2(x + 0.5f, y + 0.5f), state[l], gr)) continue;
+              blend_grad_accumulate(acc, gr);
+              if constexpr (kAbs) {
+                abs_acc[0] += std::fabs(gr.mean2d.x);
+                abs_acc[1] += std::fabs(gr.mean2d.y);
+              }
+            }
+          }
+          std::memcpy(pair_grad + kPairGrad * emit[b + k], acc, sizeof(acc));
+          if constexpr (kAbs) std::memcpy(pair_abs + 2 * emit[b + k], abs_acc, sizeof(abs_acc));
         }
-        std::memcpy(pair_grad + kPairGrad * emit[b + k], acc, sizeof(acc));
+        for (uint32_t k = max_last; k < e - b; ++k) {
+          std::fill(pair_grad + kPairGrad * emit[b + k], pair_grad + kPairGrad * (emit[b + k] + 1), 0.f);
+          if constexpr (kAbs) pair_abs[2 * emit[b + k]] = pair_abs[2 * emit[b + k] + 1] = 0.f;
+        }
       }
-      for (uint32_t k = max_last; k < e - b; ++k)
-        std::fill(pair_grad + kPairGrad * emit[b + k], pair_grad + kPairGrad * (emit[b + k] + 1), 0.f);
-    }
-  });
+    });
+  };
+  if (absgrad)
+    tile_pass(std::true_type{});
+  else
+    tile_pass(std::false_type{});
 
   timed.emplace(timing_, "ts_project_back");
   // 2. Per Gaussian: sum its pairs in emission order, then the backward of
@@ -364,6 +387,16 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
       float s[kPairGrad] = {0.f};
       for (uint32_t e = offset[i]; e < offset[i + 1]; ++e)
         for (size_t c = 0; c < kPairGrad; ++c) s[c] += pair_grad[kPairGrad * e + c];
+      if (absgrad) {
+        float ax = 0.f, ay = 0.f;
+        if (radius[i] != 0)
+          for (uint32_t e = offset[i]; e < offset[i + 1]; ++e) {
+            ax += pair_abs[2 * e];
+            ay += pair_abs[2 * e + 1];
+          }
+        grads.means2d_abs[2 * i] = ax;
+        grads.means2d_abs[2 * i + 1] = ay;
+      }
       float* d_sh = grads.sh + 3 * stride * i;
       std::fill(d_sh, d_sh + 3 * stride, 0.f);
       if (radius[i] == 0) {

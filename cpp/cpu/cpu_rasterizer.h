@@ -77,6 +77,7 @@ class CpuRasterizer {
   GrowBuffer<uint32_t> pair_tile_;
   GrowBuffer<uint32_t> sorted_gauss_, sorted_emit_;
   GrowBuffer<float> pair_grad_;                 // 9 per pair, at emission index
+  GrowBuffer<float> pair_abs_;                  // 2 per pair (absgrad), at emission index
   // Per pixel.
   GrowBuffer<float> final_T_;
   GrowBuffer<uint32_t> n_contrib_;

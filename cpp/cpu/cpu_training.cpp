@@ -7,6 +7,7 @@
 
 #include "../../shaders/common/adam.h"
 #include "../../shaders/common/densify.h"
+#include "../../shaders/common/exposure.h"
 #include "splat/errors.h"
 
 namespace splat::cpu {
@@ -23,6 +24,9 @@ void grow(std::vector<T>& v, size_t n, size_t& allocations) {
 }
 
 constexpr int kMeans = 0, kLogScales = 1, kQuats = 2, kOpacity = 3, kSh = 4;
+// Rows of one exposure-gradient partial: a fixed split (not the thread
+// count's), so the reduction's order, and its sum, are the same everywhere.
+constexpr uint32_t kExposureRows = 8;
 
 
 }  // namespace
@@ -97,6 +101,7 @@ void CpuTraining::resize(size_t n) {
   grow(grad_count_, n, allocations_);
   grow(max_radii_, n, allocations_);
   grow(radii_, n, allocations_);
+  if (options_.absgrad) grow(means2d_abs_, 2 * n, allocations_);
   count_ = n;
 }
 
@@ -122,6 +127,25 @@ void CpuTraining::set_state(const TrainingState& s) {
   load(s.grad_accum, grad_accum_);
   load(s.grad_count, grad_count_);
   load(s.max_radii, max_radii_);
+  if (options_.exposure) {  // every uploaded view's correction: identity unless given
+    const size_t len = kExposureFloats * layout_.views.size();
+    for (const std::vector<float>* v : {&s.exposure, &s.exposure_m, &s.exposure_v})
+      if (!v->empty() && v->size() != len)
+        throw ConfigError("[trainer] state.exposure: expected " + std::to_string(len) + " values (12 per view), got " +
+                          std::to_string(v->size()));
+    grow(exposure_, len, allocations_);
+    // Identity [I | 0]: entries 0, 5 and 10 of each view are 1.
+    for (size_t i = 0; i < len; ++i) exposure_[i] = s.exposure.empty() ? (i % 12 % 5 == 0 ? 1.f : 0.f) : s.exposure[i];
+    grow(exposure_m_, len, allocations_);
+    grow(exposure_v_, len, allocations_);
+    load(s.exposure_m, exposure_m_);
+    load(s.exposure_v, exposure_v_);
+    grow(corrected_, 3 * layout_.max_pixels, allocations_);
+    uint32_t max_height = 0;  // the gradient's partials: one per kExposureRows rows of the tallest view
+    for (const ImageSlot& v : layout_.views) max_height = std::max(max_height, v.height);
+    grow(exposure_partials_, kExposureFloats * ((max_height + kExposureRows - 1) / kExposureRows), allocations_);
+    exposure_view_ = -1;
+  }
 }
 
 void CpuTraining::get_state(TrainingState& s) const {
@@ -135,6 +159,14 @@ void CpuTraining::get_state(TrainingState& s) const {
   s.grad_accum = grad_accum_;
   s.grad_count = grad_count_;
   s.max_radii = max_radii_;
+  s.exposure.clear();
+  s.exposure_m.clear();
+  s.exposure_v.clear();
+  if (options_.exposure) {
+    s.exposure = exposure_;
+    s.exposure_m = exposure_m_;
+    s.exposure_v = exposure_v_;
+  }
 }
 
 GaussiansView CpuTraining::view() const {
@@ -157,17 +189,23 @@ void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index,
   ForwardOutputs out{rendered_.data(), alpha_.data(), radii_.data()};
   raster_.forward(view(), cam, sh_degree, background, out);
   const auto [target, mask] = view_pixels(view_index);
+  const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
+  if (options_.exposure) exposure_forward(view_index, pixels);
   {
     ScopedTiming t(timing_, "ts_ssim");
-    loss_value_ = loss_.loss_and_grad(rendered_.data(), target, cam.width, cam.height, ssim_weight,
-                                      d_rendered_.data(), mask);
+    loss_value_ = loss_.loss_and_grad(options_.exposure ? corrected_.data() : rendered_.data(), target, cam.width,
+                                      cam.height, ssim_weight, d_rendered_.data(), mask);
   }
+  if (options_.exposure) exposure_backward(view_index, pixels, cam.width);
   GradientOutputs grads{grads_[kMeans].data(),   grads_[kLogScales].data(), grads_[kQuats].data(),
                         grads_[kOpacity].data(), grads_[kSh].data(),        means2d_grad_.data()};
+  if (options_.absgrad && track_stats) grads.means2d_abs = means2d_abs_.data();
   raster_.backward(d_rendered_.data(), nullptr, grads);
+  last_tracked_ = track_stats;
   if (!track_stats) return;
   ScopedTiming t(timing_, "ts_densify_stats");
-  const float* g2d = means2d_grad_.data();
+  // absgrad: the same statistic of the summed absolute per-pixel gradient.
+  const float* g2d = options_.absgrad ? means2d_abs_.data() : means2d_grad_.data();
   pool_.parallel_for(count_, 4096, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) {
       if (radii_[i] <= 0) continue;
@@ -176,6 +214,60 @@ void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index,
       max_radii_[i] = std::max(max_radii_[i], static_cast<float>(radii_[i]));
     }
   });
+}
+
+namespace {
+ExposureAffine exposure_of(const float* e) {
+  ExposureAffine a;
+  for (uint32_t k = 0; k < kExposureFloats; ++k) a.e[k] = e[k];
+  return a;
+}
+}  // namespace
+
+void CpuTraining::exposure_forward(uint32_t view, size_t pixels) {
+  ScopedTiming t(timing_, "ts_exposure");
+  const ExposureAffine a = exposure_of(exposure_.data() + kExposureFloats * view);
+  const float* x = rendered_.data();
+  float* out = corrected_.data();
+  pool_.parallel_for(pixels, 1 << 14, [&](size_t lo, size_t hi) {
+    for (size_t p = lo; p < hi; ++p) {
+      const vec3 c = exposure_apply(a, make_vec3(x[3 * p], x[3 * p + 1], x[3 * p + 2]));
+      out[3 * p] = c.x;
+      out[3 * p + 1] = c.y;
+      out[3 * p + 2] = c.z;
+    }
+  });
+}
+
+void CpuTraining::exposure_backward(uint32_t view, size_t pixels, uint32_t width) {
+  ScopedTiming t(timing_, "ts_exposure");
+  const ExposureAffine a = exposure_of(exposure_.data() + kExposureFloats * view);
+  const size_t height = pixels / width;
+  const size_t blocks = (height + kExposureRows - 1) / kExposureRows;
+  const float* x = rendered_.data();
+  float* d = d_rendered_.data();
+  float* partials = exposure_partials_.data();
+  pool_.parallel_for(blocks, 1, [&](size_t lo, size_t hi) {
+    for (size_t b = lo; b < hi; ++b) {
+      float acc[kExposureFloats] = {};
+      const size_t p0 = b * kExposureRows * width, p1 = std::min(pixels, (b + 1) * kExposureRows * width);
+      for (size_t p = p0; p < p1; ++p) {
+        const vec3 dp = make_vec3(d[3 * p], d[3 * p + 1], d[3 * p + 2]);
+        exposure_grad_accumulate(acc, make_vec3(x[3 * p], x[3 * p + 1], x[3 * p + 2]), dp);
+        const vec3 g = exposure_image_grad(a, dp);
+        d[3 * p] = g.x;
+        d[3 * p + 1] = g.y;
+        d[3 * p + 2] = g.z;
+      }
+      std::memcpy(partials + kExposureFloats * b, acc, sizeof(acc));
+    }
+  });
+  for (uint32_t k = 0; k < kExposureFloats; ++k) {
+    float sum = 0.f;
+    for (size_t b = 0; b < blocks; ++b) sum += partials[kExposureFloats * b + k];
+    exposure_grad_[k] = sum;
+  }
+  exposure_view_ = view;
 }
 
 void CpuTraining::adam_step(const AdamSettings& s) {
@@ -205,6 +297,17 @@ void CpuTraining::adam_step(const AdamSettings& s) {
       }
     }
   });
+  if (options_.exposure && exposure_view_ >= 0) {
+    // Every view's correction steps (a zero gradient but the last step's
+    // view's), as one dense parameter tensor under torch.optim.Adam.
+    AdamStep step = base;
+    step.lr = s.lr_exposure;
+    for (size_t i = 0; i < exposure_.size(); ++i) {
+      const bool current = i / kExposureFloats == static_cast<size_t>(exposure_view_);
+      adam_update(step, current ? exposure_grad_[i % kExposureFloats] : 0.f, exposure_[i], exposure_m_[i],
+                  exposure_v_[i]);
+    }
+  }
 }
 
 DensifyResult CpuTraining::densify(const DensifySettings& s) {
@@ -311,6 +414,10 @@ DensifyResult CpuTraining::densify(const DensifySettings& s) {
 void CpuTraining::snapshot_grads(DebugSnapshot& out) const {
   for (int a = 0; a < 5; ++a) out.grads[a] = grads_[a];
   out.means2d_grad = means2d_grad_;
+  out.means2d_abs.clear();
+  out.exposure_grad.clear();
+  if (options_.absgrad && last_tracked_) out.means2d_abs.assign(means2d_abs_.begin(), means2d_abs_.begin() + 2 * count_);
+  if (options_.exposure && exposure_view_ >= 0) out.exposure_grad.assign(exposure_grad_, exposure_grad_ + kExposureFloats);
 }
 
 void CpuTraining::reset_opacity(float max_opacity) {

@@ -20,6 +20,7 @@ class CpuTraining {
   void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes);
   void prefetch_image(uint32_t view);
   ImageStorage image_storage() const { return storage_; }
+  void set_options(const TrainingOptions& options) { options_ = options; }
   void set_state(const TrainingState& state);
   void get_state(TrainingState& state) const;
   size_t count() const { return count_; }
@@ -72,6 +73,19 @@ class CpuTraining {
   std::pair<const uint8_t*, const uint8_t*> view_pixels(uint32_t view);
   std::vector<float> rendered_, d_rendered_, alpha_;
   float loss_value_ = 0.f;
+  TrainingOptions options_;
+  // absgrad: the backward's summed absolute 2D-mean gradient [N, 2].
+  std::vector<float> means2d_abs_;
+  bool last_tracked_ = false;  // the last step accumulated statistics (means2d_abs_ is its)
+  // Exposure: [views, 12] corrections and moments, the corrected render, per
+  // row-block gradient partials, and the last step's view and gradient.
+  std::vector<float> exposure_, exposure_m_, exposure_v_, corrected_, exposure_partials_;
+  float exposure_grad_[12] = {};
+  int64_t exposure_view_ = -1;
+  // Applies view `view`'s correction to rendered_ (into corrected_); after
+  // the loss, its gradient and d_rendered_ = A^T d_rendered_.
+  void exposure_forward(uint32_t view, size_t pixels);
+  void exposure_backward(uint32_t view, size_t pixels, uint32_t width);
   // Densification scratch (kept between calls): where each Gaussian of the
   // densified set comes from.
   enum SourceKind : uint8_t { kOriginal, kClone, kChild };

@@ -100,7 +100,12 @@ Pipeline GpuDevice::pipeline(Kernel k) {
 
 void GpuDevice::launch(Kernel k, uint32_t groups, std::initializer_list<KernelArg> args) {
   if (groups == 0) return;
-  launcher_->dispatch(pipeline(k), groups, kernel_info(k).threads, args.begin(), args.size());
+  launch(pipeline(k), k, groups, args);
+}
+
+void GpuDevice::launch(Pipeline p, Kernel k, uint32_t groups, std::initializer_list<KernelArg> args) {
+  if (groups == 0) return;
+  launcher_->dispatch(p, groups, kernel_info(k).threads, args.begin(), args.size());
   if (config_.submission == Submission::PerKernel) {
     launcher_->flush();
     launcher_->synchronize();
@@ -317,27 +322,42 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   have_forward_ = true;
 }
 
-void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6]) {
+void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out) {
   const size_t n = num_gaussians_;
   const bool det = config_.deterministic;
+  const bool absgrad = abs_out.handle != 0;
 
   begin(TimingLabel::ZeroGrads);
   const size_t grad_items = det ? num_pairs_ : n;
   BufferRef acc = ensure(kGrads, sizeof(float) * SPLAT_PAIR_GRAD * grad_items, true);
   if (grad_items) launcher_->fill_zero(acc, sizeof(float) * SPLAT_PAIR_GRAD * grad_items);
+  // absgrad: the backward adds into abs_out, or writes per pair slot
+  // (deterministic); slots of chunks with nothing to do stay zero.
+  BufferRef abs_acc = acc;  // any buffer: the plain specialization never touches it
+  if (absgrad) {
+    abs_acc = det ? ensure(kPairAbs, 8 * grad_items, true) : abs_out;
+    if (grad_items) launcher_->fill_zero(abs_acc, 8 * grad_items);
+  }
   end(TimingLabel::ZeroGrads);
 
   begin(TimingLabel::BackwardRaster);
   BackwardParams bp{d_alpha ? 1u : 0u, static_cast<uint32_t>(num_pairs_), 0u, 0u};
   // One threadgroup per chunk slot (rasterize_forward.h).
   const uint32_t slots = num_pairs_ ? chunk_slots(rp_.num_tiles, static_cast<uint32_t>(num_pairs_)) : 0u;
-  launch(Kernel::RasterizeBackward, slots,
+  if (absgrad && !backward_absgrad_pipeline_)
+    backward_absgrad_pipeline_ = launcher_->pipeline(Kernel::RasterizeBackward, with_absgrad(backward_spec_));
+  launch(absgrad ? backward_absgrad_pipeline_ : pipeline(Kernel::RasterizeBackward), Kernel::RasterizeBackward, slots,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::value(bp), KernelArg::buf(ref(kRanges)),
           KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(ref(kRecords)),
           KernelArg::buf(ref(kFinalT)), KernelArg::buf(ref(kNContrib)), KernelArg::buf(ref(kChunkState)),
           KernelArg::buf(ref(kChunkTiles)), KernelArg::buf(d_image),
           KernelArg::buf(d_alpha ? *d_alpha : d_image), KernelArg::buf(ref(kRects)), KernelArg::buf(ref(kPairRanges)),
-          KernelArg::buf(acc)});
+          KernelArg::buf(acc), KernelArg::buf(abs_acc)});
+  if (absgrad && det) {  // per Gaussian, its pair slots in emission order
+    ElementParams ep{static_cast<uint32_t>(n), 0u, 0u, 0.f};
+    launch(Kernel::AbsgradPairSum, div_up(n, kGroup),
+           {KernelArg::value(ep), KernelArg::buf(ref(kPairRanges)), KernelArg::buf(abs_acc), KernelArg::buf(abs_out)});
+  }
   end(TimingLabel::BackwardRaster);
 
   begin(TimingLabel::ProjectBack);

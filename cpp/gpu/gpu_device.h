@@ -37,6 +37,7 @@ class GpuDevice final : public Device {
   void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes) override;
   void prefetch_image(uint32_t view) override;
   ImageStorage image_storage() const override { return storage_; }
+  void set_training_options(const TrainingOptions& options) override;
   void set_training_state(const TrainingState& state) override;
   void get_training_state(TrainingState& state) override;
   size_t num_gaussians() const override { return count_; }
@@ -87,6 +88,10 @@ class GpuDevice final : public Device {
     kFinitePartials, kFiniteTotals,
     // The MCMC strategy (gpu_mcmc.cpp).
     kMcmcPrefix, kMcmcBlockSums, kMcmcBlockOffsets, kMcmcSource, kMcmcTimes, kMcmcBinoms,
+    // absgrad: the summed |d mean2d| per Gaussian (deterministic: per pair
+    // first); exposure: every view's correction, its moments, the step's
+    // gradient, its partials and the corrected render.
+    kMeans2dAbs, kPairAbs, kExposure, kExposureM, kExposureV, kExposureGrad, kExposurePartials, kCorrected,
     kSlotCount
   };
   struct ArenaBuffer {
@@ -114,7 +119,9 @@ class GpuDevice final : public Device {
   // into out: d_means, d_log_scales, d_quats, d_opacity_logits, d_sh, d_means2d.
   // The SH gradient stays factored in kShFactors (shaders/common/sh.h); it is
   // expanded into out[4] only when that has a buffer.
-  void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6]);
+  // With abs_out (a buffer: [n, 2]) it also sums each pixel's |d mean2d|
+  // there (the absgrad specialization of the backward rasterization).
+  void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out = {});
   // Submits; waits only when `sync` or when timing (then records ts_*).
   void finish_op(bool sync);
   ParamRefs state_params() const;
@@ -127,6 +134,7 @@ class GpuDevice final : public Device {
   void expand_sh_grad(BufferRef out);
   Pipeline pipeline(Kernel k);
   void launch(Kernel k, uint32_t groups, std::initializer_list<KernelArg> args);
+  void launch(Pipeline p, Kernel k, uint32_t groups, std::initializer_list<KernelArg> args);
   void begin(TimingLabel l);
   void end(TimingLabel l);
   void finish_call() { finish_op(true); }
@@ -159,6 +167,7 @@ class GpuDevice final : public Device {
   TimingLabel current_label_ = TimingLabel::FwdUpload;
   TimingRegistry registry_;
   std::array<Pipeline, kKernelCount> pipelines_{};
+  Pipeline backward_absgrad_pipeline_{};  // the raster backward with SPLAT_SPEC_ABSGRAD
   Specialization backward_spec_, project_backward_spec_;
   size_t allocations_ = 0;
   bool timing_ = false;
@@ -189,6 +198,9 @@ class GpuDevice final : public Device {
   // The view's target and mask buffers (the mask: any buffer without one).
   std::pair<BufferRef, BufferRef> view_pixels(uint32_t view);
   uint32_t train_sh_degree_ = 0;  // of the last train_forward_backward (its SH gradient factors)
+  TrainingOptions options_;
+  int64_t exposure_view_ = -1;  // the view of the last step's exposure gradient (-1: none yet)
+  bool last_absgrad_ = false;   // the last step summed the absolute gradient (kMeans2dAbs is its)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
   std::vector<uint32_t> scan_offsets_;  // scanned_total's read-back (grow-only)

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "gpu_device.h"
+#include "../../shaders/common/exposure.h"
 #include "../../shaders/common/sh.h"
 #include "grid.h"
 #include "splat/errors.h"
@@ -31,6 +32,7 @@ void GpuDevice::reserve_state(size_t n) {
   }
   ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
   ensure(kGradMeans2d, 8 * n, true);
+  if (options_.absgrad) ensure(kMeans2dAbs, 8 * n, true);
   ensure(kGradAccum, 4 * n, true);
   ensure(kGradCount, 4 * n, true);
   ensure(kMaxRadii, 4 * n, true);
@@ -143,6 +145,11 @@ std::pair<BufferRef, BufferRef> GpuDevice::view_pixels(uint32_t view) {
   return {target, slot.has_mask ? BufferRef{arena_[kMasks].handle, k * slot_mask_bytes_} : target};
 }
 
+void GpuDevice::set_training_options(const TrainingOptions& options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  options_ = options;
+}
+
 void GpuDevice::set_training_state(const TrainingState& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   check_gaussian_count(s.count);
@@ -155,6 +162,11 @@ void GpuDevice::set_training_state(const TrainingState& s) {
   for (const std::vector<float>* v : {&s.grad_accum, &s.grad_count, &s.max_radii})
     if (!v->empty() && v->size() != s.count)
       throw ConfigError("[gpu] set_training_state: statistics do not match the count");
+  if (options_.exposure)
+    for (const std::vector<float>* v : {&s.exposure, &s.exposure_m, &s.exposure_v})
+      if (!v->empty() && v->size() != kExposureFloats * images_.views.size())
+        throw ConfigError("[trainer] state.exposure: expected " + std::to_string(kExposureFloats * images_.views.size()) +
+                          " values (12 per view), got " + std::to_string(v->size()));
   have_forward_ = false;
   have_loss_ = false;
   have_train_step_ = false;
@@ -181,6 +193,28 @@ void GpuDevice::set_training_state(const TrainingState& s) {
       launcher_->fill_zero(ref(slots[k]), 4 * n);
     else
       launcher_->upload(ref(slots[k]), stats[k]->data(), 4 * n);
+  }
+  if (options_.exposure) {  // every uploaded view's correction: identity unless given
+    const size_t len = kExposureFloats * images_.views.size();
+    std::vector<float> identity;
+    if (s.exposure.empty()) {
+      identity.assign(len, 0.f);
+      for (size_t i = 0; i < len; i += kExposureFloats) identity[i] = identity[i + 5] = identity[i + 10] = 1.f;
+    }
+    const std::vector<float>& values = s.exposure.empty() ? identity : s.exposure;
+    launcher_->upload(ensure(kExposure, 4 * len), values.data(), 4 * len);
+    const std::vector<float>* moments[2] = {&s.exposure_m, &s.exposure_v};
+    const int mslots[2] = {kExposureM, kExposureV};
+    for (int k = 0; k < 2; ++k) {
+      if (moments[k]->empty())
+        launcher_->fill_zero(ensure(mslots[k], 4 * len), 4 * len);
+      else
+        launcher_->upload(ensure(mslots[k], 4 * len), moments[k]->data(), 4 * len);
+    }
+    ensure(kExposureGrad, 4 * kExposureFloats);
+    ensure(kExposurePartials, 4 * kExposureFloats * div_up(images_.max_pixels, kGroup));
+    ensure(kCorrected, 12 * images_.max_pixels);
+    exposure_view_ = -1;
   }
   end(TimingLabel::Upload);
   finish_op(true);
@@ -209,6 +243,18 @@ void GpuDevice::get_training_state(TrainingState& s) {
     launcher_->download(s.grad_accum.data(), ref(kGradAccum), 4 * n);
     launcher_->download(s.grad_count.data(), ref(kGradCount), 4 * n);
     launcher_->download(s.max_radii.data(), ref(kMaxRadii), 4 * n);
+  }
+  s.exposure.clear();
+  s.exposure_m.clear();
+  s.exposure_v.clear();
+  if (options_.exposure) {
+    const size_t len = kExposureFloats * images_.views.size();
+    std::vector<float>* dst[3] = {&s.exposure, &s.exposure_m, &s.exposure_v};
+    const int slots[3] = {kExposure, kExposureM, kExposureV};
+    for (int k = 0; k < 3; ++k) {
+      dst[k]->resize(len);
+      launcher_->download(dst[k]->data(), ref(slots[k]), 4 * len);
+    }
   }
   end(TimingLabel::Readback);
   finish_op(true);
@@ -251,24 +297,46 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
                 0u};
   BufferRef partials = ensure(kLossPartials, 9 * 4 * pixels), tile_sums = ensure(kTileSums, 8 * size_t{num_tiles}),
             loss = ensure(kLoss, 16), d_image = ensure(kDImage, 12 * pixels);
+  // Exposure: the loss sees the view's corrected render (train_exposure.h).
+  ExposureParams xp{};
+  xp.pixels = static_cast<uint32_t>(pixels);
+  xp.view = view;
+  xp.blocks = div_up(pixels, kGroup);
+  xp.floats = static_cast<uint32_t>(kExposureFloats * images_.views.size());
+  if (options_.exposure)
+    launch(Kernel::ExposureApply, xp.blocks,
+           {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kImage)),
+            KernelArg::buf(ref(kCorrected))});
+  const BufferRef loss_image = ref(options_.exposure ? kCorrected : kImage);
   launch(Kernel::SsimForward, num_tiles,
-         {KernelArg::value(lp), KernelArg::buf(ref(kImage)), KernelArg::buf(target), KernelArg::buf(mask),
+         {KernelArg::value(lp), KernelArg::buf(loss_image), KernelArg::buf(target), KernelArg::buf(mask),
           KernelArg::buf(partials), KernelArg::buf(tile_sums)});
   launch(Kernel::SsimBackward, num_tiles,
-         {KernelArg::value(lp), KernelArg::buf(ref(kImage)), KernelArg::buf(target), KernelArg::buf(mask),
+         {KernelArg::value(lp), KernelArg::buf(loss_image), KernelArg::buf(target), KernelArg::buf(mask),
           KernelArg::buf(partials), KernelArg::buf(tile_sums), KernelArg::buf(d_image), KernelArg::buf(loss)});
+  if (options_.exposure) {
+    launch(Kernel::ExposureBackward, xp.blocks,
+           {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kImage)), KernelArg::buf(d_image),
+            KernelArg::buf(ref(kExposurePartials))});
+    launch(Kernel::ExposureReduce, 1,
+           {KernelArg::value(xp), KernelArg::buf(ref(kExposurePartials)), KernelArg::buf(ref(kExposureGrad))});
+    exposure_view_ = view;
+  }
   end(TimingLabel::Ssim);
 
   const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2),
                              ref(kGrad0 + 3), BufferRef{}, ref(kGradMeans2d)};
-  backward_pass(d_image, nullptr, outs);
+  // absgrad: the statistic reads the summed absolute gradient instead.
+  const bool absgrad = options_.absgrad && track_stats;
+  backward_pass(d_image, nullptr, outs, absgrad ? ref(kMeans2dAbs) : BufferRef{});
+  last_absgrad_ = absgrad;
   train_sh_degree_ = sh_degree;
 
   if (track_stats) {
     begin(TimingLabel::DensifyStats);
     ElementParams ep{static_cast<uint32_t>(n), cam.width, cam.height, 0.f};
     launch(Kernel::GradStats, div_up(n, kGroup),
-           {KernelArg::value(ep), KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(kGradMeans2d)),
+           {KernelArg::value(ep), KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(absgrad ? kMeans2dAbs : kGradMeans2d)),
             KernelArg::buf(ref(kGradAccum)), KernelArg::buf(ref(kGradCount)), KernelArg::buf(ref(kMaxRadii))});
     end(TimingLabel::DensifyStats);
   }
@@ -320,6 +388,21 @@ void GpuDevice::adam_step(const AdamSettings& s) {
           KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
           KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
           KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)), KernelArg::buf(ref(kShFactors))});
+  if (options_.exposure && exposure_view_ >= 0) {
+    // Every view's correction steps (zero gradient but the last step's view's).
+    ExposureParams xp{};
+    xp.view = static_cast<uint32_t>(exposure_view_);
+    xp.floats = static_cast<uint32_t>(kExposureFloats * images_.views.size());
+    xp.lr = s.lr_exposure;
+    xp.beta1 = p.beta1;
+    xp.beta2 = p.beta2;
+    xp.eps = p.eps;
+    xp.bias1 = p.bias1;
+    xp.bias2 = p.bias2;
+    launch(Kernel::ExposureAdam, div_up(xp.floats, kGroup),
+           {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kExposureM)),
+            KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad))});
+  }
   end(TimingLabel::Adam);
   finish_op(false);
 }
@@ -461,6 +544,16 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
   }
   out.means2d_grad.resize(2 * n);
   if (n) launcher_->download(out.means2d_grad.data(), ref(kGradMeans2d), 8 * n);
+  out.means2d_abs.clear();
+  out.exposure_grad.clear();
+  if (last_absgrad_) {
+    out.means2d_abs.resize(2 * n);
+    if (n) launcher_->download(out.means2d_abs.data(), ref(kMeans2dAbs), 8 * n);
+  }
+  if (options_.exposure && exposure_view_ >= 0) {
+    out.exposure_grad.resize(kExposureFloats);
+    launcher_->download(out.exposure_grad.data(), ref(kExposureGrad), 4 * kExposureFloats);
+  }
   end(TimingLabel::Readback);
   finish_op(true);
   return true;

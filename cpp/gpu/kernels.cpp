@@ -33,7 +33,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::RasterizeCheckpoints, "splat_rasterize_checkpoints", "rasterize_forward.cu", "rasterize_forward.metal",
        {}, kG},
       {Kernel::RasterizeBackward, "splat_rasterize_backward", "rasterize_backward.cu", "rasterize_backward.metal",
-       {SC::BwdReduce, SC::BwdRange, SC::BwdSparse, SC::BwdAtomic, SC::Deterministic}, kBwd},
+       {SC::BwdReduce, SC::BwdRange, SC::BwdSparse, SC::BwdAtomic, SC::Deterministic, SC::Absgrad}, kBwd},
       {Kernel::SsimForward, "splat_ssim_forward", "train.cu", "train.metal", {}, kG},
       {Kernel::SsimBackward, "splat_ssim_backward", "train.cu", "train.metal", {}, kG},
       {Kernel::Adam, "splat_adam", "train.cu", "train.metal", {}, kG},
@@ -52,6 +52,11 @@ const std::vector<KernelInfo>& table() {
       {Kernel::McmcCopy, "splat_mcmc_copy", "train.cu", "train.metal", {}, kG},
       {Kernel::McmcRegularize, "splat_mcmc_regularize", "train.cu", "train.metal", {}, kG},
       {Kernel::McmcNoise, "splat_mcmc_noise", "train.cu", "train.metal", {}, kG},
+      {Kernel::AbsgradPairSum, "splat_absgrad_pair_sum", "train.cu", "train.metal", {}, kG},
+      {Kernel::ExposureApply, "splat_exposure_apply", "train.cu", "train.metal", {}, kG},
+      {Kernel::ExposureBackward, "splat_exposure_backward", "train.cu", "train.metal", {}, kG},
+      {Kernel::ExposureReduce, "splat_exposure_reduce", "train.cu", "train.metal", {}, kG},
+      {Kernel::ExposureAdam, "splat_exposure_adam", "train.cu", "train.metal", {}, kG},
   };
   return t;
 }
@@ -88,6 +93,8 @@ const char* spec_constant_name(SpecConstant c) {
       return "SPLAT_SPEC_BWD_ATOMIC";
     case SC::Deterministic:
       return "SPLAT_SPEC_DETERMINISTIC";
+    case SC::Absgrad:
+      return "SPLAT_SPEC_ABSGRAD";
     default:
       return "?";
   }
@@ -108,6 +115,8 @@ std::vector<Specialization> valid_specializations(Kernel k) {
               for (const auto& o : out) seen = seen || o == s;
               if (!seen) out.push_back(s);
             }
+    // Each with absgrad too (training with [train] absgrad).
+    for (size_t i = 0, plain = out.size(); i < plain; ++i) out.push_back(with_absgrad(out[i]));
   } else if (k == Kernel::ProjectBackward) {
     for (int det = 0; det < 2; ++det) {
       Specialization s;
@@ -147,6 +156,11 @@ Specialization rasterize_backward_specialization(const BackendConfig& c) {
   int atomic = c.raster_backward_atomic == RasterBackwardAtomic::LaneZero ? SPLAT_BWD_ATOMIC_LANE_ZERO
                                                                             : SPLAT_BWD_ATOMIC_SPREAD_LANES;
   return canonical_backward(reduce, range, sparse, atomic, c.deterministic ? 1 : 0);
+}
+
+Specialization with_absgrad(Specialization s) {
+  s.set(SC::Absgrad, 1);
+  return s;
 }
 
 Specialization project_backward_specialization(const BackendConfig& c) {

@@ -50,12 +50,18 @@ enum class Kernel : uint8_t {
   McmcCopy,
   McmcRegularize,
   McmcNoise,
+  // absgrad and exposure compensation (train_absgrad.h, train_exposure.h).
+  AbsgradPairSum,
+  ExposureApply,
+  ExposureBackward,
+  ExposureReduce,
+  ExposureAdam,
   Count
 };
 constexpr size_t kKernelCount = static_cast<size_t>(Kernel::Count);
 
 // Specialization constants; the index is the Metal function-constant index.
-enum class SpecConstant : uint8_t { BwdReduce, BwdRange, BwdSparse, BwdAtomic, Deterministic, Count };
+enum class SpecConstant : uint8_t { BwdReduce, BwdRange, BwdSparse, BwdAtomic, Deterministic, Absgrad, Count };
 constexpr size_t kSpecCount = static_cast<size_t>(SpecConstant::Count);
 const char* spec_constant_name(SpecConstant c);  // "SPLAT_SPEC_BWD_REDUCE", ...
 
@@ -88,7 +94,9 @@ std::vector<std::string> specialization_defines(Kernel k, const Specialization& 
 std::string specialization_label(Kernel k, const Specialization& s);
 
 // The specializations a BackendConfig selects.
+// raster_backward without absgrad; with_absgrad: the same with it.
 Specialization rasterize_backward_specialization(const BackendConfig& c);
+Specialization with_absgrad(Specialization s);
 Specialization project_backward_specialization(const BackendConfig& c);
 
 }  // namespace splat::gpu

@@ -339,7 +339,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         _write_text_config(out / "config.toml", cfg, synthetic)
     _write_cameras(out, train, test)
 
-    seconds = warm_up(train, bc, strategy=cfg.train.strategy)
+    seconds = warm_up(train, bc, cfg.train)
     if seconds is not None:
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
     load_seconds = time.perf_counter() - t_begin
@@ -461,6 +461,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     trainer.save_checkpoint(out / "checkpoint.npz")
     if cfg.output.save_ply:
         trainer.save_ply(out / "point_cloud.ply")
+    if cfg.train.exposure:
+        trainer.save_exposure(out / "exposure.npy")
     final = evals[-1]
     title = (f"{'synthetic' if synthetic else Path(cfg.data.path).name}: {final['psnr']:.2f} dB PSNR, "
              f"SSIM {final['ssim']:.4f}, {trainer.num_gaussians:,} Gaussians, {steps} steps on "
@@ -473,7 +475,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           f"({trainer.num_gaussians:,} Gaussians, {steps} steps, {train_seconds:.1f} s training on "
           f"{trainer.backend}, {time.perf_counter() - t_begin:.1f} s total)")
     print(f"wrote {out}/: metrics.json, checkpoint.npz"
-          + (", point_cloud.ply" if cfg.output.save_ply else "") + ", training.png"
+          + (", point_cloud.ply" if cfg.output.save_ply else "") + (", exposure.npy" if cfg.train.exposure else "")
+          + ", training.png"
           + (", renders/" if show else ""))
     if stop.signum is not None:   # asked to stop while the final files were written: they are complete
         print(f"splat: {stop.name}: the run had finished", file=sys.stderr)
@@ -702,7 +705,11 @@ def cmd_eval(args) -> int:
     model = _open_model(args)
     data = _load_split(args, model, args.split)
     t0 = time.perf_counter()
-    ev = evaluate(model.renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips)
+    renderer = model.renderer
+    if args.exposure:  # the training views' learned colour corrections (splat/exposure.py)
+        from .exposure import corrected_renderer
+        renderer = corrected_renderer(model, data, args.split)
+    ev = evaluate(renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips)
     seconds = time.perf_counter() - t0
     lp = (lambda v: f"  LPIPS({args.lpips}) {v:.4f}") if args.lpips else (lambda v: "")
     if args.per_view:
@@ -710,7 +717,8 @@ def cmd_eval(args) -> int:
             print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}{lp(v.get('lpips'))}")
     print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {len(data)} views of {args.data} [{args.split}]"
           + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
-          + (" antialiased" if model.antialiased else ""))
+          + (" antialiased" if model.antialiased else "")
+          + (" with the learned exposure corrections" if args.exposure else ""))
     if args.json:
         is_ckpt = model.source.lower().endswith(".npz")
         result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
@@ -718,6 +726,7 @@ def cmd_eval(args) -> int:
                                  "data": str(Path(args.data).resolve()), "split": args.split,
                                  "frames": args.frames, "supersample": args.supersample, "masked": args.masked,
                                  "antialiased": model.antialiased,
+                                 "exposure": args.exposure,
                                  "views": len(data), "num_gaussians": model.renderer.num_gaussians,
                                  "step": model.renderer.step_count, "backend": model.renderer.backend,
                                  "seconds": seconds}
@@ -856,6 +865,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.add_argument("--masked", action="store_true",
                    help="leave out the pixels the views' masks exclude (as [data] eval_masked = true)")
+    e.add_argument("--exposure", action="store_true",
+                   help="apply the run's learned per-view colour corrections ([train] exposure = true); "
+                        "training views only (--split train): test views have none")
     e.set_defaults(func=cmd_eval)
 
     v = sub.add_parser("view", help="look at a run or a scene file in the browser (needs viser: splat-gs[view])",

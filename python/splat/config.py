@@ -396,6 +396,17 @@ class TrainConfig(_Section):
                                   doc="mcmc: initial opacity (instead of init_opacity)")
     mcmc_init_scale: float = _f(0.1, "float", lo=0.0, lo_open=True,
                                 doc="mcmc: initial scales, times the 3DGS initialisation's (nearest-point distance)")
+    # absgrad densification and exposure compensation
+    absgrad: bool = _f(False, "bool", doc="densify on the summed absolute per-pixel screen-space gradient "
+                                           "(AbsGS; gsplat's absgrad=True)")
+    absgrad_grad_threshold: float = _f(8e-4, "float", lo=0.0, lo_open=True,
+                                       doc="mean absolute screen-space gradient norm that triggers clone/split "
+                                           "(with absgrad; replaces densify_grad_threshold)")
+    exposure: bool = _f(False, "bool", doc="learn a per-training-image affine colour correction (3x3 + bias) "
+                                            "applied to the render before the loss (training only)")
+    exposure_lr: float = _f(1e-2, "float", lo=0.0, doc="initial exposure-correction lr")
+    exposure_lr_final: float = _f(1e-3, "float", lo=0.0,
+                                  doc="final exposure-correction lr (exponential decay over `steps`)")
 
     @classmethod
     def _cross_check(cls, v, bad):

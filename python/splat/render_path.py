@@ -348,7 +348,7 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
         stand_in = Dataset(cameras=[Camera(np.eye(4), w, w, 0.5 * w, 0.5 * h, w, h)],
                            images=np.zeros((1, h, w, 3), np.uint8), names=["checkpoint"],
                            background=bg, scene_extent=meta.get("scene_extent", 1.0))
-        trainer = Trainer.load_checkpoint(src, stand_in, backend_config)  # validates the checkpoint
+        trainer = Trainer.load_checkpoint(src, stand_in, backend_config, for_render=True)  # validates the checkpoint
         g = Gaussians(arrays["means"], arrays["log_scales"], arrays["quats"], arrays["opacity_logits"],
                       arrays["sh"])
         mode = trainer.config.antialiased if antialiased is None else bool(antialiased)

@@ -30,7 +30,7 @@ FINAL_CHECKPOINT = "checkpoint.npz"
 _CHECKPOINT = re.compile(r"^checkpoint_(\d+)\.npz$")
 # What `splat train` writes into a run folder, and what other commands write
 # there by default (renders_<split>/, bench results).
-_RUN_FILE = re.compile(r"^(config\.toml|metrics\.json|checkpoint(_\d+)?\.npz|point_cloud\.ply|training\.png|cameras\.json|"
+_RUN_FILE = re.compile(r"^(config\.toml|metrics\.json|checkpoint(_\d+)?\.npz|point_cloud\.ply|training\.png|cameras\.json|exposure\.npy|"
                        r"bench\.json|bench_compare\.json|parity\.json)$")
 _RUN_FOLDER = re.compile(r"^(renders|renders_[A-Za-z0-9._-]+)$")
 # atomic_write's temporary names: "." + name + "." + mkstemp's 8 characters + ".tmp".

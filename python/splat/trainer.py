@@ -45,8 +45,11 @@ _NATIVE_SETTINGS = (
     "antialiased",
     "max_gaussians", "mcmc_refine_from", "mcmc_refine_until", "mcmc_refine_every", "mcmc_growth",
     "mcmc_min_opacity", "mcmc_noise_lr", "mcmc_opacity_reg", "mcmc_scale_reg",
+    "absgrad", "absgrad_grad_threshold", "exposure", "exposure_lr", "exposure_lr_final",
 )
 _STATS = ("grad_accum", "grad_count", "max_radii")
+# Per-view colour corrections [views, 3, 4] ([A | b]) and their Adam moments.
+_EXPOSURE = ("exposure", "adam_m.exposure", "adam_v.exposure")
 
 
 @dataclass(frozen=True)
@@ -286,6 +289,21 @@ class Trainer:
         """Every array of the training state (parameters, Adam moments, statistics): numpy copies."""
         return self._native.state()
 
+    def exposure(self) -> np.ndarray | None:
+        """The learned colour correction of every training view, [views, 3, 4] float32
+        ([A | b]: corrected = A rgb + b), in dataset order; None unless train.exposure."""
+        return self._native.state().get("exposure") if self.config.exposure else None
+
+    def save_exposure(self, path) -> None:
+        """The learned colour corrections as a .npy of [views, 3, 4] float32, written atomically."""
+        exposure = self.exposure()
+        if exposure is None:
+            raise ValueError("[splat] exposure: the run has no colour corrections (train.exposure is false)")
+        buf = io.BytesIO()
+        np.save(buf, exposure)
+        with atomic_write(path, "wb") as f:
+            f.write(buf.getvalue())
+
     def gaussians(self) -> Gaussians:
         s = self._native.state()
         return Gaussians(s["means"], s["log_scales"], s["quats"], s["opacity_logits"], s["sh"])
@@ -316,10 +334,16 @@ class Trainer:
             f.write(data)
 
     @classmethod
-    def load_checkpoint(cls, path, dataset, backend_config=None, *, image_budget: int = 0) -> "Trainer":
-        """A trainer in exactly the saved state, training on `dataset` (the same views)."""
+    def load_checkpoint(cls, path, dataset, backend_config=None, *, image_budget: int = 0,
+                        for_render: bool = False) -> "Trainer":
+        """A trainer in exactly the saved state, training on `dataset` (the same views).
+        for_render: a trainer only to render from (any stand-in views): without the
+        per-view exposure corrections, which renders never apply."""
         meta, arrays = read_checkpoint(path)
         check_checkpoint_sizes(meta, dataset, path)
+        if for_render:
+            meta["train_config"] = dict(meta["train_config"], exposure=False)
+            arrays = {k: v for k, v in arrays.items() if k not in _EXPOSURE}
         try:
             config = TrainConfig(**meta["train_config"])
             arrays = check_state(arrays, config.sh_degree)
@@ -453,9 +477,13 @@ def check_state(state, sh_degree: int) -> dict:
             shape = out[param].shape
         elif key in _STATS:
             shape = (len(g),)
+        elif key in _EXPOSURE:
+            shape = (None, 3, 4)
         else:
             continue  # not part of the native state
         out[key] = as_float32(key, value, shape)
+        if key in _EXPOSURE and len(out[key]) == 0:
+            raise ValueError(f"[splat] {key}: expected one [3, 4] correction per training view, got none")
         if (prefix == "adam_v" or key == "grad_count") and np.any(out[key] < 0):
             raise ValueError(f"[splat] {key}: must not be negative")
     for param in params:

@@ -182,6 +182,20 @@ struct FiniteParams {
 SPLAT_STATIC_ASSERT(sizeof(FiniteParams) == 16, "FiniteParams layout");
 #define SPLAT_FINITE_ARRAYS 5
 
+// Exposure compensation (shaders/kernels/train_exposure.h): the step's view
+// and its pixels, the partial sums of its gradient, and its Adam step over
+// every view's correction (12 floats each).
+struct ExposureParams {
+  uint32_t pixels;  // of the step's view
+  uint32_t view;    // the step's view: its correction is exposure[12 view ..]
+  uint32_t blocks;  // threadgroups of exposure_backward (one partial each)
+  uint32_t floats;  // 12 x views
+  float lr, beta1, beta2, eps;
+  float bias1, bias2;  // 1 - beta^t, as the host computes them
+  uint32_t pad0, pad1;
+};
+SPLAT_STATIC_ASSERT(sizeof(ExposureParams) == 48, "ExposureParams layout");
+
 // Densification on the device (shaders/kernels/train_densify.h).
 struct DensifyParams {
   uint32_t count;        // Gaussians before densifying (n)

@@ -2,8 +2,10 @@
 // densification statistics and densification, opacity reset, the count of
 // non-finite parameters, the MCMC strategy). Thin wrappers
 // only; the bodies are shaders/kernels/train_*.h, shared with Metal.
+#include "train_absgrad.h"
 #include "train_check.h"
 #include "train_densify.h"
+#include "train_exposure.h"
 #include "train_loss.h"
 #include "train_mcmc.h"
 #include "train_optim.h"
@@ -120,4 +122,31 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_mcmc_noise(McmcParams p, float* means, const float* log_scales, const float* quats, const float* opacity) {
   mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity);
+}
+
+    splat_absgrad_pair_sum(ElementParams p, const uint32_t* pair_ranges, const float* pair_abs, float* means2d_abs) {
+  absgrad_pair_sum_body(SPLAT_THREAD_CTX(), p, pair_ranges, pair_abs, means2d_abs);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_exposure_apply(ExposureParams p, const float* exposure, const float* image, float* corrected) {
+  exposure_apply_body(SPLAT_THREAD_CTX(), p, exposure, image, corrected);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_exposure_backward(ExposureParams p, const float* exposure, const float* image, float* d_image,
+                            float* partials) {
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
+  exposure_backward_body(SPLAT_THREAD_CTX(), p, exposure, image, d_image, partials, s_red);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_exposure_reduce(ExposureParams p, const float* partials, float* grad) {
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
+  exposure_reduce_body(SPLAT_THREAD_CTX(), p, partials, grad, s_red);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_exposure_adam(ExposureParams p, float* exposure, float* m, float* v, const float* grad) {
+  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad);
 }

@@ -30,6 +30,12 @@
 //                           then SIMD groups in index order) and written to
 //                           its slot pair_grad[9 * emission index]; the
 //                           per-Gaussian sum happens in project_backward.
+//   SPLAT_SPEC_ABSGRAD      1: also sums each pixel's |d mean2d| (x, y apart)
+//                           into abs_grads, 2 floats per Gaussian (atomics,
+//                           one pair per SIMD group) or, deterministic, per
+//                           pair slot (summed per Gaussian by
+//                           absgrad_pair_sum, train_absgrad.h); 0: abs_grads
+//                           is never touched.
 // Gradient layout per Gaussian (or pair): mean2d.xy, conic.xyz, opacity,
 // colour.rgb.
 #pragma once
@@ -51,6 +57,9 @@
 #ifndef SPLAT_SPEC_DETERMINISTIC
 #define SPLAT_SPEC_DETERMINISTIC 0
 #endif
+#ifndef SPLAT_SPEC_ABSGRAD
+#define SPLAT_SPEC_ABSGRAD 0
+#endif
 
 // The threadgroup (SPLAT_BWD_THREADS, SPLAT_BWD_PIXELS: params.h).
 SPLAT_STATIC_ASSERT(SPLAT_BWD_THREADS % SPLAT_SIMD_WIDTH == 0, "whole SIMD groups");
@@ -60,7 +69,9 @@ SPLAT_STATIC_ASSERT(SPLAT_SIMD_WIDTH % SPLAT_TILE_SIZE == 0, "a SIMD group's pix
 // elements) the entry points declare.
 #define SPLAT_DET_SLOTS 32
 #define SPLAT_BWD_TG_RED_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_BWD_THREADS)
-#define SPLAT_BWD_DET_RED_FLOATS (SPLAT_DET_SLOTS * SPLAT_BWD_WARPS * SPLAT_PAIR_GRAD)
+// Deterministic: the 9 gradients per (slot, SIMD group), then the 2 absgrad sums.
+#define SPLAT_BWD_DET_ABS_AT (SPLAT_DET_SLOTS * SPLAT_BWD_WARPS * SPLAT_PAIR_GRAD)
+#define SPLAT_BWD_DET_RED_FLOATS (SPLAT_DET_SLOTS * SPLAT_BWD_WARPS * (SPLAT_PAIR_GRAD + 2))
 #define SPLAT_BWD_RED_FLOATS \
   (SPLAT_BWD_TG_RED_FLOATS > SPLAT_BWD_DET_RED_FLOATS ? SPLAT_BWD_TG_RED_FLOATS : SPLAT_BWD_DET_RED_FLOATS)
 #define SPLAT_BWD_PART_FLOATS ((SPLAT_PAIR_GRAD + 1) * SPLAT_BWD_WARPS)
@@ -73,6 +84,7 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_DEVICE_MEM const float* checkpoints, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles,
     SPLAT_DEVICE_MEM const float* d_image, SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
     SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* grads,
+    SPLAT_DEVICE_MEM float* abs_grads,  // SPLAT_SPEC_ABSGRAD: 2 per Gaussian (deterministic: per pair)
     SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
     SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
     SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_BWD_WARPS
@@ -86,6 +98,7 @@ SPLAT_FUNC void rasterize_backward_body(
   const bool lane_zero = SPLAT_SPEC_BWD_ATOMIC == SPLAT_BWD_ATOMIC_LANE_ZERO;
   // Variants with threadgroup barriers per splat visit every splat of a batch.
   const bool uniform_walk = det || use_tg;
+  const bool absgrad = SPLAT_SPEC_ABSGRAD != 0;
 
   TileChunk c;
   if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
@@ -178,11 +191,31 @@ SPLAT_FUNC void rasterize_backward_body(
     if (sparse && !uniform_walk && !simd_any(contrib)) continue;
     float v[SPLAT_PAIR_GRAD];
     for (int q = 0; q < SPLAT_PAIR_GRAD; ++q) v[q] = 0.f;
+    float va[2] = {0.f, 0.f};  // absgrad: this thread's pixels' |d mean2d|
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
       BlendGrad gr;
       blend_backward_apply(b, pix[p], h[p], st[p], gr);
       blend_grad_accumulate(v, gr);
+      if (absgrad) {
+        va[0] += sp_max(gr.mean2d.x, -gr.mean2d.x);
+        va[1] += sp_max(gr.mean2d.y, -gr.mean2d.y);
+      }
+    }
+    // absgrad outside the deterministic variant: per SIMD group, two atomics
+    // (lanes 1 and 3, which the spread reduction leaves idle).
+    if (absgrad && !det) {
+      if (use_original) {
+        if (contrib) {
+          sp_atomic_add(abs_grads + 2u * s_ids[j], va[0]);
+          sp_atomic_add(abs_grads + 2u * s_ids[j] + 1u, va[1]);
+        }
+      } else {
+        float ax = simd_sum(va[0]), ay = simd_sum(va[1]);
+        bool issue = !sparse || simd_any(contrib);  // every lane takes part in the vote
+        if (issue && t.lane == 1u) sp_atomic_add(abs_grads + 2u * s_ids[j], ax);
+        if (issue && t.lane == 3u) sp_atomic_add(abs_grads + 2u * s_ids[j] + 1u, ay);
+      }
     }
 
     if (use_original) {
@@ -232,9 +265,14 @@ SPLAT_FUNC void rasterize_backward_body(
       uint32_t slot = j % SPLAT_DET_SLOTS;
       bool any = simd_any(contrib);
       for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) v[c] = any ? simd_sum(v[c]) : 0.f;
-      if (t.lane == 0)
+      if (absgrad)
+        for (int c = 0; c < 2; ++c) va[c] = any ? simd_sum(va[c]) : 0.f;
+      if (t.lane == 0) {
         for (int c = 0; c < SPLAT_PAIR_GRAD; ++c)
           s_red[(slot * SPLAT_BWD_WARPS + t.warp) * SPLAT_PAIR_GRAD + c] = v[c];
+        if (absgrad)
+          for (int c = 0; c < 2; ++c) s_red[SPLAT_BWD_DET_ABS_AT + (slot * SPLAT_BWD_WARPS + t.warp) * 2 + c] = va[c];
+      }
       if (slot == SPLAT_DET_SLOTS - 1 || j == count - 1) {
         sp_group_barrier();
         uint32_t slots = slot + 1u, first_j = j - slot;
@@ -245,6 +283,13 @@ SPLAT_FUNC void rasterize_backward_body(
           // 64-bit: 9 x the emission index passes 2^32 from 477M pairs.
           grads[(uint64_t)SPLAT_PAIR_GRAD * s_ids[first_j + sl] + c] = sum;
         }
+        if (absgrad)
+          for (uint32_t it = t.tid; it < slots * 2u; it += SPLAT_BWD_THREADS) {
+            uint32_t sl = it / 2u, c = it % 2u;
+            float sum = 0.f;
+            for (uint32_t w = 0; w < SPLAT_BWD_WARPS; ++w) sum += s_red[SPLAT_BWD_DET_ABS_AT + (sl * SPLAT_BWD_WARPS + w) * 2u + c];
+            abs_grads[(uint64_t)2u * s_ids[first_j + sl] + c] = sum;
+          }
         sp_group_barrier();
       }
     }

@@ -11,9 +11,11 @@ constant int splat_fc_bwd_range [[function_constant(1)]];
 constant int splat_fc_bwd_sparse [[function_constant(2)]];
 constant int splat_fc_bwd_atomic [[function_constant(3)]];
 constant int splat_fc_deterministic [[function_constant(4)]];
+constant int splat_fc_absgrad [[function_constant(5)]];
 
 #define SPLAT_SPEC_BWD_REDUCE splat_fc_bwd_reduce
 #define SPLAT_SPEC_BWD_RANGE splat_fc_bwd_range
 #define SPLAT_SPEC_BWD_SPARSE splat_fc_bwd_sparse
 #define SPLAT_SPEC_BWD_ATOMIC splat_fc_bwd_atomic
 #define SPLAT_SPEC_DETERMINISTIC splat_fc_deterministic
+#define SPLAT_SPEC_ABSGRAD splat_fc_absgrad

@@ -1,6 +1,6 @@
 // Metal entry point: backward rasterization, one threadgroup per chunk.
 // Function constants (function_constants.h): bwd_reduce, bwd_range,
-// bwd_sparse, bwd_atomic, deterministic. Threadgroup arrays cannot be sized
+// bwd_sparse, bwd_atomic, deterministic, absgrad. Threadgroup arrays cannot be sized
 // by function constants, so the reduction scratch is reserved at its largest
 // (~23 KB in all, within the 32 KB Apple GPUs give a threadgroup).
 #include "function_constants.h"
@@ -19,13 +19,13 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
                                      device const float* d_alpha [[buffer(11)]],
                                      device const int32_t* rects [[buffer(12)]],
                                      device const uint32_t* pair_ranges [[buffer(13)]], device float* grads [[buffer(14)]],
-                                     SPLAT_THREAD_ATTRS) {
+                                     device float* abs_grads [[buffer(15)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
   rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,
-                          checkpoints, chunk_tiles, d_image, d_alpha, rects, pair_ranges, grads, s_splats, s_ids, s_warp,
-                          s_red, s_part);
+                          checkpoints, chunk_tiles, d_image, d_alpha, rects, pair_ranges, grads, abs_grads, s_splats,
+                          s_ids, s_warp, s_red, s_part);
 }

@@ -1,7 +1,9 @@
 // Metal entry points: the training step's kernels (same argument order as
 // shaders/cuda/train.cu; buffer indices follow it).
+#include "train_absgrad.h"
 #include "train_check.h"
 #include "train_densify.h"
+#include "train_exposure.h"
 #include "train_loss.h"
 #include "train_mcmc.h"
 #include "train_optim.h"
@@ -139,4 +141,37 @@ kernel void splat_mcmc_noise(constant McmcParams& p [[buffer(0)]], device float*
                              device const float* log_scales [[buffer(2)]], device const float* quats [[buffer(3)]],
                              device const float* opacity [[buffer(4)]], SPLAT_THREAD_ATTRS) {
   mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity);
+}
+
+kernel void splat_absgrad_pair_sum(constant ElementParams& p [[buffer(0)]],
+                                   device const uint32_t* pair_ranges [[buffer(1)]],
+                                   device const float* pair_abs [[buffer(2)]], device float* means2d_abs [[buffer(3)]],
+                                   SPLAT_THREAD_ATTRS) {
+  absgrad_pair_sum_body(SPLAT_THREAD_CTX(), p, pair_ranges, pair_abs, means2d_abs);
+}
+
+kernel void splat_exposure_apply(constant ExposureParams& p [[buffer(0)]], device const float* exposure [[buffer(1)]],
+                                 device const float* image [[buffer(2)]], device float* corrected [[buffer(3)]],
+                                 SPLAT_THREAD_ATTRS) {
+  exposure_apply_body(SPLAT_THREAD_CTX(), p, exposure, image, corrected);
+}
+
+kernel void splat_exposure_backward(constant ExposureParams& p [[buffer(0)]],
+                                    device const float* exposure [[buffer(1)]], device const float* image [[buffer(2)]],
+                                    device float* d_image [[buffer(3)]], device float* partials [[buffer(4)]],
+                                    SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
+  exposure_backward_body(SPLAT_THREAD_CTX(), p, exposure, image, d_image, partials, s_red);
+}
+
+kernel void splat_exposure_reduce(constant ExposureParams& p [[buffer(0)]], device const float* partials [[buffer(1)]],
+                                  device float* grad [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
+  exposure_reduce_body(SPLAT_THREAD_CTX(), p, partials, grad, s_red);
+}
+
+kernel void splat_exposure_adam(constant ExposureParams& p [[buffer(0)]], device float* exposure [[buffer(1)]],
+                                device float* m [[buffer(2)]], device float* v [[buffer(3)]],
+                                device const float* grad [[buffer(4)]], SPLAT_THREAD_ATTRS) {
+  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad);
 }

@@ -9,10 +9,12 @@
 //   raster_check SEED SPLATS WITH_D_ALPHA OUT
 //
 // Backward variants are chosen at compile time (-DSPLAT_SPEC_BWD_...,
-// -DSPLAT_SPEC_DETERMINISTIC=1).
+// -DSPLAT_SPEC_DETERMINISTIC=1, -DSPLAT_SPEC_ABSGRAD=1). The summed absolute
+// 2D-mean gradients (absgrad) are written too: zero without SPLAT_SPEC_ABSGRAD.
 #include "simt_emu.h"
 // The kernel bodies, after the emulator.
 #include "rasterize_backward.h"
+#include "train_absgrad.h"
 
 #include <algorithm>
 #include <cmath>
@@ -157,6 +159,7 @@ int main(int argc, char** argv) {
   // Deterministic: one gradient per pair (emission slot), summed per splat below.
   const bool det = SPLAT_SPEC_DETERMINISTIC != 0;
   std::vector<float> d_image(3 * pixels), d_alpha(pixels), grads((size_t)SPLAT_PAIR_GRAD * (det ? num_pairs : n), 0.f);
+  std::vector<float> abs_grads(2 * (size_t)(det ? num_pairs : n), 0.f);
   for (float& v : d_image) v = normal(rng);
   for (float& v : d_alpha) v = normal(rng);
   BackwardParams bp{};
@@ -170,8 +173,19 @@ int main(int argc, char** argv) {
     SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
     rasterize_backward_body(t, cam, rp, bp, ranges.data(), sorted_ids.data(), records.data(), final_T.data(),
                             n_contrib.data(), chunk_state.data(), chunk_tiles.data(), d_image.data(), d_alpha.data(),
-                            rects.data(), pair_ranges.data(), grads.data(), s_splats, s_ids, s_warp, s_red, s_part);
+                            rects.data(), pair_ranges.data(), grads.data(), abs_grads.data(), s_splats, s_ids, s_warp,
+                            s_red, s_part);
   });
+  if (det && SPLAT_SPEC_ABSGRAD) {  // per splat, as GpuDevice dispatches it
+    std::vector<float> per_splat(2 * (size_t)n, 0.f);
+    ElementParams ep{(uint32_t)n, 0u, 0u, 0.f};
+    simt_emu::dispatch((n + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+      absgrad_pair_sum_body(t, ep, pair_ranges.data(), abs_grads.data(), per_splat.data());
+    });
+    abs_grads.swap(per_splat);
+  } else if (det) {
+    abs_grads.assign(2 * (size_t)n, 0.f);
+  }
 
   if (det) {
     std::vector<float> per_splat((size_t)SPLAT_PAIR_GRAD * n, 0.f);
@@ -185,6 +199,7 @@ int main(int argc, char** argv) {
   // The sequential blend: each pixel front to back through its tile's list,
   // then back to front from its last contributor.
   std::vector<float> ref_image(3 * pixels), ref_alpha(pixels), ref_grads((size_t)SPLAT_PAIR_GRAD * n, 0.f);
+  std::vector<float> ref_abs(2 * (size_t)n, 0.f);
   std::vector<uint32_t> ref_n_contrib(pixels);
   const vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
   for (uint32_t y = 0; y < kHeight; ++y)
@@ -208,6 +223,8 @@ int main(int argc, char** argv) {
         BlendGrad gr;
         if (!blend_backward_step(record_blend_splat(records[g]), pix, bs, gr)) continue;
         blend_grad_accumulate(&ref_grads[SPLAT_PAIR_GRAD * (size_t)g], gr);
+        ref_abs[2 * (size_t)g] += std::fabs(gr.mean2d.x);
+        ref_abs[2 * (size_t)g + 1] += std::fabs(gr.mean2d.y);
       }
     }
 
@@ -226,6 +243,8 @@ int main(int argc, char** argv) {
   write(f, ref_n_contrib.data(), 4 * ref_n_contrib.size());
   write(f, grads.data(), 4 * grads.size());
   write(f, ref_grads.data(), 4 * ref_grads.size());
+  write(f, abs_grads.data(), 4 * abs_grads.size());
+  write(f, ref_abs.data(), 4 * ref_abs.size());
   fclose(f);
   return 0;
 }

@@ -78,6 +78,9 @@ class Device {
   // (a no-op when the images are resident).
   virtual void prefetch_image(uint32_t view) { (void)view; }
   virtual ImageStorage image_storage() const { return {}; }
+  // Switches on what TrainingOptions adds; before set_training_state (which
+  // then sizes the colour corrections for every uploaded view).
+  virtual void set_training_options(const TrainingOptions& options) = 0;
   // Replaces the resident training state (parameters, moments, statistics).
   virtual void set_training_state(const TrainingState& state) = 0;
   virtual void get_training_state(TrainingState& state) = 0;

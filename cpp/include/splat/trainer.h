@@ -39,6 +39,11 @@ struct TrainSettings {
   float mcmc_min_opacity = 0.005f;  // dead at or below this opacity
   float mcmc_noise_lr = 5e5f;       // position noise, times the means' learning rate
   float mcmc_opacity_reg = 0.01f, mcmc_scale_reg = 0.01f;
+  // Absgrad densification and per-view exposure compensation.
+  bool absgrad = false;
+  float absgrad_grad_threshold = 8e-4f;
+  bool exposure = false;
+  float exposure_lr = 1e-2f, exposure_lr_final = 1e-3f;  // exponential decay over `steps`
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};
@@ -94,6 +99,7 @@ class Trainer {
   uint32_t step_count() const { return step_; }
   uint32_t active_sh_degree() const { return active_sh_degree(step_); }
   float means_lr(uint32_t step) const;
+  float exposure_lr(uint32_t step) const;
   // The view trained at 1-based `step`.
   uint32_t view_for_step(uint32_t step);
 

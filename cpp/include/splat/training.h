@@ -83,7 +83,23 @@ struct AdamSettings {
   float lr_means, lr_log_scales, lr_quats, lr_opacity, lr_sh_dc, lr_sh_rest;
   float beta1, beta2, eps;
   uint32_t step;  // 1-based Adam step count (bias correction)
+  float lr_exposure = 0.f;  // the per-view colour corrections (TrainingOptions::exposure)
 };
+
+// What a training run adds to the 3DGS recipe (docs/architecture.md,
+// "Absgrad densification" and "Exposure compensation").
+struct TrainingOptions {
+  // The densification statistic accumulates the norm of the summed absolute
+  // per-pixel 2D-mean gradient instead of the norm of the gradient.
+  bool absgrad = false;
+  // A per-view affine colour correction (kExposureFloats a view, identity at
+  // start) between the render and the loss, optimised with its own Adam.
+  bool exposure = false;
+};
+
+// A view's colour correction: out = A x + b, stored as the 3x4 matrix [A | b],
+// row-major (shaders/common/exposure.h).
+constexpr uint32_t kExposureFloats = 12;
 
 // What one densification does (ARCHITECTURE: clone / split / prune).
 struct DensifySettings {
@@ -143,6 +159,9 @@ struct TrainingState {
   std::vector<float> grad_accum;    // sum of NDC 2D mean gradient norms
   std::vector<float> grad_count;    // visible steps since last densification
   std::vector<float> max_radii;     // largest 2D radius since last densification
+  // [views, kExposureFloats] and its two Adam moments (TrainingOptions::exposure;
+  // empty: identity and zero moments).
+  std::vector<float> exposure, exposure_m, exposure_v;
 };
 
 // One ts_* label's accumulated time, split by where it went. compute_ms is
@@ -162,6 +181,8 @@ struct DebugSnapshot {
   std::vector<uint32_t> sorted_gauss;  // Gaussian of each (tile, depth)-sorted pair
   std::vector<float> grads[5];         // d loss / d parameters, as TrainingState::params
   std::vector<float> means2d_grad;     // [N, 2], pixels
+  std::vector<float> means2d_abs;      // [N, 2], pixels (absgrad, while densifying; else empty)
+  std::vector<float> exposure_grad;    // [12]: d loss / d [A | b] of the step's view (exposure; else empty)
 };
 
 // Floats per Gaussian of each parameter array.

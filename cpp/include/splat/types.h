@@ -33,6 +33,10 @@ struct GradientOutputs {
   float* opacity_logits = nullptr;
   float* sh = nullptr;
   float* means2d = nullptr;
+  // [N,2] or null: each pixel's term of d loss / d mean2d summed in absolute
+  // value, x and y apart (the absgrad densification statistic, pixels). The
+  // CPU backward fills it when given; the GPU training step has its own.
+  float* means2d_abs = nullptr;
 };
 
 // Fills the derived camera fields (centre, tan fov, tiles, planes) of a

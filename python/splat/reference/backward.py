@@ -32,12 +32,17 @@ class RefGrads:
     conics: np.ndarray          # [N,3] dL/d (A, B, C)
     colors: np.ndarray          # [N,3] dL/d clamped colour
     opacities: np.ndarray       # [N] dL/d the blend's opacity (sigmoid(opacity_logits) unless antialiased)
+    # [N,2] sum over pixels of |each pixel's contribution to dL/d mean2d|, x and y
+    # apart (the absgrad densification statistic), pixel units
+    means2d_abs: np.ndarray | None = None
 
 
-def rasterize_backward(out: RefForward, d_image: np.ndarray, d_alpha: np.ndarray, d_depth=None):
+def rasterize_backward(out: RefForward, d_image: np.ndarray, d_alpha: np.ndarray, d_depth=None,
+                       absgrad: bool = False):
     """dL/d (means2d, conics, colors, opacities) from dL/d image and dL/d alpha. With
     d_depth [H,W] the depth is the blend's fourth channel: colors then has a fourth
-    column, dL/d z."""
+    column, dL/d z. With absgrad, a fifth result: the per-pixel terms of dL/d means2d
+    summed in absolute value ([N,2])."""
     n = out.means2d.shape[0]
     colors, bg = out.colors, out.background
     if d_depth is not None:
@@ -48,6 +53,7 @@ def rasterize_backward(out: RefForward, d_image: np.ndarray, d_alpha: np.ndarray
     d_conics = np.zeros((n, 3))
     d_colors = np.zeros((n, colors.shape[1]))
     d_opacities = np.zeros(n)
+    d_means2d_abs = np.zeros((n, 2))
     for tb in out.tiles:
         ids = tb.ids
         if len(ids) == 0:
@@ -74,11 +80,16 @@ def rasterize_backward(out: RefForward, d_image: np.ndarray, d_alpha: np.ndarray
         d_sigma = -d_raw * out.opacities[ids][:, None] * s.gauss
         A, B, C = (out.conics[ids, k][:, None] for k in range(3))
         # sigma = 0.5 (A dx^2 + C dy^2) + B dx dy, d = mean2d - pixel
-        d_means2d[ids, 0] += np.sum(d_sigma * (A * s.dx + B * s.dy), axis=1)
-        d_means2d[ids, 1] += np.sum(d_sigma * (B * s.dx + C * s.dy), axis=1)
+        gx, gy = d_sigma * (A * s.dx + B * s.dy), d_sigma * (B * s.dx + C * s.dy)  # [L,P] per pixel
+        d_means2d[ids, 0] += np.sum(gx, axis=1)
+        d_means2d[ids, 1] += np.sum(gy, axis=1)
+        d_means2d_abs[ids, 0] += np.sum(np.abs(gx), axis=1)
+        d_means2d_abs[ids, 1] += np.sum(np.abs(gy), axis=1)
         d_conics[ids, 0] += np.sum(d_sigma * 0.5 * s.dx * s.dx, axis=1)
         d_conics[ids, 1] += np.sum(d_sigma * s.dx * s.dy, axis=1)
         d_conics[ids, 2] += np.sum(d_sigma * 0.5 * s.dy * s.dy, axis=1)
+    if absgrad:
+        return d_means2d, d_conics, d_colors, d_opacities, d_means2d_abs
     return d_means2d, d_conics, d_colors, d_opacities
 
 
@@ -174,7 +185,8 @@ def backward(out: RefForward, d_image, d_alpha=None, d_depth=None) -> RefGrads:
         d_depth = np.asarray(d_depth, dtype=np.float64)
         if d_depth.shape != (h, w):
             raise ValueError(f"[splat.reference] d_depth: expected shape {[h, w]}, got {list(d_depth.shape)}")
-    d_means2d, d_conics, d_colors, d_opacities = rasterize_backward(out, d_image, d_alpha, d_depth)
+    d_means2d, d_conics, d_colors, d_opacities, d_means2d_abs = rasterize_backward(
+        out, d_image, d_alpha, d_depth, absgrad=True)
     vis = out.proj.visible
     d_z = d_colors[:, 3] if d_depth is not None else None
     d_colors = np.where(vis[:, None], d_colors[:, :3], 0.0)
@@ -184,4 +196,5 @@ def backward(out: RefForward, d_image, d_alpha=None, d_depth=None) -> RefGrads:
     if d_z is not None:  # z = Wr[2] . mean + w[2]
         means = means + np.where(vis, d_z, 0.0)[:, None] * out.proj.Wr[2][None, :]
     return RefGrads(means=means, log_scales=log_scales, quats=quats, opacity_logits=logits, sh=sh,
-                    means2d=d_means2d, conics=d_conics, colors=d_colors, opacities=d_opacities)
+                    means2d=d_means2d, conics=d_conics, colors=d_colors, opacities=d_opacities,
+                    means2d_abs=d_means2d_abs)
