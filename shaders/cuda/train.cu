@@ -124,6 +124,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
   mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity);
 }
 
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_absgrad_pair_sum(ElementParams p, const uint32_t* pair_ranges, const float* pair_abs, float* means2d_abs) {
   absgrad_pair_sum_body(SPLAT_THREAD_CTX(), p, pair_ranges, pair_abs, means2d_abs);
 }
