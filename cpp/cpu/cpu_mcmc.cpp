@@ -1,4 +1,4 @@
-// The MCMC strategy on the CPU backend's resident state (docs/architecture.md,
+// The MCMC strategy on the CPU backend's resident state (docs/training_modes.md,
 // "The MCMC strategy"): the math is shaders/common/mcmc.h, shared with the
 // GPU kernels (shaders/kernels/train_mcmc.h); the schedule here is plain
 // loops. Sampling sums integer weights, so its results do not depend on the

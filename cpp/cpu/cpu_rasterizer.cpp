@@ -306,7 +306,7 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
   const uint32_t* n_contrib = n_contrib_.data();
   float* pair_grad = pair_grad_.ensure(kPairGrad * num_pairs_ + 1, allocations_);
   // absgrad: per pair, the sum of |each pixel's d mean2d| (x, y), reduced in
-  // the same orders as the gradients (docs/architecture.md, "Absgrad
+  // the same orders as the gradients (docs/training_modes.md, "Absgrad
   // densification").
   const bool absgrad = grads.means2d_abs != nullptr;
   float* pair_abs = absgrad ? pair_abs_.ensure(2 * num_pairs_ + 1, allocations_) : nullptr;

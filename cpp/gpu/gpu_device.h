@@ -33,7 +33,7 @@ class GpuDevice final : public Device {
                                    uint64_t queue) override;
   HostTransfers host_transfers() const override;
 
-  // Training ops on resident state (docs/architecture.md, "The GPU training step").
+  // Training ops on resident state (docs/gpu.md, "The GPU training step").
   void upload_images(const std::vector<TrainingImage>& images, size_t budget_bytes) override;
   void prefetch_image(uint32_t view) override;
   ImageStorage image_storage() const override { return storage_; }

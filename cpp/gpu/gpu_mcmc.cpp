@@ -1,4 +1,4 @@
-// GpuDevice's MCMC strategy ops (docs/architecture.md, "The MCMC strategy"):
+// GpuDevice's MCMC strategy ops (docs/training_modes.md, "The MCMC strategy"):
 // the regularisers' gradients and the position noise every step, and a
 // refine (relocation, then growth) as kernel launches of
 // shaders/kernels/train_mcmc.h. A refine reads back one count; the per-step

@@ -1,6 +1,6 @@
 // GpuDevice's training ops on resident state: images, state up- and
 // download, the training step, Adam, densification, opacity reset, the debug
-// snapshot and renders (docs/architecture.md, "The GPU training step"). The
+// snapshot and renders (docs/gpu.md, "The GPU training step"). The
 // rasterizer passes they build on are gpu_device.cpp.
 #include <algorithm>
 #include <cmath>

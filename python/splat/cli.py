@@ -268,7 +268,8 @@ def _train(args, stop: StopSignals) -> int:
         folder = RunFolder.open(out, overwrite=args.overwrite)
     with folder:
         if not synthetic:   # the built-in scene's recipe is scaled to --steps, not the user's
-            for w in schedule_warnings(cfg.train):
+            from .recipe import mode_warnings
+            for w in schedule_warnings(cfg.train) + mode_warnings(cfg.train):
                 warn(w)
         return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
 
@@ -572,8 +573,19 @@ def cmd_check(args) -> int:
     for w in bc.validate(resolved):
         warn(_clean(w))
     _print_image_footprint(cfg, resolved)
+    from .recipe import describe, mode_warnings
+    for line in describe(cfg.train):
+        print(f"# {line}")
+    if cfg.data.eval_lpips != "none":
+        from . import metrics_lpips
+        try:
+            metrics_lpips.backbone_path(cfg.data.eval_lpips)
+            metrics_lpips.heads_path(cfg.data.eval_lpips)
+            print(f"# lpips: {cfg.data.eval_lpips} weights found")
+        except (OSError, RuntimeError) as exc:
+            warn(f"data.eval_lpips: {_clean(str(exc))} (splat train stops before training)")
     from .schedule import schedule_warnings
-    for w in schedule_warnings(cfg.train):
+    for w in schedule_warnings(cfg.train) + mode_warnings(cfg.train):
         warn(w)
     print(f"{args.config}: OK", file=sys.stderr)
     return 0

@@ -417,6 +417,9 @@ class TrainConfig(_Section):
         if not bad & {"mcmc_refine_from", "mcmc_refine_until"} and v["mcmc_refine_from"] > v["mcmc_refine_until"]:
             errors.append(f"train.mcmc_refine_from: {v['mcmc_refine_from']} is after train.mcmc_refine_until "
                           f"{v['mcmc_refine_until']}")
+        if not bad & {"strategy", "absgrad"} and v["strategy"] == "mcmc" and v["absgrad"]:
+            errors.append("train.absgrad: the mcmc strategy does not densify on screen-space gradients; "
+                          "absgrad applies only to strategy = 'default'")
         if not bad & {"opacity_reset_value", "prune_opacity"} and \
                 v["opacity_reset_value"] <= v["prune_opacity"]:
             errors.append(f"train.opacity_reset_value: {v['opacity_reset_value']} must exceed "

@@ -4,7 +4,7 @@ training views (`splat eval --exposure`).
 
 A correction is the 3x4 matrix [A | b] of one training view: corrected = A rgb + b.
 Only the training views have one; the test views' exposure is unknown, so they
-are never corrected (docs/architecture.md, "Exposure compensation")."""
+are never corrected (docs/training_modes.md, "Exposure compensation")."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,5 @@
 // Exposure compensation: a per-view affine colour correction out = A x + b of
-// the rendered image, before the loss (docs/architecture.md, "Exposure
+// the rendered image, before the loss (docs/training_modes.md, "Exposure
 // compensation"). A view's 12 parameters are the 3x4 matrix [A | b],
 // row-major; the identity [I | 0] leaves the render as it is.
 #pragma once

@@ -1,6 +1,6 @@
 // The MCMC strategy's per-Gaussian math, shared by every backend
 // (Kheradmand et al. 2024, "3D Gaussian Splatting as Markov Chain Monte
-// Carlo"; docs/architecture.md, "The MCMC strategy"):
+// Carlo"; docs/training_modes.md, "The MCMC strategy"):
 //   - opacity-weighted sampling: each Gaussian's weight is its opacity in
 //     24-bit fixed point, so prefix sums are exact integers and a sample is
 //     the same on every backend whatever order the sums are formed in;

@@ -1,4 +1,4 @@
-// The MCMC strategy on the device (docs/architecture.md, "The MCMC
+// The MCMC strategy on the device (docs/training_modes.md, "The MCMC
 // strategy"); the math is shaders/common/mcmc.h, shared with the CPU.
 // A refine step runs twice, relocation then growth:
 //   mcmc_weights        per Gaussian: its weight (live only for relocation),

@@ -21,7 +21,7 @@ class Device {
   virtual std::string description() const = 0;
 
   // The rasterization mode of every later forward, rendering or training
-  // (docs/architecture.md "Antialiasing"): antialiased multiplies each
+  // (docs/training_modes.md "Antialiasing"): antialiased multiplies each
   // splat's opacity by the 2D filter's compensation. A backward follows the
   // mode of its forward.
   void set_antialiased(bool on) { antialiased_.store(on, std::memory_order_relaxed); }

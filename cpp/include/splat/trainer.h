@@ -31,7 +31,7 @@ struct TrainSettings {
   bool random_background = false;
   uint32_t max_gaussians = 1u << 24;
   bool antialiased = false;  // the 2D filter's opacity compensation (Device::set_antialiased)
-  // The MCMC strategy (docs/architecture.md, "The MCMC strategy") instead of
+  // The MCMC strategy (docs/training_modes.md, "The MCMC strategy") instead of
   // clone / split / prune and opacity resets.
   bool mcmc = false;
   uint32_t mcmc_refine_from = 500, mcmc_refine_until = 25000, mcmc_refine_every = 100;

@@ -1,5 +1,5 @@
-// Types of the training ops a Device implements (docs/architecture.md,
-// "Training step"). The schedule that strings them together is core's
+// Types of the training ops a Device implements (docs/gpu.md,
+// "The GPU training step"). The schedule that strings them together is core's
 // Trainer; a device only keeps the state resident and runs each op.
 #pragma once
 #include <cstdint>
@@ -86,7 +86,7 @@ struct AdamSettings {
   float lr_exposure = 0.f;  // the per-view colour corrections (TrainingOptions::exposure)
 };
 
-// What a training run adds to the 3DGS recipe (docs/architecture.md,
+// What a training run adds to the 3DGS recipe (docs/training_modes.md,
 // "Absgrad densification" and "Exposure compensation").
 struct TrainingOptions {
   // The densification statistic accumulates the norm of the summed absolute
@@ -119,7 +119,7 @@ struct DensifyResult {
   uint32_t cloned = 0, split = 0, pruned = 0, count = 0;
 };
 
-// One refine step of the MCMC strategy (docs/architecture.md, "The MCMC
+// One refine step of the MCMC strategy (docs/training_modes.md, "The MCMC
 // strategy"): the dead Gaussians (opacity <= min_opacity) move onto live ones
 // sampled by opacity, then `add` new Gaussians are sampled the same way.
 struct McmcRefineSettings {

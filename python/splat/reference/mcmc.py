@@ -1,7 +1,7 @@
 """The MCMC strategy's refine step, position noise and regularisers in numpy:
 the oracle the backends' (shaders/common/mcmc.h) are checked against.
 
-Sampling follows the backends' convention (docs/architecture.md, "The MCMC
+Sampling follows the backends' convention (docs/training_modes.md, "The MCMC
 strategy"): weights are opacities in 24-bit fixed point, a sample is the first
 Gaussian whose inclusive prefix sum exceeds a point drawn from the
 counter-based RNG, so the sampled indices are exact; the opacity and scale

@@ -1,0 +1,67 @@
+"""What a `[train]` recipe does, in words, and the warnings about keys its
+modes leave unused: what `splat check` prints about the strategy, the Gaussian
+budget, antialiasing, absgrad and exposure compensation. The combinations that
+cannot run are errors of TrainConfig itself (config.py, `_cross_check`)."""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from .config import TrainConfig
+
+# Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
+_DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
+                 "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
+                 "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "init_opacity")
+
+
+def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
+    """Keys (with `prefix`, or among `keys`) whose value differs from the recipe's default."""
+    base = TrainConfig()
+    names = [f.name for f in fields(TrainConfig)]
+    pick = [k for k in names if (keys is None and k.startswith(prefix)) or (keys is not None and k in keys)]
+    return [k for k in pick if getattr(train, k) != getattr(base, k)]
+
+
+def describe(train: TrainConfig) -> list[str]:
+    """One line per mode of the recipe: what it does with these values."""
+    budget = f"at most {train.max_gaussians:,} Gaussians"
+    if train.strategy == "mcmc":
+        lines = [f"strategy: mcmc: every {train.mcmc_refine_every} steps from {train.mcmc_refine_from} to "
+                 f"{train.mcmc_refine_until}, Gaussians of opacity <= {train.mcmc_min_opacity:g} move onto live "
+                 f"ones drawn by opacity and {train.mcmc_growth:.0%} more are added, {budget}; position noise "
+                 f"every step (noise_lr {train.mcmc_noise_lr:g}); opacity / scale regularisers "
+                 f"{train.mcmc_opacity_reg:g} / {train.mcmc_scale_reg:g}; no opacity resets"]
+    else:
+        stat = (f"the summed absolute screen-space gradient (absgrad) above {train.absgrad_grad_threshold:g}"
+                if train.absgrad else f"the screen-space gradient above {train.densify_grad_threshold:g}")
+        lines = [f"strategy: default: every {train.densify_every} steps from {train.densify_from} to "
+                 f"{train.densify_until}, clone / split where {stat}, prune below opacity {train.prune_opacity:g}, "
+                 f"{budget}; opacity reset every {train.opacity_reset_every} steps"]
+    lines.append("antialiased: on: the 2D filter's opacity compensation (mip-splatting), in training and in every "
+                 "render of the run" if train.antialiased else
+                 "antialiased: off: classic 3DGS rasterization (the 0.3-pixel dilation at full opacity)")
+    if train.exposure:
+        lines.append(f"exposure: on: a learned 3x3 + bias colour correction per training image before the loss "
+                     f"(lr {train.exposure_lr:g} -> {train.exposure_lr_final:g}); evaluation leaves it out "
+                     f"unless `splat eval --exposure` (training views)")
+    return lines
+
+
+def mode_warnings(train: TrainConfig) -> list[str]:
+    """Warnings (section.key: message) about keys this recipe's modes do not read."""
+    out = []
+    if train.strategy == "mcmc":
+        for k in _changed(train, keys=_DEFAULT_ONLY):
+            out.append(f"train.{k}: unused with train.strategy = 'mcmc' (its mcmc_* keys apply instead)")
+    else:
+        for k in _changed(train, prefix="mcmc_"):
+            out.append(f"train.{k}: unused with train.strategy = 'default' (set strategy = 'mcmc' to use it)")
+        if train.absgrad and "densify_grad_threshold" in _changed(train):
+            out.append("train.densify_grad_threshold: unused with train.absgrad = true "
+                       "(train.absgrad_grad_threshold applies instead)")
+        if not train.absgrad and "absgrad_grad_threshold" in _changed(train):
+            out.append("train.absgrad_grad_threshold: unused with train.absgrad = false")
+    if not train.exposure:
+        for k in _changed(train, keys=("exposure_lr", "exposure_lr_final")):
+            out.append(f"train.{k}: unused with train.exposure = false")
+    return out
