@@ -94,8 +94,8 @@ def train_once(train, test, tc, bc, steps, watched):
     seconds = time.perf_counter() - t0
     extra = ""
     if watched:
-        extra = f"  ({hook.updates} parameter updates, {fake.frames} frames, viewer {hook.spent:.2f} s = "
-                 f"{100.0 * hook.spent / seconds:.1f}% of the training time)"
+        extra = (f"  ({hook.updates} parameter updates, {fake.frames} frames, viewer {hook.spent:.2f} s = "
+                 f"{100.0 * hook.spent / seconds:.1f}% of the training time)")
         hook.viewer._clients.clear()
         hook.close()
     return 1000.0 * seconds / steps, extra

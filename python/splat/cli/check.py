@@ -1,0 +1,100 @@
+"""`splat check`: the backends this machine offers, or a config resolved and validated, with
+what its recipe does and the warnings about it."""
+from __future__ import annotations
+
+import sys
+
+from .._cli_common import warn
+from ._shared import _bytes, _clean, _err
+
+
+def _check_backends() -> int:
+    """`splat check` without a config: the backends of this machine."""
+    from .. import __version__, backend_available, resolve_backend
+    from .._backend_notice import auto_fallback_message
+    from .._core import nvrtc_available
+    print(f"# splat {__version__}")
+    for name in ("cpu", "cuda", "metal"):
+        ok, why = backend_available(name)
+        print(f"{name}: " + ("available" if ok else f"not available: {_clean(why)}"))
+    ok, info = nvrtc_available()
+    print(f"nvrtc: {_clean(info) if ok else 'not loaded: ' + _clean(info.split(' Tried:')[0])}")
+    print(f"# backend: auto -> {resolve_backend('auto')}")
+    fallback = auto_fallback_message()
+    if fallback:
+        warn(_clean(fallback))
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .. import backend_available, resolve_backend
+    from ..config import check_config, load_config
+    if args.config is None:
+        return _check_backends()
+    errors = check_config(args.config)
+    if errors:
+        for e in errors:
+            _err(e)
+        _err(f"{args.config}: {len(errors)} problem{'s' if len(errors) != 1 else ''}")
+        return 1
+    cfg = load_config(args.config)
+    from .. import BackendConfig
+    bc = BackendConfig(**cfg.backend)
+    print(f"# {args.config}, resolved")
+    print(cfg.to_toml().rstrip())
+    asked = bc.backend
+    resolved = resolve_backend(asked)
+    ok, why = backend_available(resolved)
+    print(f"# backend: {asked}" + (f" -> {resolved}" if asked != resolved else "")
+          + ("" if ok else " (not available on this machine)"))
+    if not ok:
+        warn(f"backend {resolved!r} is not available on this machine: {_clean(why)}")
+    if asked == "auto":
+        from .._backend_notice import auto_fallback_message
+        fallback = auto_fallback_message()
+        if fallback:
+            warn(_clean(fallback))
+    for w in bc.validate(resolved):
+        warn(_clean(w))
+    _print_image_footprint(cfg, resolved)
+    from ..recipe import describe, mode_warnings
+    for line in describe(cfg.train):
+        print(f"# {line}")
+    if cfg.data.eval_lpips != "none":
+        from .. import metrics_lpips
+        try:
+            metrics_lpips.backbone_path(cfg.data.eval_lpips)
+            metrics_lpips.heads_path(cfg.data.eval_lpips)
+            print(f"# lpips: {cfg.data.eval_lpips} weights found")
+        except (OSError, RuntimeError) as exc:
+            warn(f"data.eval_lpips: {_clean(str(exc))} (splat train stops before training)")
+    from ..schedule import schedule_warnings
+    for w in schedule_warnings(cfg.train) + mode_warnings(cfg.train):
+        warn(w)
+    print(f"{args.config}: OK", file=sys.stderr)
+    return 0
+
+
+def _print_image_footprint(cfg, backend: str) -> None:
+    """`# images: ...`: the train split's device footprint against [data] device_image_budget."""
+    from ..data import load_dataset
+    from ..trainer import image_bytes
+    d = cfg.data
+    if d.path is None:
+        return
+    try:
+        train = load_dataset(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
+    except (OSError, ValueError) as exc:
+        warn(f"data.path: cannot load the train split to report the images' footprint: {_clean(str(exc))}")
+        return
+    rgb, mask = image_bytes(train)
+    budget = int(d.device_image_budget * (1 << 30))
+    if budget:
+        where = f"streamed from host memory (over the budget {_bytes(budget)})" if rgb + mask > budget \
+            else f"resident (budget {_bytes(budget)})"
+    elif backend == "cpu":
+        where = "resident"
+    else:
+        where = "resident unless over half the free device memory at start"
+    print(f"# images: {len(train)} train views {train.size_summary()}, {_bytes(rgb + mask)} on the device"
+          + (f" ({_bytes(mask)} of masks)" if mask else "") + f": {where}")

@@ -1,0 +1,181 @@
+"""`splat render`, `splat eval`, `splat export`, `splat view` and `splat bench`: the commands
+that open a trained scene (run folder, checkpoint or scene file)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from .._cli_common import write_json
+from .._cli_data import _safe_name, render_files
+from ._shared import UserError, _make_backend, _side_by_side, _write_png
+
+
+def _background(text):
+    """argparse type: R,G,B in [0, 1]."""
+    try:
+        vals = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        vals = ()
+    if len(vals) != 3 or not all(0.0 <= v <= 1.0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected R,G,B with values in [0, 1], got {text!r}")
+    return vals
+
+
+def _open_model(args):
+    from ..render_path import open_model
+    source = args.source or args.checkpoint
+    if source is None:
+        raise UserError("give a run folder, a scene file (.ply, .splat, .spz) or --checkpoint C.npz")
+    if args.source and args.checkpoint:
+        raise UserError(f"give the model once: {args.source} or --checkpoint {args.checkpoint}")
+    bc = _make_backend({"backend": args.backend or "auto"})
+    return open_model(source, bc, background=args.background, antialiased=args.antialiased)
+
+
+def _load_split(args, model, split):
+    from ..data import load_dataset
+    if not args.data:
+        raise UserError(f"--path {split} needs the dataset: --data PATH")
+    return load_dataset(args.data, split, background=model.background, frames=args.frames)
+
+
+def _render_cameras(args, model):
+    """(cameras, names, dataset or None, label) that `splat render` renders."""
+    from ..formats import load_cameras_json
+    from ..render_path import orbit_cameras, orbit_frame, resized
+    path = args.path or ("split" if args.data else "orbit")
+    if path == "orbit":
+        frame = orbit_frame(model.gaussians, [c for _, c, s in model.cameras if s == "train"], up=args.up)
+        if not frame.from_cameras and args.up is None:
+            print("note: no cameras.json found: the orbit takes -y as up (--up to change)", file=sys.stderr)
+        cams = orbit_cameras(frame, args.orbit_frames, args.width, args.height, fov_deg=args.fov,
+                             radius_scale=args.radius_scale, elevation_deg=args.elevation)
+        return cams, [f"orbit_{i:04d}" for i in range(len(cams))], None, "orbit"
+    if path in ("split", "test", "train") and args.data:
+        data = _load_split(args, model, args.split if path == "split" else path)
+        cams = [resized(c, args.width, args.height) for c in data.cameras]
+        files = render_files(data.names)   # 0000.jpg -> 0000.png
+        return cams, [files[n][:-len(".png")] for n in data.names], data, f"{args.data} [{data.split}]"
+    if path in ("train", "test", "split"):
+        split = "test" if path == "test" else "train"
+        named = [(n, c) for n, c, s in model.cameras if s == split]
+        if not named:
+            raise UserError(f"--path {path}: {model.source} has no {split} cameras in a cameras.json; "
+                            f"give the dataset: --data PATH")
+        label = f"the {split} cameras (cameras.json)"
+    else:
+        named = load_cameras_json(path)
+        label = path
+    if not named:
+        raise UserError(f"{path}: no cameras")
+    from ..data import select_frames
+    named = [named[i] for i in select_frames(len(named), args.frames)] if args.frames else named
+    return [resized(c, args.width, args.height) for _, c in named], [_safe_name(n) for n, _ in named], None, label
+
+
+def cmd_render(args) -> int:
+    from ..render_path import render_path
+    model = _open_model(args)
+    cams, names, data, label = _render_cameras(args, model)
+    if args.compare and data is None:
+        raise UserError("--compare needs dataset views (--data PATH)")
+    base = model.run_dir if model.run_dir is not None else Path(model.source).resolve().parent
+    tag = data.split if data is not None else Path(str(args.path or "orbit")).stem
+    out = Path(args.out) if args.out else (None if args.video else base / f"renders_{tag}")
+    k = args.supersample
+    t0 = time.perf_counter()
+    if args.compare:
+        from ..metrics import box_downsample
+        out.mkdir(parents=True, exist_ok=True)
+        for cam, img, name in zip(cams, data.images, names):
+            render = model.renderer.render(cam.scaled(k) if k > 1 else cam, background=model.background)
+            _write_png(out / f"{name}.png", _side_by_side(box_downsample(render, k), img))
+    else:
+        render_path(model.renderer, cams, names, out_dir=out, video=args.video, fps=args.fps, supersample=k,
+                    progress=not args.quiet, background=model.background)
+    where = " and ".join(str(p) for p in (out, args.video) if p)
+    sizes = data.size_summary() if data is not None else f"{cams[0].width}x{cams[0].height}"
+    print(f"rendered {len(cams)} views of {label} at {sizes}"
+          + (f" (supersample {k})" if k > 1 else "") + (" antialiased" if model.antialiased else "")
+          + f" on {model.renderer.backend} in "
+          f"{time.perf_counter() - t0:.1f} s -> {where}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from ..metrics import evaluate
+    if not args.data:
+        raise UserError("splat eval needs the dataset: --data PATH")
+    model = _open_model(args)
+    data = _load_split(args, model, args.split)
+    t0 = time.perf_counter()
+    renderer = model.renderer
+    if args.exposure:  # the training views' learned colour corrections (splat/exposure.py)
+        from ..exposure import corrected_renderer
+        renderer = corrected_renderer(model, data, args.split)
+    ev = evaluate(renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips)
+    seconds = time.perf_counter() - t0
+    lp = (lambda v: f"  LPIPS({args.lpips}) {v:.4f}") if args.lpips else (lambda v: "")
+    if args.per_view:
+        for v in ev.per_view:
+            print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}{lp(v.get('lpips'))}")
+    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {len(data)} views of {args.data} [{args.split}]"
+          + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
+          + (" antialiased" if model.antialiased else "")
+          + (" with the learned exposure corrections" if args.exposure else ""))
+    if args.json:
+        is_ckpt = model.source.lower().endswith(".npz")
+        result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
+                                 "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
+                                 "data": str(Path(args.data).resolve()), "split": args.split,
+                                 "frames": args.frames, "supersample": args.supersample, "masked": args.masked,
+                                 "antialiased": model.antialiased,
+                                 "exposure": args.exposure,
+                                 "views": len(data), "num_gaussians": model.renderer.num_gaussians,
+                                 "step": model.renderer.step_count, "backend": model.renderer.backend,
+                                 "seconds": seconds}
+        write_json(args.json, result)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .. import formats
+    scene = formats.load_scene(args.source)
+    fmt = args.format or formats.format_for_path(args.out)
+    formats.save(args.out, scene.gaussians, fmt)
+    size = os.path.getsize(args.out)
+    print(f"wrote {args.out}: {len(scene.gaussians):,} Gaussians as {fmt} ({size / 1e6:.2f} MB) "
+          f"from {scene.source}")
+    return 0
+
+
+def cmd_view(args) -> int:
+    from ..render_path import open_model
+    from ..viewer import Viewer
+    bc = _make_backend({"backend": args.backend or "auto"})
+    model = open_model(args.source, bc, background=args.background, antialiased=args.antialiased)
+    cams = list(model.cameras)
+    if args.data:
+        from ..data import load_dataset
+        test = load_dataset(args.data, args.split, background=model.background)
+        cams = [c for c in cams if c[2] != "test"] + [(n, c, "test") for n, c in zip(test.names, test.cameras)]
+    save_dir = Path(args.save_dir) if args.save_dir else (model.run_dir or Path.cwd())
+    viewer = Viewer(model.gaussians, cameras=cams, backend_config=bc, background=model.background,
+                    antialiased=model.antialiased,
+                    host=args.host, port=args.port, up=args.up, save_dir=save_dir, max_side=args.max_resolution,
+                    max_fps=args.max_fps).start()
+    print(f"splat view: {len(model.gaussians):,} Gaussians of {model.source}, {len(cams)} cameras; "
+          f"open {viewer.url} (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        viewer.stop()
+
+
+def cmd_bench(args) -> int:
+    from .. import bench
+    return int(bench.main(args.bench_args) or 0)

@@ -1,0 +1,408 @@
+"""`splat train`: a new run (built-in scene, a config, a scene folder) or `--resume`,
+in a locked run folder, with evaluations, checkpoints and the final outputs written atomically."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from .._cli_common import warn, write_json
+from .._cli_data import render_files, run_config, scene_arg
+from ..stop_signals import StopSignals
+from ._shared import (LOSS_EVERY, SYNTHETIC_OUT, SYNTHETIC_SIZE, SYNTHETIC_STEPS, UserError, _bytes, _clean,
+                      _make_backend, _pick_views, _progress, _side_by_side, _write_png)
+
+
+SYNTHETIC_MARKER = "# the built-in synthetic scene (splat.data.synthetic.make_scene()); [data] is unused"
+
+
+def _synthetic_setup(args):
+    """The config of the built-in scene (its datasets: _datasets)."""
+    from ..config import Config, OutputConfig
+    from ..data import synthetic
+    steps = args.steps or SYNTHETIC_STEPS
+    cfg = Config()
+    cfg.train = synthetic.default_train_config(steps, image_size=SYNTHETIC_SIZE)
+    every = max(1, steps // 8)
+    cfg.output = OutputConfig(dir=SYNTHETIC_OUT, eval_steps=list(range(every, steps + 1, every)),
+                              checkpoint_steps=[], render_views=4, save_ply=True)
+    cfg.backend = {"backend": args.backend or "auto"}
+    return cfg
+
+
+def _config_setup(args):
+    """The config of a TOML file and / or a scene folder, with the command line's overrides."""
+    return _command_line_overrides(run_config(args), args, args.config or "the run config")
+
+
+def _command_line_overrides(cfg, args, source):
+    """`cfg` with --steps and --backend applied (errors name `source`)."""
+    if args.steps:
+        cfg.train.steps = args.steps
+        errors = cfg.train.errors()
+        if errors:
+            from ..config import ConfigError
+            raise ConfigError(errors, source=f"{source} with --steps {args.steps}")
+    if args.backend:
+        cfg.backend = dict(cfg.backend, backend=args.backend)
+    return cfg
+
+
+def _datasets(cfg, synthetic: bool, source=None):
+    """(train dataset, eval dataset) of a run; `source`: the config file errors name."""
+    if synthetic:
+        from ..data import synthetic as syn
+        return syn.make_scene()
+    from ..data import load_dataset
+    d = cfg.data
+    common = d.loader_args()
+
+    def split(key: str, path, name: str, frames):
+        try:
+            return load_dataset(path, name, frames=frames, **common)
+        except ValueError as exc:  # a frame selection that selects nothing: name its config key
+            if not str(exc).startswith("[splat] frames: "):
+                raise
+            where = f"{source}: " if source else ""
+            raise ValueError(f"[splat] {where}data.{key}: {str(exc).removeprefix('[splat] frames: ')}") from None
+
+    return (split("train_frames", d.path, d.train_split, d.train_frames),
+            split("test_frames", d.eval_path or d.path, d.eval_split, d.test_frames))
+
+
+def _largest_size(ds) -> list:
+    """[width, height] of the dataset's largest view."""
+    return list(max(ds.sizes, key=lambda s: (s[0] * s[1], s)))
+
+
+def _storage_text(trainer) -> str:
+    """Where the training images live, e.g. "images 1.23 GiB on the device"."""
+    st = trainer.image_storage
+    budget = f", budget {_bytes(st['budget_bytes'])}" if st["budget_bytes"] else ""
+    if st["streamed"]:
+        return (f"images {_bytes(st['image_bytes'])} streamed from host memory{budget}, "
+                f"{_bytes(st['device_bytes'])} on the device")
+    return f"images {_bytes(st['image_bytes'])} on the device{budget}"
+
+
+class _KeepSome(dict):
+    """A dict that only keeps the keys it was told to (for evaluate(renders=...))."""
+
+    def __init__(self, keep):
+        super().__init__()
+        self.keep = set(keep)
+
+    def __setitem__(self, key, value):
+        if key in self.keep:
+            super().__setitem__(key, value)
+
+
+def _resume_setup(args, folder):
+    """(config, synthetic) of the run in `folder`, --steps and --backend applied."""
+    from ..config import load_config
+    from ..run_dir import CONFIG_NAME
+    path = folder.path / CONFIG_NAME
+    synthetic = path.read_text(encoding="utf-8").startswith(SYNTHETIC_MARKER)
+    return _command_line_overrides(load_config(path, check_paths=not synthetic), args, path), synthetic
+
+
+def _resume_state(folder, cfg):
+    """(header, arrays, path) of the newest checkpoint of the run, or None to
+    start from step 0. Refuses a checkpoint of another recipe."""
+    newest, skipped = folder.newest_checkpoint()
+    for path, why in skipped:
+        warn(f"skipping {path}: {_clean(why)}")
+    if newest is None:
+        return None
+    meta, _, path = newest
+    recipe = dict(meta["train_config"], steps=cfg.train.steps)
+    if recipe != cfg.train.to_dict():
+        diff = sorted(k for k, v in cfg.train.to_dict().items() if recipe.get(k) != v)
+        raise UserError(f"{path}: was written with another [train] recipe than {folder.path / 'config.toml'} "
+                        f"({', '.join(diff[:4])})")
+    if meta["step"] > cfg.train.steps:
+        raise UserError(f"{path}: is at step {meta['step']}, past --steps {cfg.train.steps}")
+    return newest
+
+
+def cmd_train(args) -> int:
+    with StopSignals() as stop:
+        return _train(args, stop)
+
+
+def _train(args, stop: StopSignals) -> int:
+    """Takes the run folder (locked for the run), then trains in it."""
+    from ..run_dir import RunFolder
+    from ..schedule import schedule_warnings
+
+    t_begin = time.perf_counter()
+    resume = args.resume is not None
+    if resume and (args.config or args.out or args.overwrite or scene_arg(args) is not None
+                   or getattr(args, "set", None)):
+        raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --data, "
+                        "--set, --out and --overwrite")
+    if resume:
+        out = Path(args.resume)
+        folder = RunFolder.open(out, resume=True)
+        cfg, synthetic = _resume_setup(args, folder)
+    else:
+        synthetic = args.config is None and scene_arg(args) is None and not getattr(args, "set", None)
+        cfg = _synthetic_setup(args) if synthetic else _config_setup(args)
+        out = Path(args.out if args.out else cfg.output.dir)
+        folder = RunFolder.open(out, overwrite=args.overwrite)
+    with folder:
+        if not synthetic:   # the built-in scene's recipe is scaled to --steps, not the user's
+            from ..recipe import mode_warnings
+            for w in schedule_warnings(cfg.train) + mode_warnings(cfg.train):
+                warn(w)
+        return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
+
+
+def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float) -> int:
+    from ..metrics import check_supersample, evaluate
+    from ..plot import save_training_plot
+    from ..trainer import Trainer, TrainingDiverged, check_checkpoint_sizes
+    from ..warmup import warm_up
+
+    out = folder.path
+    train, test = _datasets(cfg, synthetic, folder.path / "config.toml" if resume else args.config)
+    steps = cfg.train.steps
+    supersample = 1 if synthetic else cfg.data.eval_supersample
+    check_supersample(test, supersample, "data.eval_supersample")  # before training, not at the first evaluation
+    lpips_net = None if cfg.data.eval_lpips == "none" else cfg.data.eval_lpips
+    if lpips_net is not None:   # its weights and the view sizes, before training too
+        from .. import metrics_lpips
+        metrics_lpips.check_sizes(lpips_net, test.cameras)
+        metrics_lpips.model(lpips_net)
+    bc = _make_backend(cfg.backend)
+
+    eval_steps = sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps})
+    ckpt_steps = sorted(s for s in cfg.output.checkpoint_steps if s <= steps)
+    skipped = [s for s in list(cfg.output.eval_steps) + list(cfg.output.checkpoint_steps) if s > steps]
+    if skipped:
+        print(f"note: steps {sorted(set(skipped))} are past train.steps = {steps} and are skipped",
+              file=sys.stderr)
+
+    evals: list[dict] = []
+    earlier: dict = {}
+    start = None
+    if resume:
+        start = _resume_state(folder, cfg)
+        try:
+            earlier = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            earlier = {}
+        if start is not None and earlier.get("finished") and start[0]["step"] >= steps:
+            raise UserError(f"run folder {out}: finished at step {start[0]['step']}; pass --steps N "
+                            f"(N > {start[0]['step']}) to train on")
+    budget = 0 if synthetic else int(cfg.data.device_image_budget * (1 << 30))
+    if start is None:
+        trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget)
+        if resume:
+            print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
+            earlier = {}
+    else:
+        meta, arrays, path = start
+        try:
+            check_checkpoint_sizes(meta, train, path)
+        except ValueError as exc:
+            raise UserError(_clean(str(exc))) from None
+        trainer = Trainer(train, cfg.train, bc, arrays, step=meta["step"], scene_extent=meta["scene_extent"],
+                          image_budget=budget)
+        at = trainer.step_count
+        evals = [e for e in earlier.get("evals", []) if e.get("step", 0) <= at]
+        trainer.history = [tuple(h) for h in earlier.get("history", []) if h and h[0] <= at]
+    scene = "built-in synthetic scene" if synthetic else cfg.data.path
+    eval_desc = "synthetic test views" if synthetic else \
+        f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
+    begin = f"from step {trainer.step_count} to {steps}" if resume else f"{steps} steps"
+    print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_storage_text(trainer)}), "
+          f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
+          f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
+          + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
+    if not resume or args.steps:
+        _write_text_config(out / "config.toml", cfg, synthetic)
+    _write_cameras(out, train, test)
+
+    seconds = warm_up(train, bc, cfg.train)
+    if seconds is not None:
+        print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
+    load_seconds = time.perf_counter() - t_begin
+    show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
+    train_seconds = 0.0
+    if start is not None:   # as recorded with the checkpoint, else at the last evaluation before it
+        recorded = earlier.get("steps") == trainer.step_count and earlier.get("train_seconds") is not None
+        train_seconds = float(earlier["train_seconds"] if recorded else evals[-1]["train_seconds"] if evals else 0.0)
+    eval_seconds = 0.0
+    bar = _progress(steps, not args.quiet)
+    task = None
+    config_path = earlier.get("config") if resume else \
+        (None if args.config is None else str(Path(args.config).resolve()))
+
+    def metrics(final: bool, stopped: str | None = None) -> dict:
+        last = evals[-1] if evals else {}
+        m = {
+            "scene": "synthetic" if synthetic else cfg.data.path,
+            "config": config_path,
+            "backend": trainer.backend,
+            "steps": trainer.step_count,
+            "finished": final,
+            "num_gaussians": trainer.num_gaussians,
+            "train_seconds": train_seconds,
+            "ms_per_step": 1000.0 * train_seconds / max(1, trainer.step_count),
+            "load_seconds": load_seconds,
+            "eval_seconds": eval_seconds,
+            "psnr": last.get("psnr"),
+            "ssim": last.get("ssim"),
+            "eval_views": len(test),
+            "eval_supersample": supersample,
+            "eval_size": _largest_size(test),
+            "per_view": last.get("per_view", []),
+            "evals": evals,
+            "history": [list(h) for h in trainer.history],
+        }
+        if lpips_net is not None:
+            m |= {"lpips": last.get("lpips"), "lpips_net": lpips_net}
+        if stopped:
+            m["stopped"] = stopped
+        return m
+
+    def log(msg: str) -> None:
+        if bar is not None:
+            bar.console.print(msg, highlight=False)
+        else:
+            print(msg, file=sys.stderr, flush=True)
+
+    def last_checkpoint() -> str:
+        done = [p for p in folder.checkpoints()]
+        return f"the last checkpoint, {done[-1]}, is finite" if done else "no checkpoint was written"
+
+    live = _live_view(args, trainer, train, test, out, bc)
+    if bar is not None:
+        bar.start()
+        task = bar.add_task("train", total=steps, completed=trainer.step_count, loss=float("nan"),
+                            gaussians=trainer.num_gaussians, rate=0.0)
+    first_step = trainer.step_count
+    try:
+        for milestone in sorted(set(eval_steps) | set(ckpt_steps)):
+            done = milestone < first_step or (milestone == first_step and (
+                milestone not in eval_steps or any(e["step"] == milestone for e in evals)))
+            if done:    # before the checkpoint resumed from, or evaluated there already
+                continue
+            t0 = time.perf_counter()
+            while trainer.step_count < milestone and stop.signum is None:
+                i = trainer.step_count + 1
+                read = i % LOSS_EVERY == 0 or i == milestone
+                st = trainer.step(read_loss=read)
+                if live is not None:
+                    live(trainer)
+                if read and bar is not None:
+                    rate = (i - first_step) / max(train_seconds + time.perf_counter() - t0, 1e-9)
+                    bar.update(task, completed=i, loss=st.loss, gaussians=st.num_gaussians, rate=rate)
+            train_seconds += time.perf_counter() - t0
+            if stop.signum is not None:
+                break
+            trainer.check_finite()
+            if milestone in ckpt_steps:
+                trainer.save_checkpoint(out / f"checkpoint_{milestone}.npz")
+            if milestone in eval_steps:
+                t0 = time.perf_counter()
+                renders = _KeepSome(show)
+                ev = evaluate(trainer, test, supersample=supersample, renders=renders,
+                              masked=not synthetic and cfg.data.eval_masked, lpips_net=lpips_net)
+                if show:
+                    step_dir = out / "renders" / f"step_{milestone}"
+                    step_dir.mkdir(parents=True, exist_ok=True)
+                    for name in show:
+                        j = test.names.index(name)
+                        _write_png(step_dir / render_files(test.names)[name],
+                                   _side_by_side(renders[name], test.images[j]))
+                evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
+                              "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
+                              "per_view": ev.per_view})
+                if lpips_net is not None:
+                    evals[-1]["lpips"] = ev.lpips
+                eval_seconds += time.perf_counter() - t0
+                log(f"step {milestone}: PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  "
+                    + ("" if lpips_net is None else f"LPIPS({lpips_net}) {ev.lpips:.4f}  ") +
+                    f"{trainer.num_gaussians:,} Gaussians  ({train_seconds:.1f} s training)")
+            if milestone in eval_steps or milestone in ckpt_steps:
+                write_json(out / "metrics.json", metrics(final=False))
+        trainer.check_finite()   # before the final (or the stop's) checkpoint
+    except TrainingDiverged as exc:
+        if bar is not None:
+            bar.stop()
+            bar = None
+        raise UserError(f"{_clean(exc)}; {last_checkpoint()}; lower the learning rates") from None
+    finally:
+        if bar is not None:
+            bar.stop()
+        if live is not None:
+            live.close(trainer)
+
+    if stop.signum is not None:
+        return _stopped(stop, trainer, out, metrics)
+
+    trainer.save_checkpoint(out / "checkpoint.npz")
+    if cfg.output.save_ply:
+        trainer.save_ply(out / "point_cloud.ply")
+    if cfg.train.exposure:
+        trainer.save_exposure(out / "exposure.npy")
+    final = evals[-1]
+    title = (f"{'synthetic' if synthetic else Path(cfg.data.path).name}: {final['psnr']:.2f} dB PSNR, "
+             f"SSIM {final['ssim']:.4f}, {trainer.num_gaussians:,} Gaussians, {steps} steps on "
+             f"{trainer.backend} in {train_seconds:.1f} s")
+    save_training_plot(out / "training.png", trainer.history, evals, title=title)
+    write_json(out / "metrics.json", metrics(final=True))
+    if final.get("lpips") is not None:
+        print(f"LPIPS({lpips_net}) {final['lpips']:.4f}  on {len(test)} test views")
+    print(f"PSNR {final['psnr']:.2f} dB  SSIM {final['ssim']:.4f}  on {len(test)} test views  "
+          f"({trainer.num_gaussians:,} Gaussians, {steps} steps, {train_seconds:.1f} s training on "
+          f"{trainer.backend}, {time.perf_counter() - t_begin:.1f} s total)")
+    print(f"wrote {out}/: metrics.json, checkpoint.npz"
+          + (", point_cloud.ply" if cfg.output.save_ply else "") + (", exposure.npy" if cfg.train.exposure else "")
+          + ", training.png"
+          + (", renders/" if show else ""))
+    if stop.signum is not None:   # asked to stop while the final files were written: they are complete
+        print(f"splat: {stop.name}: the run had finished", file=sys.stderr)
+        return 128 + stop.signum
+    return 0
+
+
+def _stopped(stop: StopSignals, trainer, out: Path, metrics) -> int:
+    """The end of a run asked to stop: a checkpoint of the last finished step."""
+    step = trainer.step_count
+    where = "no checkpoint (no step had finished)"
+    if step > 0:
+        path = out / f"checkpoint_{step}.npz"
+        trainer.save_checkpoint(path)
+        write_json(out / "metrics.json", metrics(final=False, stopped=stop.name))
+        where = f"wrote {path}"
+    print(f"splat: stopped by {stop.name} after step {step}: {where}; continue with: splat train --resume {out}",
+          file=sys.stderr, flush=True)
+    return 128 + stop.signum
+
+
+def _live_view(args, trainer, train, test, out, bc):
+    """With --view: the viewer served during training (a callable run after each step)."""
+    if not args.view:
+        return None
+    from ..viewer.live import LiveView
+    live = LiveView(trainer, train, test, out, bc, host=args.view_host, port=args.view_port)
+    print(f"viewer: open {live.url} to watch training", file=sys.stderr, flush=True)
+    return live
+
+
+def _write_cameras(out: Path, train, test) -> None:
+    """cameras.json in the 3DGS reference's layout, for viewers that show the cameras."""
+    from ..formats import save_cameras_json
+    save_cameras_json(out / "cameras.json", train.cameras, train.names, test.cameras, test.names)
+
+
+def _write_text_config(path: Path, cfg, synthetic: bool) -> None:
+    from ..io.atomic import atomic_write_text
+    text = cfg.to_toml()
+    if synthetic:
+        text = SYNTHETIC_MARKER + "\n" + text
+    atomic_write_text(path, text)
