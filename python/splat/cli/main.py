@@ -176,7 +176,7 @@ def main(argv=None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = bool(os.environ.get("SPLAT_DEBUG"))
     from .._dist import DISTRIBUTION, foreign_package_message
-    package = sys.modules.get(__package__)
+    package = sys.modules.get(__package__.partition(".")[0])  # the top-level splat package
     if getattr(package, "__distribution__", None) != DISTRIBUTION:  # another project's splat/__init__.py
         _err(foreign_package_message(package))
         return 1
