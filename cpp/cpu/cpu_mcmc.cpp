@@ -8,18 +8,10 @@
 
 #include "../../shaders/common/mcmc.h"
 #include "cpu_training.h"
+#include "grow_buffer.h"
 
 namespace splat::cpu {
 namespace {
-
-template <class T>
-void grow(std::vector<T>& v, size_t n, size_t& allocations) {
-  if (n > v.capacity()) {
-    v.reserve(std::max(n, v.capacity() + v.capacity() / 2));
-    ++allocations;
-  }
-  v.resize(n);
-}
 
 constexpr int kMeans = 0, kLogScales = 1, kQuats = 2, kOpacity = 3;
 
@@ -133,16 +125,16 @@ uint32_t CpuTraining::mcmc_sample(const McmcRefineSettings& s, size_t n, size_t 
 McmcRefineResult CpuTraining::mcmc_refine(const McmcRefineSettings& s) {
   ScopedTiming t(timing_, "ts_densify");
   if (mcmc_binoms_.empty()) {
-    grow(mcmc_binoms_, size_t{MCMC_MAX_RATIO} * MCMC_MAX_RATIO, allocations_);
+    grow_vector(mcmc_binoms_, size_t{MCMC_MAX_RATIO} * MCMC_MAX_RATIO, allocations_);
     mcmc_fill_binomials(mcmc_binoms_.data());
   }
   McmcRefineResult result;
   const size_t n = count_;
   const size_t total = n + (n > 0 ? s.add : 0);
-  for (std::vector<float>* v : {&mcmc_logit_, &mcmc_shift_}) grow(*v, n, allocations_);
-  grow(mcmc_prefix_, n, allocations_);
-  grow(mcmc_times_, n, allocations_);
-  grow(mcmc_source_, total, allocations_);
+  for (std::vector<float>* v : {&mcmc_logit_, &mcmc_shift_}) grow_vector(*v, n, allocations_);
+  grow_vector(mcmc_prefix_, n, allocations_);
+  grow_vector(mcmc_times_, n, allocations_);
+  grow_vector(mcmc_source_, total, allocations_);
   if (n > 0) {
     result.relocated = mcmc_sample(s, n, n, false);
     if (total > n) {

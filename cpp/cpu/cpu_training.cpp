@@ -1,4 +1,5 @@
 #include "cpu_training.h"
+#include "grow_buffer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -12,16 +13,6 @@
 
 namespace splat::cpu {
 namespace {
-
-// resize() that counts a reallocation when capacity grows.
-template <class T>
-void grow(std::vector<T>& v, size_t n, size_t& allocations) {
-  if (n > v.capacity()) {
-    v.reserve(std::max(n, v.capacity() + v.capacity() / 2));
-    ++allocations;
-  }
-  v.resize(n);
-}
 
 constexpr int kMeans = 0, kLogScales = 1, kQuats = 2, kOpacity = 3, kSh = 4;
 // Rows of one exposure-gradient partial: a fixed split (not the thread
@@ -43,14 +34,14 @@ void CpuTraining::upload_images(const std::vector<TrainingImage>& images, size_t
     for (const ImageSlot& v : layout_.views)
       if (v.has_mask) max_mask = std::max(max_mask, static_cast<size_t>(v.width) * v.height);
     for (int k = 0; k < 2; ++k) {
-      grow(staged_rgb_[k], 3 * layout_.max_pixels, allocations_);
-      grow(staged_mask_[k], max_mask, allocations_);
+      grow_vector(staged_rgb_[k], 3 * layout_.max_pixels, allocations_);
+      grow_vector(staged_mask_[k], max_mask, allocations_);
       staged_view_[k] = -1;
     }
     storage_.device_bytes = 2 * (3 * layout_.max_pixels + max_mask);
   }
-  grow(images_, layout_.rgb_bytes, allocations_);
-  grow(masks_, layout_.mask_bytes, allocations_);
+  grow_vector(images_, layout_.rgb_bytes, allocations_);
+  grow_vector(masks_, layout_.mask_bytes, allocations_);
   for (size_t v = 0; v < images.size(); ++v) {
     const ImageSlot& slot = layout_.views[v];
     const size_t pixels = static_cast<size_t>(slot.width) * slot.height;
@@ -58,9 +49,9 @@ void CpuTraining::upload_images(const std::vector<TrainingImage>& images, size_t
     if (slot.has_mask) std::memcpy(masks_.data() + slot.mask_offset, images[v].mask, pixels);
   }
   // Sized once for the largest view: steps on smaller ones use a prefix.
-  grow(rendered_, 3 * layout_.max_pixels, allocations_);
-  grow(d_rendered_, 3 * layout_.max_pixels, allocations_);
-  grow(alpha_, layout_.max_pixels, allocations_);
+  grow_vector(rendered_, 3 * layout_.max_pixels, allocations_);
+  grow_vector(d_rendered_, 3 * layout_.max_pixels, allocations_);
+  grow_vector(alpha_, layout_.max_pixels, allocations_);
   raster_.reserve_pixels(layout_.max_pixels, layout_.max_tiles);
   loss_.reserve_pixels(layout_.max_pixels);
 }
@@ -91,17 +82,17 @@ std::pair<const uint8_t*, const uint8_t*> CpuTraining::view_pixels(uint32_t view
 void CpuTraining::resize(size_t n) {
   for (int a = 0; a < 5; ++a) {
     size_t len = n * param_width(a, sh_stride_);
-    grow(params_[a], len, allocations_);
-    grow(m_[a], len, allocations_);
-    grow(v_[a], len, allocations_);
-    grow(grads_[a], len, allocations_);
+    grow_vector(params_[a], len, allocations_);
+    grow_vector(m_[a], len, allocations_);
+    grow_vector(v_[a], len, allocations_);
+    grow_vector(grads_[a], len, allocations_);
   }
-  grow(means2d_grad_, 2 * n, allocations_);
-  grow(grad_accum_, n, allocations_);
-  grow(grad_count_, n, allocations_);
-  grow(max_radii_, n, allocations_);
-  grow(radii_, n, allocations_);
-  if (options_.absgrad) grow(means2d_abs_, 2 * n, allocations_);
+  grow_vector(means2d_grad_, 2 * n, allocations_);
+  grow_vector(grad_accum_, n, allocations_);
+  grow_vector(grad_count_, n, allocations_);
+  grow_vector(max_radii_, n, allocations_);
+  grow_vector(radii_, n, allocations_);
+  if (options_.absgrad) grow_vector(means2d_abs_, 2 * n, allocations_);
   count_ = n;
 }
 
@@ -133,17 +124,17 @@ void CpuTraining::set_state(const TrainingState& s) {
       if (!v->empty() && v->size() != len)
         throw ConfigError("[trainer] state.exposure: expected " + std::to_string(len) + " values (12 per view), got " +
                           std::to_string(v->size()));
-    grow(exposure_, len, allocations_);
+    grow_vector(exposure_, len, allocations_);
     // Identity [I | 0]: entries 0, 5 and 10 of each view are 1.
     for (size_t i = 0; i < len; ++i) exposure_[i] = s.exposure.empty() ? (i % 12 % 5 == 0 ? 1.f : 0.f) : s.exposure[i];
-    grow(exposure_m_, len, allocations_);
-    grow(exposure_v_, len, allocations_);
+    grow_vector(exposure_m_, len, allocations_);
+    grow_vector(exposure_v_, len, allocations_);
     load(s.exposure_m, exposure_m_);
     load(s.exposure_v, exposure_v_);
-    grow(corrected_, 3 * layout_.max_pixels, allocations_);
+    grow_vector(corrected_, 3 * layout_.max_pixels, allocations_);
     uint32_t max_height = 0;  // the gradient's partials: one per kExposureRows rows of the tallest view
     for (const ImageSlot& v : layout_.views) max_height = std::max(max_height, v.height);
-    grow(exposure_partials_, kExposureFloats * ((max_height + kExposureRows - 1) / kExposureRows), allocations_);
+    grow_vector(exposure_partials_, kExposureFloats * ((max_height + kExposureRows - 1) / kExposureRows), allocations_);
     exposure_view_ = -1;
   }
 }
@@ -316,7 +307,7 @@ DensifyResult CpuTraining::densify(const DensifySettings& s) {
   DensifyResult result;
   // 1. Classify and list the sources of the densified set, in order: the
   //    originals that are not split, then clones, then split children.
-  grow(kind_, n, allocations_);
+  grow_vector(kind_, n, allocations_);
   const float* ls = params_[kLogScales].data();
   for (size_t i = 0; i < n; ++i) {
     float max_ls = std::max(ls[3 * i], std::max(ls[3 * i + 1], ls[3 * i + 2]));
@@ -363,9 +354,9 @@ DensifyResult CpuTraining::densify(const DensifySettings& s) {
   //    new Gaussians start at zero.
   for (int a = 0; a < 5; ++a) {
     const size_t w = param_width(a, sh_stride_);
-    grow(scratch_p_[a], out * w, allocations_);
-    grow(scratch_m_[a], out * w, allocations_);
-    grow(scratch_v_[a], out * w, allocations_);
+    grow_vector(scratch_p_[a], out * w, allocations_);
+    grow_vector(scratch_m_[a], out * w, allocations_);
+    grow_vector(scratch_v_[a], out * w, allocations_);
     size_t k = 0;
     for (const Source& src : sources_) {
       if (!src.keep) continue;

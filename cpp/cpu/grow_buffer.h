@@ -1,8 +1,10 @@
 // Grow-only host buffers: they keep their memory across calls and count their
 // reallocations, so a warm call allocates nothing (and tests can check it).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 namespace splat::cpu {
 
@@ -28,5 +30,15 @@ class GrowBuffer {
   std::unique_ptr<T[]> data_;
   size_t capacity_ = 0;
 };
+
+// resize() that counts a reallocation when the capacity grows (by half again at least).
+template <class T>
+void grow_vector(std::vector<T>& v, size_t n, size_t& allocation_counter) {
+  if (n > v.capacity()) {
+    v.reserve(std::max(n, v.capacity() + v.capacity() / 2));
+    ++allocation_counter;
+  }
+  v.resize(n);
+}
 
 }  // namespace splat::cpu
