@@ -54,8 +54,7 @@ def test_cuda_position_noise_matches_numpy():
     tr._native.mcmc_noise(scale, cfg.seed, step)
     want = ref.position_noise(state["means"], state["log_scales"], state["quats"], state["opacity_logits"], scale,
                               cfg.seed, step)
-    np.testing.assert_allclose(tr.state()["means"] - state["means"], want - state["means"], rtol=1e-4, atol=1e-6,
-                               err_msg=f"seed {seed}")
+    assert_noise_matches(tr.state()["means"], state["means"], want, f"cuda, seed {seed}")
 
 
 def test_cuda_mcmc_holds_the_budget_and_is_deterministic():

@@ -16,7 +16,8 @@
 //                       log-scales, zero moments); then, in a second dispatch,
 //                       the sampled sources update their own rows
 // Integer sums and counts do not depend on the order of the additions, so
-// every sample and every count is the same on every run and every backend.
+// every sample and every count is the same on every run of a backend (across
+// backends up to the last bit of a weight's sigmoid: docs/training_modes.md).
 // Every step: mcmc_regularize (the regularisers' gradients, before Adam) and
 // mcmc_noise (the position noise, after Adam).
 #pragma once

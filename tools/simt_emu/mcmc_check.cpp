@@ -10,7 +10,9 @@
 // scale_weight; then the 5 parameter arrays, their first and their second
 // moments (n rows each), and for mode 2 the gradients of log-scales and
 // opacities. OUT: uint32 relocated, then every array at n + add rows (mode 2:
-// the two gradients).
+// the two gradients; mode 0: then each pass's n sampling weights, relocation
+// first, from the block prefixes: a weight comes from a float sigmoid, whose
+// last bit may differ from numpy's, so the test hands these to the reference).
 #include "simt_emu.h"
 // The kernel bodies, after the emulator.
 #include "train_mcmc.h"
@@ -31,7 +33,8 @@ struct State {
 };
 
 // GpuDevice::mcmc_pass.
-uint32_t pass(State& s, const McmcParams& base, const std::vector<float>& binoms, uint32_t targets, bool grow) {
+uint32_t pass(State& s, const McmcParams& base, const std::vector<float>& binoms, uint32_t targets, bool grow,
+              std::vector<uint32_t>& weights) {
   McmcParams p = base;
   const uint32_t n = s.n;
   p.count = n;
@@ -54,6 +57,8 @@ uint32_t pass(State& s, const McmcParams& base, const std::vector<float>& binoms
   simt_emu::dispatch(div_up(targets, SPLAT_GROUP_SIZE), SPLAT_GROUP_SIZE, [&](SimtThread t) {
     mcmc_sample_body(t, p, opacity, prefix.data(), offsets.data(), source.data(), times.data());
   });
+  weights.resize(n);
+  for (uint32_t i = 0; i < n; ++i) weights[i] = prefix[i] - (i % SPLAT_GROUP_SIZE ? prefix[i - 1] : 0u);
   const int order[5] = {0, 2, 4, 1, 3};
   for (int a : order) {
     const uint32_t kind = a == 1 ? MCMC_ARRAY_LOG_SCALES : a == 3 ? MCMC_ARRAY_OPACITY : MCMC_ARRAY_PLAIN;
@@ -112,11 +117,12 @@ int main(int argc, char** argv) {
   fclose(in);
 
   uint32_t relocated = 0;
+  std::vector<uint32_t> weights[2];
   if (mode == 0) {
     std::vector<float> binoms(MCMC_MAX_RATIO * MCMC_MAX_RATIO);
     mcmc_fill_binomials(binoms.data());
-    relocated = pass(s, p, binoms, s.n, false);
-    if (add > 0) pass(s, p, binoms, add, true);
+    relocated = pass(s, p, binoms, s.n, false, weights[0]);
+    if (add > 0) pass(s, p, binoms, add, true, weights[1]);
   } else if (mode == 1) {
     simt_emu::dispatch(div_up(s.n, SPLAT_GROUP_SIZE), SPLAT_GROUP_SIZE, [&](SimtThread t) {
       mcmc_noise_body(t, p, s.a[0].data(), s.a[1].data(), s.a[2].data(), s.a[3].data());
@@ -134,6 +140,7 @@ int main(int argc, char** argv) {
     fwrite(g_opacity.data(), 4, g_opacity.size(), out);
   } else {
     for (int k = 0; k < 15; ++k) fwrite(s.a[k].data(), 4, s.a[k].size(), out);
+    for (const std::vector<uint32_t>& w : weights) fwrite(w.data(), 4, w.size(), out);
   }
   fclose(out);
   return 0;

@@ -103,15 +103,22 @@ def _apply(state: dict, sources: np.ndarray, targets: np.ndarray, min_opacity: f
             state[m + name][touched] = 0
 
 
-def refine(state: dict, min_opacity: float, add: int, seed: int, step: int) -> tuple[dict, int]:
+def refine(state: dict, min_opacity: float, add: int, seed: int, step: int,
+           weights_given: tuple | None = None) -> tuple[dict, int]:
     """One refine step on a float64 copy of `state` (params and both moments):
     relocation of the dead onto live Gaussians sampled by opacity, then `add`
-    new Gaussians sampled by opacity among all. Returns (state, relocated)."""
+    new Gaussians sampled by opacity among all. Returns (state, relocated).
+    `weights_given`: (relocation weights, growth weights) a backend computed,
+    used instead of this module's: a weight is floor(sigmoid * 2^24) and a
+    backend's sigmoid may differ from numpy's in the last bit, which shifts the
+    prefix sums by a few units (the check of the weights themselves is apart)."""
     s = {k: np.array(v, np.float64) for k, v in state.items()}
     n = len(s["opacity_logits"])
     logits32 = np.asarray(state["opacity_logits"], np.float32)
     dead = np.nonzero(opacity(logits32) <= np.float32(min_opacity))[0]
-    prefix = np.cumsum(weights(logits32, min_opacity, True))
+    w_given = (None, None) if weights_given is None else weights_given
+    prefix = np.cumsum(weights(logits32, min_opacity, True) if w_given[0] is None
+                       else np.asarray(w_given[0], np.uint64))
     relocated = 0
     if len(dead) and prefix[-1] > 0:
         src = sample(prefix, seed, step, dead, DRAW_RELOCATE)
@@ -120,7 +127,8 @@ def refine(state: dict, min_opacity: float, add: int, seed: int, step: int) -> t
     if add > 0:
         for k in list(s):
             s[k] = np.concatenate([s[k], np.zeros((add,) + s[k].shape[1:])])
-        prefix = np.cumsum(weights(s["opacity_logits"][:n].astype(np.float32), min_opacity, False))
+        prefix = np.cumsum(weights(s["opacity_logits"][:n].astype(np.float32), min_opacity, False)
+                           if w_given[1] is None else np.asarray(w_given[1], np.uint64))
         targets = np.arange(n, n + add)
         src = sample(prefix, seed, step, targets, DRAW_GROW)
         _apply(s, src, targets, min_opacity)
