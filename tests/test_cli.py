@@ -13,6 +13,7 @@ from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, ROOT, splat  # noqa: E402
+from _cli import assert_user_error, run_cli  # noqa: E402
 from _scenes import write_blender_scene  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
@@ -66,22 +67,6 @@ def write_config(scene_dir, name, out, text=TRAIN_TOML):
     path = scene_dir / "configs" / name
     path.write_text(text.format(out=json.dumps(str(out))))
     return path
-
-
-def run_cli(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
-
-
-def assert_user_error(rc, err, *words, lines=1):
-    assert rc == 1, err
-    got = err.strip().splitlines()
-    assert len(got) == lines, err
-    assert all(ln.startswith("splat: error: ") for ln in got), err
-    assert "Traceback" not in err
-    for w in words:
-        assert w in err, err
 
 
 @pytest.fixture(scope="module")

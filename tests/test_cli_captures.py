@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402,F401
+from _cli import run_cli  # noqa: E402
 import _captures as cap  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
@@ -36,16 +37,10 @@ def make_capture(root, n=9, w=32, h=24, ext="jpg"):
     return root
 
 
-def run(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 def test_train_a_capture_folder_without_config(tmp_path, capsys, monkeypatch):
     scene = make_capture(tmp_path / "garden")
     monkeypatch.chdir(tmp_path)
-    rc, out, err = run(capsys, "train", scene, *FAST)
+    rc, out, err = run_cli(capsys, "train", scene, *FAST)
     assert rc == 0, err
     run_dir = tmp_path / "runs" / "garden"
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -63,7 +58,7 @@ def test_set_and_data_override_a_config(tmp_path, capsys, monkeypatch):
     cfg = tmp_path / "run.toml"
     cfg.write_text(f'[data]\npath = "{scene}"\n[output]\ndir = "{tmp_path / "out"}"\n')
     monkeypatch.chdir(tmp_path)
-    rc, out, err = run(capsys, "train", "--config", cfg, "--data", other, *FAST,
+    rc, out, err = run_cli(capsys, "train", "--config", cfg, "--data", other, *FAST,
                        "--set", "data.background=[0.5, 0.5, 0.5]")
     assert rc == 0, err
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
@@ -81,7 +76,7 @@ def test_set_and_data_override_a_config(tmp_path, capsys, monkeypatch):
 ])
 def test_set_errors_name_the_key(tmp_path, capsys, item, words):
     scene = make_capture(tmp_path / "s", n=3)
-    rc, out, err = run(capsys, "train", scene, "--set", item, "--backend", "cpu")
+    rc, out, err = run_cli(capsys, "train", scene, "--set", item, "--backend", "cpu")
     assert rc == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("splat: error:"), err
@@ -91,7 +86,7 @@ def test_set_errors_name_the_key(tmp_path, capsys, item, words):
 
 def test_two_scene_folders_is_an_error(tmp_path, capsys):
     a, b = make_capture(tmp_path / "a", n=3), make_capture(tmp_path / "b", n=3)
-    rc, _, err = run(capsys, "train", a, "--data", b)
+    rc, _, err = run_cli(capsys, "train", a, "--data", b)
     assert rc == 1 and "two scene folders" in err
 
 

@@ -12,12 +12,10 @@ from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402,F401
+from _cli import run_cli  # noqa: E402
 import _captures as cap  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
-
-if NATIVE:
-    from splat import cli  # noqa: E402
 
 rng = np.random.default_rng()
 LANDSCAPE, PORTRAIT = (40, 24), (22, 38)   # no multiple of the 16-pixel tile
@@ -72,12 +70,6 @@ render_views = 4
 """
 
 
-def run(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 def test_every_command_on_mixed_sizes_and_masks(tmp_path, capsys):
     scene = tmp_path / "mixed"
     sizes = make_mixed_capture(scene)
@@ -85,11 +77,11 @@ def test_every_command_on_mixed_sizes_and_masks(tmp_path, capsys):
     cfg = tmp_path / "mixed.toml"
     cfg.write_text(CONFIG.format(path=json.dumps(str(scene)), out=json.dumps(str(out))))
 
-    rc, stdout, err = run(capsys, "check", "--config", cfg)
+    rc, stdout, err = run_cli(capsys, "check", "--config", cfg)
     assert rc == 0, err
     assert "# images: 6 train views mixed sizes" in stdout and "on the device" in stdout, (stdout[-300:], err)
 
-    rc, stdout, err = run(capsys, "train", "--config", cfg, "--quiet")
+    rc, stdout, err = run_cli(capsys, "train", "--config", cfg, "--quiet")
     assert rc == 0, err
     assert "mixed sizes" in stdout and "images" in stdout and "on the device" in stdout, stdout
     metrics = json.loads((out / "metrics.json").read_text())
@@ -107,11 +99,11 @@ def test_every_command_on_mixed_sizes_and_masks(tmp_path, capsys):
     assert sorted(map(tuple, meta["sizes"])) == sorted([LANDSCAPE] * 3 + [PORTRAIT] * 3)
 
     results = tmp_path / "eval.json"
-    rc, stdout, err = run(capsys, "eval", "--checkpoint", ckpt, "--data", scene, "--json", results,
+    rc, stdout, err = run_cli(capsys, "eval", "--checkpoint", ckpt, "--data", scene, "--json", results,
                           "--backend", "cpu")
     assert rc == 0, err
     plain = json.loads(results.read_text())
-    rc, stdout, err = run(capsys, "eval", "--checkpoint", ckpt, "--data", scene, "--json", results,
+    rc, stdout, err = run_cli(capsys, "eval", "--checkpoint", ckpt, "--data", scene, "--json", results,
                           "--backend", "cpu", "--masked")
     assert rc == 0, err
     masked = json.loads(results.read_text())
@@ -125,7 +117,7 @@ def test_every_command_on_mixed_sizes_and_masks(tmp_path, capsys):
     assert mv["0000.png"]["psnr"] != pv["0000.png"]["psnr"]
 
     renders = tmp_path / "renders"
-    rc, stdout, err = run(capsys, "render", "--checkpoint", ckpt, "--data", scene, "--split", "all",
+    rc, stdout, err = run_cli(capsys, "render", "--checkpoint", ckpt, "--data", scene, "--split", "all",
                           "--out", renders, "--backend", "cpu")
     assert rc == 0, err
     files = sorted(renders.iterdir())
@@ -134,7 +126,7 @@ def test_every_command_on_mixed_sizes_and_masks(tmp_path, capsys):
         assert Image.open(f).size == sizes[f.name], f.name
 
     bench_out = tmp_path / "bench"
-    rc, stdout, err = run(capsys, "bench", "--config", cfg, "--checkpoint", ckpt, "--iters", 3, "--repeats", 1,
+    rc, stdout, err = run_cli(capsys, "bench", "--config", cfg, "--checkpoint", ckpt, "--iters", 3, "--repeats", 1,
                           "--warmup", 1, "--out", bench_out)
     assert rc == 0, err
     res = json.loads(next(bench_out.glob("*.json")).read_text())

@@ -15,6 +15,7 @@ from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402
+from _cli import assert_user_error, run_cli  # noqa: E402
 from _scenes import write_blender_scene  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
@@ -55,20 +56,6 @@ eval_steps = [6]
 checkpoint_steps = [6]
 render_views = 1
 """
-
-
-def run_cli(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
-
-
-def assert_user_error(rc, err, *words, lines=1):
-    assert rc == 1, err
-    got = err.strip().splitlines()
-    assert len(got) == lines and all(ln.startswith("splat: error: ") for ln in got), err
-    for w in words:
-        assert w in err, err
 
 
 @pytest.fixture(scope="module")

@@ -25,11 +25,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402
+from _cli import run_cli  # noqa: E402
 from _scenes import make_rng, write_blender_scene  # noqa: E402
 
 torch = pytest.importorskip("torch", reason="LPIPS needs torch (splat-gs[lpips])")
 if NATIVE:
-    from splat import cli, metrics_lpips  # noqa: E402
+    from splat import metrics_lpips  # noqa: E402
     from splat.metrics_lpips import lpips  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
@@ -335,12 +336,6 @@ def scene(tmp_path_factory):
     save(root / "model.ply", dataclasses.replace(g, means=g.means + rng.normal(scale=0.03, size=g.means.shape)
                                                  .astype(np.float32)), "ply")
     return root
-
-
-def run_cli(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 def test_cli_eval_reports_lpips(scene, torch_home, tmp_path, capsys):
