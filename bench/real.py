@@ -106,17 +106,11 @@ def _memory_peak(backend: str):
         return None
 
 
-def warm_up(train, backend: str, train_config) -> None:
-    """Compile (or load) every kernel the run launches on a throwaway run (splat/warmup.py), so the
-    timed run excludes it."""
-    from splat.warmup import warm_up as warm_up_kernels
-    warm_up_kernels(train, splat.BackendConfig(backend=backend), train_config)
-
-
 def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None):
     cfg = train_config(marks[-1], overrides)
     if backend != "cpu":
-        warm_up(train, backend, cfg)
+        from splat.warmup import warm_up  # every kernel of the run, before its clock starts
+        warm_up(train, splat.BackendConfig(backend=backend), cfg)
     _memory_peak_reset(backend)
     trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend))
     rows, seconds, done = [], 0.0, 0

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import splat  # noqa: E402
-from splat import cli  # noqa: E402
+from _cli import run_cli  # noqa: E402
 from splat.config import TrainConfig  # noqa: E402
 from splat.data import synthetic  # noqa: E402
 from splat.recipe import describe, mode_warnings  # noqa: E402
@@ -25,9 +25,7 @@ def check(tmp_path, capsys, train_toml: str):
     synthetic.write_blender(tmp_path / "scene", {"train": train, "test": test})
     cfg = tmp_path / "c.toml"
     cfg.write_text('[data]\npath = "scene"\n[train]\n' + train_toml + '[backend]\nbackend = "cpu"\n')
-    rc = cli.main(["check", "--config", str(cfg)])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
+    return run_cli(capsys, "check", "--config", cfg)
 
 
 def test_mcmc_with_absgrad_is_an_error(tmp_path, capsys):
