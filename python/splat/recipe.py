@@ -65,3 +65,10 @@ def mode_warnings(train: TrainConfig) -> list[str]:
         for k in _changed(train, keys=("exposure_lr", "exposure_lr_final")):
             out.append(f"train.{k}: unused with train.exposure = false")
     return out
+
+
+def recipe_warnings(train: TrainConfig) -> list[str]:
+    """Every warning `splat check` and `splat train` give about a recipe: the
+    schedule's (splat/schedule.py), then the modes' unused keys."""
+    from .schedule import schedule_warnings
+    return schedule_warnings(train) + mode_warnings(train)

@@ -57,7 +57,7 @@ def cmd_check(args) -> int:
     for w in bc.validate(resolved):
         warn(_clean(w))
     _print_image_footprint(cfg, resolved)
-    from ..recipe import describe, mode_warnings
+    from ..recipe import describe, recipe_warnings
     for line in describe(cfg.train):
         print(f"# {line}")
     if cfg.data.eval_lpips != "none":
@@ -68,8 +68,7 @@ def cmd_check(args) -> int:
             print(f"# lpips: {cfg.data.eval_lpips} weights found")
         except (OSError, RuntimeError) as exc:
             warn(f"data.eval_lpips: {_clean(str(exc))} (splat train stops before training)")
-    from ..schedule import schedule_warnings
-    for w in schedule_warnings(cfg.train) + mode_warnings(cfg.train):
+    for w in recipe_warnings(cfg.train):
         warn(w)
     print(f"{args.config}: OK", file=sys.stderr)
     return 0

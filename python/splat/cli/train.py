@@ -134,7 +134,7 @@ def cmd_train(args) -> int:
 def _train(args, stop: StopSignals) -> int:
     """Takes the run folder (locked for the run), then trains in it."""
     from ..run_dir import RunFolder
-    from ..schedule import schedule_warnings
+    from ..recipe import recipe_warnings
 
     t_begin = time.perf_counter()
     resume = args.resume is not None
@@ -153,8 +153,7 @@ def _train(args, stop: StopSignals) -> int:
         folder = RunFolder.open(out, overwrite=args.overwrite)
     with folder:
         if not synthetic:   # the built-in scene's recipe is scaled to --steps, not the user's
-            from ..recipe import mode_warnings
-            for w in schedule_warnings(cfg.train) + mode_warnings(cfg.train):
+            for w in recipe_warnings(cfg.train):
                 warn(w)
         return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
 
