@@ -19,6 +19,13 @@ SIZES = [(48, 32), (29, 45), (40, 40), (33, 20), (24, 41)]
 
 
 # ----------------------------------------------------------------------------- numpy oracle of the loss
+def target_values(u8):
+    """The loss's target, as every backend reads it: float32(u8) * float32(1/255).
+    Not u8 / 255 in float64: a render can equal the float32 target exactly, where
+    the L1 subgradient is 0, while the float64 quotient would give it a sign."""
+    return (u8.astype(np.float32) * np.float32(1 / 255)).astype(np.float64)
+
+
 def blur(x):
     """11-tap Gaussian (sigma 1.5) separable blur with zero padding, float64, [H,W,C]."""
     taps = np.exp(-((np.arange(11) - 5) ** 2) / 4.5)
@@ -56,7 +63,7 @@ def test_masked_loss_matches_numpy_and_finite_differences():
     rng, seed = make_rng()
     h, w = 14, 19
     target = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-    y = target / 255.0
+    y = target_values(target)
     x = np.clip(y + rng.choice([-1, 1], size=y.shape) * rng.uniform(0.02, 0.2, y.shape), -0.5, 1.5).astype(np.float32)
     mask = rng.random((h, w)) > 0.35
     mask[rng.integers(0, h), :] = False        # a masked row and a masked block too
@@ -196,7 +203,7 @@ def test_each_step_is_its_views_loss_and_gradient():
         stats = tr.step()
         cam, mask = ds.cameras[v], ds.masks[v]
         out = r.forward(g, cam, stats.sh_degree, ds.background)
-        y = ds.images[v] / 255.0
+        y = target_values(ds.images[v])
         want_loss, d_image = masked_loss(out.image.astype(np.float64), y, mask, weight)
         assert stats.loss == pytest.approx(want_loss, rel=1e-5), (t, v, seed)
         want = r.backward(d_image.astype(np.float32))
