@@ -207,6 +207,34 @@ def test_check_good(run, scene_dir, capsys):
     assert resolved["backend"]["backend"] == "cpu"
 
 
+def test_check_takes_the_train_command_line(scene_dir, tmp_path, capsys):
+    """`splat check` with splat train's arguments (scene PATH, --set, --steps, --backend)
+    prints the config that `splat train` with those arguments writes into its run folder."""
+    out = tmp_path / "checked_run"
+    argv = [scene_dir / "scene", "--set", "train.sh_degree=1", "--set", f"output.dir={json.dumps(str(out))}",
+            "--set", "output.eval_steps=[]", "--steps", "6", "--backend", "cpu"]
+    rc, printed, err = run_cli(capsys, "check", *argv)
+    assert rc == 0, err
+    checked = tomllib.loads(printed)
+    assert checked["train"]["steps"] == 6 and checked["train"]["sh_degree"] == 1
+    assert checked["backend"]["backend"] == "cpu" and checked["data"]["path"] == str(scene_dir / "scene")
+    rc, _, err = run_cli(capsys, "train", *argv, "--quiet")
+    assert rc == 0, err
+    assert tomllib.loads((out / "config.toml").read_text()) == checked
+    # the same errors as splat train, each on its line, then the count
+    rc, printed, err = run_cli(capsys, "check", scene_dir / "scene", "--set", "train.sh_degree=9",
+                               "--set", "train.densify_every=x")
+    assert_user_error(rc, err, "train.sh_degree", "train.densify_every", "2 problems", lines=3)
+    assert printed == ""
+    # overrides with nothing to override, and a config given where a scene belongs
+    rc, _, err = run_cli(capsys, "check", "--steps", "5")
+    assert_user_error(rc, err, "--steps", "--config")
+    cfg = write_config(scene_dir, "positional.toml", tmp_path / "unused")
+    for command in ("check", "train"):
+        rc, _, err = run_cli(capsys, command, cfg)
+        assert_user_error(rc, err, "config file", f"--config {cfg}")
+
+
 def test_check_backend_warnings(scene_dir, capsys):
     text = TRAIN_TOML.replace('backend = "cpu"', 'backend = "cpu"\nraster_backward = "tg"\npipelining = "on"')
     cfg = write_config(scene_dir, "warn.toml", scene_dir / "unused", text)

@@ -44,6 +44,8 @@ def scene_arg(args) -> str | None:
     if scene and data and os.path.abspath(scene) != os.path.abspath(data):
         raise ValueError(f"two scene folders given: {scene} and --data {data}")
     chosen = scene or data
+    if chosen is not None and chosen.lower().endswith(".toml") and os.path.isfile(chosen):
+        raise ValueError(f"{chosen} is a config file, not a scene folder: pass it as --config {chosen}")
     return None if chosen is None else os.path.abspath(os.path.expanduser(chosen))
 
 

@@ -63,6 +63,26 @@ def _pick_views(count: int, n: int) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(0, count - 1, n)})
 
 
+def _config_setup(args):
+    """`splat train`'s and `splat check`'s config: a TOML file and / or a scene folder,
+    with the command line's overrides."""
+    from .._cli_data import run_config
+    return _command_line_overrides(run_config(args), args, args.config or "the run config")
+
+
+def _command_line_overrides(cfg, args, source):
+    """`cfg` with --steps and --backend applied (errors name `source`)."""
+    if args.steps:
+        cfg.train.steps = args.steps
+        errors = cfg.train.errors()
+        if errors:
+            from ..config import ConfigError
+            raise ConfigError(errors, source=f"{source} with --steps {args.steps}")
+    if args.backend:
+        cfg.backend = dict(cfg.backend, backend=args.backend)
+    return cfg
+
+
 def _make_backend(table: dict):
     """BackendConfig from a [backend] table, its warnings printed."""
     from .. import BackendConfig

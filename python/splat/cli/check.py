@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from .._cli_common import warn
-from ._shared import _bytes, _clean, _err
+from ._shared import UserError, _bytes, _clean, _config_setup, _err
 
 
 def _check_backends() -> int:
@@ -27,20 +27,30 @@ def _check_backends() -> int:
 
 
 def cmd_check(args) -> int:
+    """The config `splat train` would run with the same arguments, or every error in it;
+    without a config or scene, the backends."""
     from .. import backend_available, resolve_backend
-    from ..config import check_config, load_config
-    if args.config is None:
+    from .._cli_data import scene_arg
+    from ..config import ConfigError
+    scene = scene_arg(args)
+    if args.config is None and scene is None:
+        given = [flag for flag, value in (("--set", args.set), ("--steps", args.steps), ("--backend", args.backend))
+                 if value]
+        if given:
+            raise UserError(f"{', '.join(given)} without a config: give --config X.toml or a scene PATH")
         return _check_backends()
-    errors = check_config(args.config)
-    if errors:
-        for e in errors:
+    source = args.config or scene
+    try:
+        cfg = _config_setup(args)
+    except ConfigError as exc:
+        for e in exc.errors:
             _err(e)
-        _err(f"{args.config}: {len(errors)} problem{'s' if len(errors) != 1 else ''}")
+        n = len(exc.errors)
+        _err(f"{source}: {n} problem{'s' if n != 1 else ''}")
         return 1
-    cfg = load_config(args.config)
     from .. import BackendConfig
     bc = BackendConfig(**cfg.backend)
-    print(f"# {args.config}, resolved")
+    print(f"# {source}, resolved")
     print(cfg.to_toml().rstrip())
     asked = bc.backend
     resolved = resolve_backend(asked)
@@ -70,7 +80,7 @@ def cmd_check(args) -> int:
             warn(f"data.eval_lpips: {_clean(str(exc))} (splat train stops before training)")
     for w in recipe_warnings(cfg.train):
         warn(w)
-    print(f"{args.config}: OK", file=sys.stderr)
+    print(f"{source}: OK", file=sys.stderr)
     return 0
 
 

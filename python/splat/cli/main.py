@@ -47,10 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_train)
 
     c = sub.add_parser("check", help="validate a config and show it resolved (no config: the backends here)",
-                       description="Print the resolved config and the backend's warnings, or every error. "
-                                   "Without --config: each backend's availability on this machine and what "
+                       description="Print the config `splat train` would run with the same arguments, resolved, "
+                                   "with what its recipe does and every warning, or every error. Without a "
+                                   "config or scene: each backend's availability on this machine and what "
                                    "backend 'auto' picks.")
-    c.add_argument("--config", metavar="X.toml")
+    c.add_argument("scene", nargs="?", metavar="PATH", help="scene folder, as for splat train")
+    c.add_argument("--config", metavar="X.toml", help="run configuration (see configs/)")
+    c.add_argument("--data", metavar="PATH", help="override data.path")
+    c.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override any config key (repeatable)")
+    c.add_argument("--steps", type=positive_int, metavar="N", help="override train.steps")
+    c.add_argument("--backend", choices=BACKENDS, help="override backend.backend")
     c.set_defaults(func=cmd_check)
 
     def model_args(q):

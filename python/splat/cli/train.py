@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from .._cli_common import warn, write_json
-from .._cli_data import render_files, run_config, scene_arg
+from .._cli_data import render_files, scene_arg
 from ..stop_signals import StopSignals
-from ._shared import (LOSS_EVERY, SYNTHETIC_OUT, SYNTHETIC_SIZE, SYNTHETIC_STEPS, UserError, _bytes, _clean,
+from ._shared import (LOSS_EVERY, _command_line_overrides, _config_setup, SYNTHETIC_OUT, SYNTHETIC_SIZE, SYNTHETIC_STEPS, UserError, _bytes, _clean,
                       _make_backend, _pick_views, _progress, _side_by_side, _write_png)
 
 
@@ -28,24 +28,6 @@ def _synthetic_setup(args):
     cfg.output = OutputConfig(dir=SYNTHETIC_OUT, eval_steps=list(range(every, steps + 1, every)),
                               checkpoint_steps=[], render_views=4, save_ply=True)
     cfg.backend = {"backend": args.backend or "auto"}
-    return cfg
-
-
-def _config_setup(args):
-    """The config of a TOML file and / or a scene folder, with the command line's overrides."""
-    return _command_line_overrides(run_config(args), args, args.config or "the run config")
-
-
-def _command_line_overrides(cfg, args, source):
-    """`cfg` with --steps and --backend applied (errors name `source`)."""
-    if args.steps:
-        cfg.train.steps = args.steps
-        errors = cfg.train.errors()
-        if errors:
-            from ..config import ConfigError
-            raise ConfigError(errors, source=f"{source} with --steps {args.steps}")
-    if args.backend:
-        cfg.backend = dict(cfg.backend, backend=args.backend)
     return cfg
 
 
