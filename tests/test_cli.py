@@ -176,6 +176,42 @@ def test_eval(run, scene_dir, tmp_path, capsys):
     assert e["supersample"] == 2 and finite(e["psnr"])
 
 
+def test_eval_of_a_run_reads_its_dataset_as_it_trained(tmp_path, capsys):
+    """`splat eval RUN_DIR` without --data repeats the run's own last evaluation: its
+    config's scene folder, eval split, test_frames and downscale; --data, --split,
+    --frames and --downscale override them one by one."""
+    import shutil
+    scene = tmp_path / "scene"
+    write_blender_scene(scene, SIZE, n_test_views=4)
+    out = tmp_path / "run"
+    rc, _, err = run_cli(capsys, "train", scene, "--steps", 6, "--backend", "cpu", "--quiet", "--out", out,
+                         "--set", "data.downscale=2", "--set", 'data.test_frames="1::2"',
+                         "--set", "train.init_points=300", "--set", "output.eval_steps=[6]")
+    assert rc == 0, err
+    m = json.loads((out / "metrics.json").read_text())
+    got = tmp_path / "eval.json"
+    for source in (out, out / "checkpoint.npz", out / "point_cloud.ply"):
+        rc, printed, err = run_cli(capsys, "eval", source, "--backend", "cpu", "--json", got)
+        assert rc == 0, err
+        e = json.loads(got.read_text())
+        assert e["psnr"] == pytest.approx(m["psnr"], abs=1e-4), source
+        assert [v["name"] for v in e["per_view"]] == [v["name"] for v in m["per_view"]]
+        assert e["downscale"] == 2 and e["split"] == "test" and len(e["per_view"]) == 2
+        assert "2 views" in printed and "at downscale 2" in printed
+    rc, _, err = run_cli(capsys, "eval", out, "--backend", "cpu", "--json", got, "--downscale", 1, "--frames", "0",
+                         "--split", "train")
+    assert rc == 0, err
+    e = json.loads(got.read_text())
+    assert e["downscale"] == 1 and e["split"] == "train" and len(e["per_view"]) == 1 and finite(e["psnr"])
+    # the dataset moved: the error names the run's config and --data; --data finds it
+    shutil.move(scene, tmp_path / "moved")
+    rc, _, err = run_cli(capsys, "eval", out, "--backend", "cpu")
+    assert_user_error(rc, err, str(scene), str(out / "config.toml"), "--data")
+    rc, _, err = run_cli(capsys, "eval", out, "--backend", "cpu", "--data", tmp_path / "moved", "--json", got)
+    assert rc == 0, err
+    assert json.loads(got.read_text())["psnr"] == pytest.approx(m["psnr"], abs=1e-4)
+
+
 def test_render(run, scene_dir, tmp_path, capsys):
     rc, out, err = run_cli(capsys, "render", "--checkpoint", run / "checkpoint.npz", "--data", scene_dir / "scene",
                            "--frames", "0::2", "--out", tmp_path / "r")

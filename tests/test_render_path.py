@@ -299,3 +299,28 @@ def test_export_command(run, tmp_path, capsys):
     assert cli.main(["export", str(run), "--out", str(tmp_path / "x.obj")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("splat: error: ") and "x.obj" in err and len(err.strip().splitlines()) == 1
+
+
+def test_export_refuses_to_overwrite_its_source_or_mislabel_a_file(run, tmp_path, capsys):
+    """--out may not be the file being read, nor carry another format's extension
+    (readers pick the format by the name); the refused source keeps its bytes."""
+    ply = run / "point_cloud.ply"
+    before = ply.read_bytes()
+    cases = [((str(run), "--format", "splat", "--out", str(ply)), "file being read"),
+             ((str(ply), "--out", str(ply)), "file being read"),
+             ((str(run), "--format", "splat", "--out", str(tmp_path / "x.ply")), "*.splat"),
+             ((str(run), "--format", "ply", "--out", str(tmp_path / "x.compressed.ply")), "*.ply"),
+             ((str(run), "--format", "spz", "--out", str(tmp_path / "x.splat")), "*.spz")]
+    for argv, words in cases:
+        capsys.readouterr()
+        assert cli.main(["export", *argv]) == 1, argv
+        err = capsys.readouterr().err
+        assert err.startswith("splat: error: --out ") and words in err and len(err.strip().splitlines()) == 1, err
+    assert ply.read_bytes() == before
+    assert not any(tmp_path.iterdir())
+    # a compressed PLY may be named plain .ply (SuperSplat's naming); a name without a known extension says nothing
+    assert cli.main(["export", str(run), "--format", "compressed-ply", "--out", str(tmp_path / "c.ply")]) == 0
+    assert formats.detect_format(tmp_path / "c.ply") == "compressed-ply"
+    assert cli.main(["export", str(run), "--format", "spz", "--out", str(tmp_path / "scene.bin")]) == 0
+    assert formats.detect_format(tmp_path / "scene.bin") == "spz"
+

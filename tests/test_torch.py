@@ -83,7 +83,10 @@ def test_rasterize_matches_reference(cameras, degree, per_camera_sh):
     for i, r in enumerate(refs):
         np.testing.assert_array_equal(meta["radii"][i, :, 0].numpy(), r.radii, err_msg=f"radii; seed {seed}")
         z = meta["depths"][i].detach().numpy()[r.radii > 0]
-        np.testing.assert_allclose(z, r.depths[r.radii > 0], rtol=1e-5, err_msg=f"depths; seed {seed}")
+        # float32 z = R p + t rounds in absolute terms, ~eps x the scene's depths: a
+        # Gaussian near the near plane gets no tighter bound than a distant one
+        np.testing.assert_allclose(z, r.depths[r.radii > 0], rtol=1e-5, atol=8 * np.finfo(np.float32).eps * scale,
+                                   err_msg=f"depths; seed {seed}")
 
     # Random loss weights, zero where a pixel flipped; every gradient against the reference.
     wc = rng.normal(size=c_np.shape).astype(np.float32) * ok[..., None]

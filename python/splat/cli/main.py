@@ -63,9 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("source", nargs="?", metavar="RUN_DIR|FILE",
                        help="a run folder, a scene file (.ply, compressed .ply, .splat, .spz) or a checkpoint")
         q.add_argument("--checkpoint", metavar="C.npz", help="a checkpoint written by splat train (or any SOURCE)")
-        q.add_argument("--data", metavar="PATH", help="scene folder (Blender or COLMAP)")
-        q.add_argument("--split", default="test", help="split to use (default test)")
-        q.add_argument("--frames", metavar="SPEC", help="subset of the views, e.g. 0::10 or 3")
+        q.add_argument("--data", metavar="PATH", help="scene folder (default: the run's [data] path, read as "
+                                                      "its config.toml reads it)")
+        q.add_argument("--split", help="split to use (default: the run's eval split, else test)")
+        q.add_argument("--frames", metavar="SPEC", help="subset of the views, e.g. 0::10 or 3 (default: the "
+                                                       "run's selection of that split)")
+        q.add_argument("--downscale", type=positive_int, metavar="N",
+                       help="image downscale factor (default: the run's [data] downscale, else 1)")
         q.add_argument("--supersample", type=positive_int, default=1, metavar="K",
                        help="render at K times the image size and box-average down")
         q.add_argument("--background", type=_background, metavar="R,G,B",
@@ -120,7 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "save an image.")
     v.add_argument("source", metavar="RUN_DIR|FILE", help="a run folder, a scene file or a checkpoint")
     v.add_argument("--data", metavar="PATH", help="dataset, to offer its --split views as test cameras")
-    v.add_argument("--split", default="test", help="the dataset split shown (default test)")
+    v.add_argument("--split", help="the dataset split shown (default: the run's eval split, else test)")
+    v.add_argument("--frames", metavar="SPEC", help="subset of that split's views (default: the run's)")
+    v.add_argument("--downscale", type=positive_int, metavar="N",
+                   help="image downscale factor (default: the run's [data] downscale, else 1)")
     v.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1; 0.0.0.0 for all)")
     v.add_argument("--port", type=positive_int, default=8080, help="port (default 8080; the next free one if taken)")
     v.add_argument("--up", choices=("+x", "-x", "+y", "-y", "+z", "-z"),

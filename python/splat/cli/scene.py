@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .._cli_common import write_json
 from .._cli_data import _safe_name, render_files
-from ._shared import UserError, _make_backend, _side_by_side, _write_png
+from ._shared import UserError, _clean, _make_backend, _side_by_side, _write_png
 
 
 def _background(text):
@@ -35,11 +35,57 @@ def _open_model(args):
     return open_model(source, bc, background=args.background, antialiased=args.antialiased)
 
 
+def _run_data(model):
+    """The [data] table of the run `model` comes from (its config.toml), or None
+    (a scene file outside a run, the built-in scene's run)."""
+    from ..config import ConfigError, load_config
+    path = None if model.run_dir is None else Path(model.run_dir) / "config.toml"
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = load_config(path, check_paths=False).data
+    except ConfigError as exc:
+        from .._cli_common import warn
+        warn(f"{path}: not used to find the dataset ({_clean(str(exc))})")
+        return None
+    return data if data.path is not None else None
+
+
+def _dataset_source(args, model, split):
+    """(folder, split, load_dataset keyword arguments) of the views a command reads:
+    --data, --split, --frames and --downscale where given, else what the run's
+    config.toml trained and evaluated on (its eval split for the default split), so
+    `splat eval RUN_DIR` repeats the run's own evaluation."""
+    run = _run_data(model)
+    kwargs = dict(background=model.background, frames=args.frames)
+    if run is not None:
+        kwargs.update({k: v for k, v in run.loader_args().items() if k != "background"})
+        split = split or run.eval_split
+        if split == run.eval_split:
+            folder, frames = run.eval_path or run.path, run.test_frames
+        else:
+            folder, frames = run.path, run.train_frames if split == run.train_split else None
+        if args.frames is None:
+            kwargs["frames"] = frames
+    else:
+        split, folder = split or "test", None
+    if args.data is not None:
+        folder = args.data
+    elif folder is None:
+        raise UserError(f"{model.source} is not part of a run with a dataset: give --data PATH")
+    elif not Path(folder).is_dir():
+        raise UserError(f"{folder}, the dataset of {Path(model.run_dir) / 'config.toml'}, is not an existing "
+                        f"folder: give --data PATH")
+    if getattr(args, "downscale", None) is not None:
+        kwargs["downscale"] = args.downscale
+    return folder, split, kwargs
+
+
 def _load_split(args, model, split):
+    """The views of `split` (None: the default split) that --data / the run name."""
     from ..data import load_dataset
-    if not args.data:
-        raise UserError(f"--path {split} needs the dataset: --data PATH")
-    return load_dataset(args.data, split, background=model.background, frames=args.frames)
+    folder, split, kwargs = _dataset_source(args, model, split)
+    return load_dataset(folder, split, **kwargs)
 
 
 def _render_cameras(args, model):
@@ -107,22 +153,24 @@ def cmd_render(args) -> int:
 
 def cmd_eval(args) -> int:
     from ..metrics import evaluate
-    if not args.data:
-        raise UserError("splat eval needs the dataset: --data PATH")
     model = _open_model(args)
-    data = _load_split(args, model, args.split)
+    folder, split, kwargs = _dataset_source(args, model, args.split)
+    from ..data import load_dataset
+    data = load_dataset(folder, split, **kwargs)
     t0 = time.perf_counter()
     renderer = model.renderer
     if args.exposure:  # the training views' learned colour corrections (splat/exposure.py)
         from ..exposure import corrected_renderer
-        renderer = corrected_renderer(model, data, args.split)
+        renderer = corrected_renderer(model, data, split)
     ev = evaluate(renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips)
     seconds = time.perf_counter() - t0
     lp = (lambda v: f"  LPIPS({args.lpips}) {v:.4f}") if args.lpips else (lambda v: "")
     if args.per_view:
         for v in ev.per_view:
             print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}{lp(v.get('lpips'))}")
-    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {len(data)} views of {args.data} [{args.split}]"
+    views = f"{len(data)} view{'s' if len(data) != 1 else ''}"
+    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {views} of {folder} [{split}]"
+          + (f" at downscale {kwargs['downscale']}" if kwargs.get("downscale", 1) != 1 else "")
           + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
           + (" antialiased" if model.antialiased else "")
           + (" with the learned exposure corrections" if args.exposure else ""))
@@ -130,8 +178,8 @@ def cmd_eval(args) -> int:
         is_ckpt = model.source.lower().endswith(".npz")
         result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
                                  "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
-                                 "data": str(Path(args.data).resolve()), "split": args.split,
-                                 "frames": args.frames, "supersample": args.supersample, "masked": args.masked,
+                                 "data": str(Path(folder).resolve()), "split": split,
+                                 "frames": kwargs["frames"], "downscale": kwargs.get("downscale", 1), "supersample": args.supersample, "masked": args.masked,
                                  "antialiased": model.antialiased,
                                  "exposure": args.exposure,
                                  "views": len(data), "num_gaussians": model.renderer.num_gaussians,
@@ -145,11 +193,28 @@ def cmd_export(args) -> int:
     from .. import formats
     scene = formats.load_scene(args.source)
     fmt = args.format or formats.format_for_path(args.out)
+    _check_export_target(args.out, fmt, scene.source)
     formats.save(args.out, scene.gaussians, fmt)
     size = os.path.getsize(args.out)
     print(f"wrote {args.out}: {len(scene.gaussians):,} Gaussians as {fmt} ({size / 1e6:.2f} MB) "
           f"from {scene.source}")
     return 0
+
+
+def _check_export_target(out, fmt: str, source) -> None:
+    """Refuse an --out that would lose data or mislead a reader: the file being
+    read, or a name whose extension says another format (readers go by the name;
+    a compressed PLY may be named .ply, as SuperSplat writes it)."""
+    from .. import formats
+    if Path(out).resolve() == Path(source).resolve():
+        raise UserError(f"--out {out} is the file being read ({source}); write to another file")
+    try:
+        named = formats.format_for_path(out)
+    except ValueError:  # no known extension: the name says nothing
+        return
+    if named != fmt and not (fmt == "compressed-ply" and named == "ply"):
+        ext = {"ply": ".ply", "compressed-ply": ".compressed.ply", "splat": ".splat", "spz": ".spz"}[fmt]
+        raise UserError(f"--out {out}: the name says {named} but --format is {fmt}; name it *{ext}")
 
 
 def cmd_view(args) -> int:
@@ -159,8 +224,7 @@ def cmd_view(args) -> int:
     model = open_model(args.source, bc, background=args.background, antialiased=args.antialiased)
     cams = list(model.cameras)
     if args.data:
-        from ..data import load_dataset
-        test = load_dataset(args.data, args.split, background=model.background)
+        test = _load_split(args, model, args.split)
         cams = [c for c in cams if c[2] != "test"] + [(n, c, "test") for n, c in zip(test.names, test.cameras)]
     save_dir = Path(args.save_dir) if args.save_dir else (model.run_dir or Path.cwd())
     viewer = Viewer(model.gaussians, cameras=cams, backend_config=bc, background=model.background,
