@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -108,13 +109,20 @@ def test_every_command_on_mixed_sizes_and_masks(tmp_path, capsys):
     assert rc == 0, err
     masked = json.loads(results.read_text())
     assert masked["masked"] and not plain["masked"]
-    # splat eval holds out every 8th image (its default): views 0000 (masked) and 0008
+    # splat eval of the run's checkpoint holds out the views the run did (its test_every)
     pv = {v["name"]: v for v in plain["per_view"]}
     mv = {v["name"]: v for v in masked["per_view"]}
-    assert sorted(mv) == ["0000.png", "0008.png"]
-    assert mv["0000.png"]["psnr"] == pytest.approx(views["0000.png"]["psnr"], rel=1e-6)   # as in training
-    assert mv["0008.png"]["psnr"] == pytest.approx(pv["0008.png"]["psnr"])   # no mask: the same
+    assert sorted(mv) == sorted(views)
+    for name in views:   # masked as in training (eval_masked)
+        assert mv[name]["psnr"] == pytest.approx(views[name]["psnr"], rel=1e-6), name
+    assert mv["0003.png"]["psnr"] == pytest.approx(pv["0003.png"]["psnr"])   # no mask: the same
     assert mv["0000.png"]["psnr"] != pv["0000.png"]["psnr"]
+    # a checkpoint outside its run folder has no config: the loader's default split (every 8th image)
+    alone = tmp_path / "alone.npz"
+    shutil.copyfile(ckpt, alone)
+    rc, stdout, err = run_cli(capsys, "eval", alone, "--data", scene, "--json", results, "--backend", "cpu")
+    assert rc == 0, err
+    assert sorted(v["name"] for v in json.loads(results.read_text())["per_view"]) == ["0000.png", "0008.png"]
 
     renders = tmp_path / "renders"
     rc, stdout, err = run_cli(capsys, "render", "--checkpoint", ckpt, "--data", scene, "--split", "all",

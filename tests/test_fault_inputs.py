@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
@@ -288,14 +288,19 @@ frames = st.fixed_dictionaries(
                                   optional={"camera_angle_x": scalars, "fl_x": scalars, "fl_y": scalars,
                                             "cx": scalars, "cy": scalars}),
        downscale=st.sampled_from([1, 2, 3, 64]), raw_bytes=st.none() | st.binary(max_size=40))
+@example(meta={"frames": [{"file_path": "./train/r_0", "transform_matrix": [[1, 0, 0, 0], [0, 1, 0, 0],
+                                                                             [0, 0, 1, 3], [0, 0, 0, 1]]}],
+               "camera_angle_x": 1}, downscale=2, raw_bytes=None)   # one that loads, every run
 def test_blender_transforms_load_cleanly(image_folder, meta, downscale, raw_bytes):
     text = raw_bytes if raw_bytes is not None else json.dumps(meta, allow_nan=True).encode()
     (image_folder / "transforms_train.json").write_bytes(text)
     ds = works_or_clean(load_dataset, image_folder, "train", downscale=downscale, background=(0.2, 0.4, 0.6),
                         naming=image_folder)
     if ds is not None:
-        assert ds.images.dtype == np.uint8 and len(ds) == len(ds.cameras)
-        assert all(math.isfinite(c.fx) and c.fx > 0 for c in ds.cameras)
+        assert len(ds) == len(ds.cameras) == len(ds.images)
+        for img, c in zip(ds.images, ds.cameras):
+            assert img.dtype == np.uint8 and img.shape == (c.height, c.width, 3)
+            assert math.isfinite(c.fx) and c.fx > 0
 
 
 # --------------------------------------------------------------------------- COLMAP
