@@ -257,8 +257,7 @@ def test_nonfinite_count_kernels_match_isfinite(compiler, tmp_path, sh_width):
         got = dict(line.split() for line in p.stdout.splitlines())
         for a in range(5):
             assert got[f"got{a}"] == got[f"want{a}"], (a, got, n, groups, seed)
-        if n > 1:
-            assert sum(int(got[f"want{a}"]) for a in range(5)) > 0, (got, seed)
+            assert int(got[f"want{a}"]) > 0, (a, got, seed)   # the check plants one in every array
 def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):
     """The pair count's scan past 2^32 (GpuDevice::scanned_total): block sums
     saturate instead of wrapping, so the host's total from the scanned block

@@ -30,9 +30,13 @@ int main(int argc, char** argv) {
   std::uniform_int_distribution<int> pick(0, (int)(sizeof(specials) / sizeof(float)) - 1);
   std::bernoulli_distribution special(0.02);
   std::vector<float> arrays[SPLAT_FINITE_ARRAYS];
+  std::uniform_int_distribution<int> pick_nonfinite(0, 3);  // specials[0..3]: the NaNs and infinities
   for (int a = 0; a < SPLAT_FINITE_ARRAYS; ++a) {
     arrays[a].resize((size_t)n * widths[a]);
     for (float& v : arrays[a]) v = special(rng) ? specials[pick(rng)] : normal(rng);
+    // at least one in every array, so a kernel that counts nothing cannot pass
+    std::uniform_int_distribution<size_t> at(0, arrays[a].size() - 1);
+    arrays[a][at(rng)] = specials[pick_nonfinite(rng)];
   }
 
   FiniteParams p{};
