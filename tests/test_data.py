@@ -461,6 +461,45 @@ def test_colmap_bad_text_and_missing_images(tmp_path):
         load_dataset(tmp_path, "all")
 
 
+class _Records(list):
+    """(id, record) pairs with the dict interface the writers use, so an id can repeat."""
+
+    def items(self):
+        return iter(self)
+
+
+@pytest.mark.parametrize("fmt", ["bin", "txt"])
+def test_colmap_ids_and_names_listed_twice_are_refused(tmp_path, fmt):
+    """A model listing one image id, one image name or one camera id twice is damaged:
+    the loader names the file and the id or name instead of keeping either record."""
+    cams, images, points, pix = make_colmap(tmp_path, n=5, fmt=fmt)
+    sparse = tmp_path / "sparse" / "0"
+    writer = write_colmap_bin if fmt == "bin" else write_colmap_txt
+    first_id, first = next(iter(images.items()))
+    other_id = max(images) + 1
+    cases = [(_Records(list(images.items()) + [(first_id, first)]), cams, f"image id {first_id} is listed twice"),
+             (_Records(list(images.items()) + [(other_id, first)]), cams,
+              f"image {first[3]!r} is listed twice (ids {first_id} and {other_id})"),
+             (images, _Records(list(cams.items()) + [next(iter(cams.items()))]),
+              f"camera id {next(iter(cams))} is listed twice")]
+    for listed, cam_records, words in cases:
+        writer(sparse, cam_records, listed, points)
+        with pytest.raises(DatasetError) as info:
+            load_dataset(tmp_path, "all")
+        msg = str(info.value)
+        assert words in msg and ("images." if "image" in words else "cameras.") + fmt in msg, msg
+    writer(sparse, cams, images, points)
+    assert len(load_dataset(tmp_path, "all")) == 5
+
+
+def test_colmap_split_of_too_few_images_says_how_to_train_on_all(tmp_path):
+    make_colmap(tmp_path, n=1)
+    with pytest.raises(DatasetError, match=r'the train split is empty \(1 image, one in every 8 held out for '
+                                           r'test\) \(\[data\] train_split = "all"'):
+        load_dataset(tmp_path, "train")
+    assert len(load_dataset(tmp_path, "all")) == 1
+
+
 def test_dataset_validation():
     cam = Camera(np.eye(4, dtype=np.float32), 10.0, 10.0, 4.0, 3.0, 8, 6)
     img = rng.integers(0, 256, size=(1, 6, 8, 3), dtype=np.uint8)

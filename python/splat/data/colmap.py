@@ -124,6 +124,25 @@ _IMG_HEAD = struct.Struct("<i4d3di")
 _PT_HEAD = struct.Struct("<Q3d3BdQ")
 
 
+def _add_once(out: dict, key: int, record, path) -> None:
+    """out[key] = record; a model listing an id twice is damaged, and keeping either
+    record would train on a pose or lens nobody chose."""
+    if key in out:
+        kind = "image" if isinstance(record, ColmapImage) else "camera"
+        raise DatasetError(f"[splat] {path}: {kind} id {key} is listed twice")
+    out[key] = record
+
+
+def _names_once(images: dict, path) -> dict:
+    """`images`, after checking that no image name is listed twice (two poses of one photo)."""
+    seen = {}
+    for im in images.values():
+        if im.name in seen:
+            raise DatasetError(f"[splat] {path}: image {im.name!r} is listed twice (ids {seen[im.name]} and {im.id})")
+        seen[im.name] = im.id
+    return images
+
+
 def read_cameras_binary(path) -> dict[int, ColmapCamera]:
     r = _BinReader(Path(path))
     out = {}
@@ -133,7 +152,7 @@ def read_cameras_binary(path) -> dict[int, ColmapCamera]:
             raise DatasetError(f"[splat] {path}: camera {cam_id} has unknown camera model id {model_id}")
         name, nparams = CAMERA_MODELS[model_id]
         params = r.read(struct.Struct(f"<{nparams}d"), f"camera {cam_id} parameters")
-        out[cam_id] = _check_camera(path, ColmapCamera(cam_id, name, width, height, params))
+        _add_once(out, cam_id, _check_camera(path, ColmapCamera(cam_id, name, width, height, params)), path)
     r.finish()
     return out
 
@@ -146,9 +165,10 @@ def read_images_binary(path) -> dict[int, ColmapImage]:
         name = r.cstring(f"image {image_id} name")
         (npts,) = r.read(_U64, f"image {image_id} point count")
         r.skip(24 * npts, f"image {image_id} 2D points")
-        out[image_id] = _check_image(path, ColmapImage(image_id, (qw, qx, qy, qz), (tx, ty, tz), cam_id, name))
+        image = ColmapImage(image_id, (qw, qx, qy, qz), (tx, ty, tz), cam_id, name)
+        _add_once(out, image_id, _check_image(path, image), path)
     r.finish()
-    return out
+    return _names_once(out, path)
 
 
 def read_points3d_binary(path) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +228,7 @@ def read_cameras_text(path) -> dict[int, ColmapCamera]:
             raise _bad_line(path, lineno, "malformed number") from None
         if len(params) != _MODEL_PARAMS[model]:
             raise _bad_line(path, lineno, f"{model} takes {_MODEL_PARAMS[model]} parameters, got {len(params)}")
-        out[cam_id] = _check_camera(path, ColmapCamera(cam_id, model, width, height, params))
+        _add_once(out, cam_id, _check_camera(path, ColmapCamera(cam_id, model, width, height, params)), path)
     return out
 
 
@@ -233,9 +253,9 @@ def read_images_text(path) -> dict[int, ColmapImage]:
             cam_id = int(parts[8])
         except ValueError:
             raise _bad_line(path, lineno, "malformed number") from None
-        out[image_id] = _check_image(path, ColmapImage(image_id, q, t, cam_id, parts[9].strip()))
+        _add_once(out, image_id, _check_image(path, ColmapImage(image_id, q, t, cam_id, parts[9].strip())), path)
         i += 1  # the POINTS2D line
-    return out
+    return _names_once(out, path)
 
 
 def read_points3d_text(path) -> tuple[np.ndarray, np.ndarray]:
@@ -360,8 +380,10 @@ def load_colmap(root, split: str = "train", *, background=(0.0, 0.0, 0.0), downs
         want_test = split == "test"
         chosen = [im for k, im in enumerate(ordered) if (k % test_every == 0) == want_test]
         if not chosen:
-            raise DatasetError(f"[splat] {sparse}: the {split} split is empty ({len(ordered)} images, "
-                               f"every {test_every}th held out for test)")
+            n = len(ordered)
+            hint = ' ([data] train_split = "all" trains on every image)' if split == "train" else ""
+            raise DatasetError(f"[splat] {sparse}: the {split} split is empty ({n} image{'s' if n != 1 else ''}, "
+                               f"one in every {test_every} held out for test){hint}")
     chosen = [chosen[i] for i in select_frames(len(chosen), frames)]
 
     lenses = {}
