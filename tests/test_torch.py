@@ -266,6 +266,31 @@ def test_import_without_torch_says_how_to_install():
     assert "[splat] splat.torch needs PyTorch" in out.stdout and "torch extra" in out.stdout, out.stdout + out.stderr
 
 
+def test_a_script_that_keeps_its_outputs_exits_cleanly():
+    """A script whose globals hold rasterize's outputs (so the autograd graph lives to
+    the interpreter's exit) exits without nanobind reporting leaked rasterizers, also
+    after a backward and with a forward whose backward never ran."""
+    code = """
+import torch, splat.torch as st
+g = torch.Generator().manual_seed(0)
+n = 12
+means = (torch.randn(n, 3, generator=g) * 0.3).requires_grad_(True)
+quats, log_scales = torch.randn(n, 4, generator=g), torch.full((n, 3), -2.0)
+opacity, sh = torch.ones(n), torch.rand(n, 1, 3, generator=g)
+viewmats = torch.eye(4)[None].clone()
+viewmats[0, 2, 3] = 4.0
+Ks = torch.tensor([[[40.0, 0, 16], [0, 40.0, 16], [0, 0, 1]]])
+colors, alphas, meta = st.rasterize(means, quats, log_scales, opacity, sh, viewmats, Ks, 32, 32, sh_degree=0)
+colors.sum().backward(retain_graph=True)
+kept, _, _ = st.rasterize(means, quats, log_scales, opacity, sh, viewmats, Ks, 32, 32, sh_degree=0)
+print("grad", float(means.grad.abs().sum()) > 0)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
+                         cwd=os.path.dirname(splat.__file__) + "/..", timeout=120)
+    assert out.returncode == 0 and "grad True" in out.stdout, out.stdout + out.stderr
+    assert "leaked" not in out.stderr, out.stderr
+
+
 def test_differentiable_background_is_composited():
     """A background that needs a gradient is blended in torch: the same image as the
     native blend, and d bg = sum over pixels of d_image (1 - alpha)."""

@@ -33,10 +33,11 @@ class Lease:
     """A pass's claim on a native's resident state; released by its backward or
     when it is garbage (the output that needed it is gone)."""
 
-    __slots__ = ("done", "__weakref__")
+    __slots__ = ("done", "slot", "__weakref__")
 
-    def __init__(self):
+    def __init__(self, slot: int):
         self.done = False
+        self.slot = slot   # the native's index in its pool
 
 
 class NativePool:
@@ -81,7 +82,7 @@ class NativePool:
                 slot = len(self._natives) if len(self._natives) < self.size else \
                     min(range(len(self._natives)), key=self._taken.__getitem__)
             native = self._grow(slot)
-            lease = Lease()
+            lease = Lease(slot)
             self._leases[slot] = weakref.ref(lease)
             self._clock += 1
             self._taken[slot] = self._clock

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import weakref
 
 import numpy as np
 import torch
@@ -89,7 +90,10 @@ class _RasterizeView(torch.autograd.Function):
         params = (means.detach(), log_scales.detach(), quats.detach(), opacity_logits.detach(), sh.detach())
         token = _native_forward(native, params, cam, sh_degree, background, antialiased, image, alpha, radii, dev)
         ctx.save_for_backward(means, quats, log_scales, opacity_logits, sh)
-        ctx.native, ctx.lease, ctx.token = native, lease, token
+        # The graph holds the pool weakly: a graph kept to the interpreter's exit (outputs
+        # in a script's globals) must not keep the natives past the atexit clear below,
+        # or their devices outlive the module and nanobind reports them as leaked.
+        ctx.pool, ctx.lease, ctx.token = weakref.ref(pool), lease, token
         ctx.cam, ctx.sh_degree, ctx.background, ctx.antialiased = cam, sh_degree, background, antialiased
         ctx.has_means2d = means2d is not None
         ctx.mark_non_differentiable(radii)
@@ -103,7 +107,10 @@ class _RasterizeView(torch.autograd.Function):
             return (None,) * 11
         dev = means.device
         n = means.shape[0]
-        native = ctx.native
+        pool = ctx.pool()
+        if pool is None:
+            raise RuntimeError("[splat.torch] backward: the rasterizers were released (the interpreter is exiting)")
+        native = pool.native(ctx.lease.slot)
         params = (means.detach(), log_scales.detach(), quats.detach(), opacity_logits.detach(), sh.detach())
         if native.last_token != ctx.token:
             # The device has rendered something else since: render this view again.
