@@ -164,6 +164,25 @@ def test_trainer_rechecks_an_edited_config(scene):
         splat.Trainer.from_dataset(data, cfg, splat.BackendConfig(backend="cpu"))
 
 
+def test_trainer_arguments_of_the_wrong_type_name_the_argument(scene, coloured_run):
+    """Trainer.from_dataset / load_checkpoint given something that is not a dataset or a
+    TrainConfig raise a TypeError naming that argument (not an AttributeError from inside)."""
+    data = load_dataset(scene / "scene", "train")
+    cpu = splat.BackendConfig(backend="cpu")
+    run, _ = coloured_run
+    cases = [(lambda: splat.Trainer.from_dataset(None), "dataset"),
+             (lambda: splat.Trainer.from_dataset([data.images[0]]), "dataset"),
+             (lambda: splat.Trainer.from_dataset(data, {"steps": 5}, cpu), "train_config"),
+             (lambda: splat.Trainer.from_dataset(data, splat.TrainConfig(steps=5, init_points=30), "cpu"),
+              "backend_config"),
+             (lambda: splat.Trainer.load_checkpoint(run / "checkpoint.npz", str(scene / "scene"), cpu),
+              "dataset")]
+    for make, name in cases:
+        with pytest.raises(TypeError, match=rf"^\[splat\] {name}: expected "):
+            make()
+    assert splat.Trainer.load_checkpoint(run / "checkpoint.npz", data, cpu).step_count > 0
+
+
 # --------------------------------------------------------------------------- checkpoints
 
 

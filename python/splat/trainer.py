@@ -130,11 +130,19 @@ def image_bytes(dataset) -> tuple[int, int]:
     return int(rgb), int(mask)
 
 
+def _check_dataset(dataset) -> None:
+    from .data.dataset import Dataset
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"[splat] dataset: expected a splat Dataset (splat.load_dataset, splat.data.Dataset), "
+                        f"got {type(dataset).__name__}")
+
+
 class Trainer:
     """Trains Gaussians on a dataset; every step runs natively with the GIL released."""
 
     def __init__(self, dataset, train_config: TrainConfig, backend_config, state: dict, step: int = 0,
                  *, scene_extent: float | None = None, image_budget: int = 0):
+        _check_dataset(dataset)
         if not isinstance(train_config, TrainConfig):
             raise TypeError(f"[splat] train_config: expected splat.TrainConfig, got {type(train_config).__name__}")
         errors = train_config.errors()  # attributes may have been assigned since construction
@@ -171,7 +179,10 @@ class Trainer:
         image_budget: device bytes the training images may take before they are streamed from
         host memory a view a step ahead (0: the backend's default, half the free device memory;
         the cpu backend streams only when given one)."""
+        _check_dataset(dataset)
         config = train_config if train_config is not None else TrainConfig()
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"[splat] train_config: expected splat.TrainConfig, got {type(config).__name__}")
         if initial is None:
             if dataset.format in CAPTURE_FORMATS:
                 points, colors, note = capture_points(dataset, config.init_points, config.seed)
@@ -339,6 +350,7 @@ class Trainer:
         """A trainer in exactly the saved state, training on `dataset` (the same views).
         for_render: a trainer only to render from (any stand-in views): without the
         per-view exposure corrections, which renders never apply."""
+        _check_dataset(dataset)
         meta, arrays = read_checkpoint(path)
         check_checkpoint_sizes(meta, dataset, path)
         if for_render:
