@@ -83,6 +83,9 @@ def test_invalid_types_and_fields():
         splat.BackendConfig(rasterbackward="simd")
     with pytest.raises(ValueError, match="unknown field 'foo'"):
         splat.BackendConfig({"foo": "bar"})
+    for value in (4, True, 0.5, ["x"]):   # an unknown field is that error, not one about its value's type
+        with pytest.raises(ValueError, match="unknown field 'threads'; accepted fields: backend"):
+            splat.BackendConfig(threads=value)
     with pytest.raises(ValueError, match="raster_backward: expected a string"):
         splat.BackendConfig(raster_backward=3)
     with pytest.raises(ValueError, match="raster_backward: expected a string, got a bool"):

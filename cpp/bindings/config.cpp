@@ -15,9 +15,11 @@ namespace {
 
 // Python value -> value name: str as is; bool fields also take True/False.
 std::string value_name(const char* field, nb::handle value) {
-  bool is_bool_field = false;
+  bool known = false, is_bool_field = false;
   for (const auto& f : BackendConfig::fields())
-    if (std::string(f.name) == field) is_bool_field = f.is_bool;
+    if (std::string(f.name) == field) known = true, is_bool_field = f.is_bool;
+  // An unknown field is that error, whatever its value's type.
+  if (!known) (void)BackendConfig().get(field);  // throws "[BackendConfig] unknown field ..."
   if (nb::isinstance<nb::bool_>(value)) {
     if (!is_bool_field)
       throw ConfigError(std::string("[BackendConfig] ") + field + ": expected a string, got a bool");
