@@ -303,6 +303,51 @@ def test_blender_transforms_load_cleanly(image_folder, meta, downscale, raw_byte
             assert math.isfinite(c.fx) and c.fx > 0
 
 
+# --------------------------------------------------------------------------- nerfstudio
+
+
+intrinsics = st.fixed_dictionaries({}, optional={
+    "fl_x": scalars, "fl_y": scalars, "cx": scalars, "cy": scalars,
+    "w": st.one_of(st.just(10), scalars), "h": st.one_of(st.just(8), scalars),
+    "camera_model": st.one_of(st.sampled_from(["OPENCV", "PINHOLE", "OPENCV_FISHEYE", "EQUIRECTANGULAR", "opencv"]),
+                              scalars),
+    "k1": scalars, "k2": scalars, "k3": scalars, "k4": scalars, "p1": scalars, "p2": scalars,
+    "is_fisheye": st.booleans()})
+ns_frames = st.builds(lambda f, extra: {**f, **extra},
+                      frames, intrinsics | st.fixed_dictionaries({}, optional={"mask_path": scalars}))
+ns_lists = st.one_of(st.lists(st.sampled_from(["train/r_0.png", "train/r_1.png", "r_0", "nope.png"]), max_size=3),
+                     toml_values)
+
+
+@quick(40)
+@given(meta=st.builds(lambda top, fr, extra: {**top, "frames": fr, **extra}, intrinsics,
+                      st.one_of(st.lists(ns_frames, max_size=3), toml_values),
+                      st.fixed_dictionaries({}, optional={"applied_transform": matrices, "train_filenames": ns_lists,
+                                                          "test_filenames": ns_lists, "ply_file_path": scalars})),
+       split=st.sampled_from(["train", "test", "all"]), downscale=st.sampled_from([1, 2, 64]))
+@example(meta={"fl_x": 12.0, "w": 10, "h": 8, "k1": 0.01,
+               "frames": [{"file_path": "train/r_0.png",
+                           "transform_matrix": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 3], [0, 0, 0, 1]]},
+                          {"file_path": "train/r_1.png",
+                           "transform_matrix": [[1, 0, 0, 0.2], [0, 1, 0, 0], [0, 0, 1, 3], [0, 0, 0, 1]]}]},
+         split="all", downscale=1)   # one that loads (with a distortion to undo), every run
+def test_nerfstudio_transforms_load_cleanly(image_folder, meta, split, downscale):
+    """transforms.json (nerfstudio) with fuzzed global and per-frame intrinsics, lens
+    models, distortion, masks, applied_transform and split lists: loads, or fails
+    with one clean error naming the folder."""
+    (image_folder / "transforms.json").write_text(json.dumps(meta, allow_nan=True))
+    try:
+        ds = works_or_clean(load_dataset, image_folder, split, downscale=downscale, format="nerfstudio",
+                            naming=image_folder)
+    finally:
+        (image_folder / "transforms.json").unlink()
+    if ds is not None:
+        assert len(ds) == len(ds.cameras) == len(ds.images) > 0
+        for img, c in zip(ds.images, ds.cameras):
+            assert img.dtype == np.uint8 and img.shape == (c.height, c.width, 3)
+            assert all(math.isfinite(v) for v in (c.fx, c.fy, c.cx, c.cy)) and c.fx > 0 and c.fy > 0
+
+
 # --------------------------------------------------------------------------- COLMAP
 
 models = st.sampled_from(["PINHOLE", "SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL", "OPENCV", "FULL_OPENCV", "BOGUS"])
