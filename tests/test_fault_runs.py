@@ -362,3 +362,36 @@ def test_resume_of_a_run_killed_at_its_last_step(root, baseline, tmp_path):
     assert p.returncode == 0, p.stderr
     assert (out / "renders" / f"step_{STEPS}").is_dir()
     assert_same_result(out, baseline[0])
+
+
+def test_a_run_that_fails_at_setup_leaves_the_folder_reusable(root, tmp_path, monkeypatch, capsys):
+    """A new run that stops before it has a result (here: the kernels fail at warm-up,
+    after config.toml and cameras.json are written; or --view without viser) leaves no run
+    files, so the same command runs again without --overwrite. A resumed run keeps its
+    files whatever happens."""
+    from splat import cli, warmup
+    from _cli import assert_user_error
+    out = tmp_path / "run"
+    config = write_config(root, "setup", out, steps=30, checkpoints=[])
+
+    def errors():   # stderr without the recipe's warnings and notes
+        return "\n".join(ln for ln in capsys.readouterr().err.splitlines()
+                         if not ln.startswith(("splat: warning:", "note:")))
+
+    def broken(*args, **kwargs):
+        assert (out / "config.toml").is_file() and (out / "cameras.json").is_file()   # written by now
+        raise RuntimeError("[splat] kernel compilation failed (injected)")
+
+    monkeypatch.setattr(warmup, "warm_up", broken)
+    assert_user_error(cli.main(["train", "--config", str(config), "--quiet"]), errors(), "kernel compilation failed")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == []
+    monkeypatch.setitem(sys.modules, "viser", None)   # `import viser` fails as where it is not installed
+    assert_user_error(cli.main(["train", "--config", str(config), "--quiet", "--view"]), errors(), "needs viser",
+                      "splat-gs[view]")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == []
+    monkeypatch.undo()
+    assert cli.main(["train", "--config", str(config), "--quiet"]) == 0, capsys.readouterr().err
+    assert (out / "checkpoint.npz").is_file()
+    monkeypatch.setattr(warmup, "warm_up", broken)
+    assert cli.main(["train", "--resume", str(out), "--steps", "33", "--quiet"]) == 1
+    assert (out / "checkpoint.npz").is_file() and (out / "metrics.json").is_file()

@@ -167,6 +167,12 @@ class RunFolder:
                 p.unlink(missing_ok=True)
         _fsync_dir(self.path)
 
+    def holds_results(self) -> bool:
+        """Whether the run here has written anything beyond its setup (config.toml,
+        cameras.json): a checkpoint, metrics.json or the PLY."""
+        return bool(self.checkpoints()) or (self.path / METRICS_NAME).exists() or \
+            (self.path / "point_cloud.ply").exists()
+
     def checkpoints(self) -> list[Path]:
         """checkpoint_N.npz by N, then checkpoint.npz (the final one) if present."""
         numbered = sorted((p for p in self.path.iterdir() if checkpoint_step(p.name) is not None),

@@ -120,6 +120,9 @@ def _train(args, stop: StopSignals) -> int:
 
     t_begin = time.perf_counter()
     resume = args.resume is not None
+    if args.view:   # before the run folder is taken: a missing extra is not a run
+        from ..viewer.server import require_viser
+        require_viser()
     if resume and (args.config or args.out or args.overwrite or scene_arg(args) is not None
                    or getattr(args, "set", None)):
         raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --data, "
@@ -137,7 +140,15 @@ def _train(args, stop: StopSignals) -> int:
         if not synthetic:   # the built-in scene's recipe is scaled to --steps, not the user's
             for w in recipe_warnings(cfg.train):
                 warn(w)
-        return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
+        try:
+            return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
+        except BaseException:
+            # A new run that stops before it has any result (a dataset, kernel or viewer
+            # error at setup) takes its config.toml and cameras.json with it, so the same
+            # command can run again without --overwrite.
+            if not resume and not folder.holds_results():
+                folder.remove_run_files()
+            raise
 
 
 def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float) -> int:

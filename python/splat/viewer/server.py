@@ -41,6 +41,16 @@ class _ClientState:
     last_camera: object = None  # the splat Camera of the last image sent
 
 
+def require_viser():
+    """The viser module, or the one-line error that says how to install it."""
+    try:
+        import viser
+    except ImportError:
+        raise RuntimeError("[splat] the viewer needs viser: pip install 'splat-gs[view]' (or pip install viser)") \
+            from None
+    return viser
+
+
 @dataclass
 class ViewerStats:
     renders: int = 0
@@ -162,11 +172,7 @@ class Viewer:
         return path
 
     def start(self) -> "Viewer":
-        try:
-            import viser
-        except ImportError:
-            raise RuntimeError("[splat] the viewer needs viser: pip install 'splat-gs[view]' (or pip install viser)") \
-                from None
+        viser = require_viser()
         self.server = viser.ViserServer(host=self.host, port=self.port, label=self.label, verbose=False)
         self.server.gui.configure_theme(control_width="medium", show_share_button=False)
         self.server.scene.set_up_direction(tuple(float(v) for v in self.frame.up))
