@@ -81,7 +81,10 @@ def test_rasterize_matches_reference(cameras, degree, per_camera_sh):
     ok = _stable_mask(refs, c_np, a_np, scale)
     assert ok.mean() >= 0.99, f"only {ok.mean():.4f} of the pixels agree; seed {seed}"
     for i, r in enumerate(refs):
-        np.testing.assert_array_equal(meta["radii"][i, :, 0].numpy(), r.radii, err_msg=f"radii; seed {seed}")
+        # ceil(3 sqrt(lambda)) in float32 against float64: a radius at an integer boundary may
+        # round up on one side only (as test_parity_cpu allows)
+        differ = np.count_nonzero(meta["radii"][i, :, 0].numpy() != r.radii)
+        assert differ <= max(1, len(g) // 200), f"radii differ for {differ} Gaussians; seed {seed}"
         z = meta["depths"][i].detach().numpy()[r.radii > 0]
         # float32 z = R p + t rounds in absolute terms, ~eps x the scene's depths: a
         # Gaussian near the near plane gets no tighter bound than a distant one
