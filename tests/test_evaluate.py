@@ -143,3 +143,19 @@ def test_evaluate_bad_supersample(tiny):
     for bad in (True, "2"):  # not numbers
         with pytest.raises(TypeError, match=r"\] supersample:"):
             splat.evaluate(trainer, test, supersample=bad)
+
+
+def test_evaluate_reports_progress_after_every_view(tiny):
+    """progress(done, total) follows each view, a view masked entirely (skipped) too,
+    and the results are those without it."""
+    from splat.data.dataset import Dataset
+    trainer, test = tiny
+    masks = [None] * len(test)
+    masks[1] = np.zeros((test.cameras[1].height, test.cameras[1].width), bool)   # nothing of it counts
+    masked = Dataset(cameras=test.cameras, images=test.images, names=test.names, masks=masks,
+                     background=test.background, scene_extent=test.scene_extent)
+    calls = []
+    ev = splat.evaluate(trainer, masked, masked=True, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(k, len(test)) for k in range(1, len(test) + 1)]
+    assert [v["name"] for v in ev.per_view] == [n for i, n in enumerate(test.names) if i != 1]
+    assert ev.psnr == splat.evaluate(trainer, masked, masked=True).psnr

@@ -82,7 +82,7 @@ def check_supersample(dataset, supersample: int, name: str = "supersample") -> N
 
 
 def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = None,
-             masked: bool = False, lpips_net: str | None = None, lpips_device=None) -> Evaluation:
+             masked: bool = False, lpips_net: str | None = None, lpips_device=None, progress=None) -> Evaluation:
     """Mean PSNR and SSIM of `trainer`'s renders against `dataset`'s images,
     each view at its own size.
 
@@ -93,7 +93,8 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     entirely is skipped). Pass a dict as `renders` to receive the rendered
     images by view name. lpips_net: also LPIPS with that backbone ("alex" or
     "vgg", splat.metrics_lpips) on `lpips_device` (default: CUDA when torch
-    sees one); its weights are checked before the first render."""
+    sees one); its weights are checked before the first render. progress: a callable
+    given (views done, views) after each view."""
     supersample = integer("supersample", supersample, 1)
     if len(dataset.cameras):
         check_supersample(dataset, int(supersample))
@@ -105,19 +106,21 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     per_view = []
     for i, (cam, image, name) in enumerate(zip(dataset.cameras, dataset.images, dataset.names)):
         mask = None if masks is None else masks[i]
-        if mask is not None and not mask.any():
-            continue
-        render = trainer.render(cam.scaled(supersample) if supersample > 1 else cam, background=dataset.background)
-        render = box_downsample(render, supersample)
-        target = image.astype(np.float32) / 255.0
-        entry = {"name": name, "psnr": psnr(render, target, mask), "ssim": ssim(render, target, mask)}
-        if lpips_net is not None:
-            entry["lpips"] = lpips(render, target, lpips_net, mask=mask, device=lpips_device)
-        if mask is not None:
-            entry["valid_fraction"] = float(mask.mean())
-        per_view.append(entry)
-        if renders is not None:
-            renders[name] = render
+        if mask is None or mask.any():
+            render = trainer.render(cam.scaled(supersample) if supersample > 1 else cam,
+                                    background=dataset.background)
+            render = box_downsample(render, supersample)
+            target = image.astype(np.float32) / 255.0
+            entry = {"name": name, "psnr": psnr(render, target, mask), "ssim": ssim(render, target, mask)}
+            if lpips_net is not None:
+                entry["lpips"] = lpips(render, target, lpips_net, mask=mask, device=lpips_device)
+            if mask is not None:
+                entry["valid_fraction"] = float(mask.mean())
+            per_view.append(entry)
+            if renders is not None:
+                renders[name] = render
+        if progress is not None:
+            progress(i + 1, len(dataset.cameras))
     if not per_view:
         raise ValueError("[splat] dataset: has no views to evaluate")
     return Evaluation(psnr=float(np.mean([v["psnr"] for v in per_view])),

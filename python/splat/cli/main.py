@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--lpips", choices=("alex", "vgg"), help="also LPIPS with this backbone (needs splat-gs[lpips] "
                    "and its weights on this machine; README, Metrics)")
     e.add_argument("--json", metavar="OUT.json", help="also write the results (with per-view values)")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.add_argument("--per-view", action="store_true", help="print every view's values")
     e.add_argument("--masked", action="store_true",
                    help="leave out the pixels the views' masks exclude (as [data] eval_masked = true)")

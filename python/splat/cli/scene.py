@@ -3,6 +3,7 @@ that open a trained scene (run folder, checkpoint or scene file)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -151,6 +152,22 @@ def cmd_render(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _view_progress(label: str, total: int, enabled: bool):
+    """A progress callable (done, total) drawing a bar on stderr while the block runs
+    (None when disabled or stderr is no terminal: a log gets no bar); the bar is gone
+    when the block ends."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
+
+
 def cmd_eval(args) -> int:
     from ..metrics import evaluate
     model = _open_model(args)
@@ -162,7 +179,9 @@ def cmd_eval(args) -> int:
     if args.exposure:  # the training views' learned colour corrections (splat/exposure.py)
         from ..exposure import corrected_renderer
         renderer = corrected_renderer(model, data, split)
-    ev = evaluate(renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips)
+    with _view_progress("eval", len(data), not args.quiet) as progress:
+        ev = evaluate(renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips,
+                      progress=progress)
     seconds = time.perf_counter() - t0
     lp = (lambda v: f"  LPIPS({args.lpips}) {v:.4f}") if args.lpips else (lambda v: "")
     if args.per_view:
