@@ -212,6 +212,28 @@ def test_eval_of_a_run_reads_its_dataset_as_it_trained(tmp_path, capsys):
     assert json.loads(got.read_text())["psnr"] == pytest.approx(m["psnr"], abs=1e-4)
 
 
+def test_resume_after_the_scene_moved(tmp_path, capsys):
+    """--resume of a run whose scene folder moved says to give --data; with it the run
+    continues on the moved folder and its config.toml records the new path."""
+    import shutil
+    scene = tmp_path / "scene"
+    write_blender_scene(scene, SIZE, n_test_views=2)
+    out = tmp_path / "run"
+    rc, _, err = run_cli(capsys, "train", scene, "--steps", 6, "--backend", "cpu", "--quiet", "--out", out,
+                         "--set", "train.init_points=200", "--set", "output.eval_steps=[]")
+    assert rc == 0, err
+    moved = tmp_path / "elsewhere"
+    shutil.move(scene, moved)
+    rc, _, err = run_cli(capsys, "train", "--resume", out, "--steps", 9, "--quiet")
+    assert_user_error(rc, err, str(scene), "--data NEW_PATH")
+    rc, _, err = run_cli(capsys, "train", "--resume", out, "--steps", 9, "--quiet", "--data", moved)
+    assert rc == 0, err
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 9
+    assert tomllib.loads((out / "config.toml").read_text())["data"]["path"] == str(moved)
+    rc, _, err = run_cli(capsys, "train", "--resume", out, "--steps", 12, "--quiet", "--data", tmp_path / "gone")
+    assert_user_error(rc, err, "data.path", "gone")
+
+
 def test_render(run, scene_dir, tmp_path, capsys):
     rc, out, err = run_cli(capsys, "render", "--checkpoint", run / "checkpoint.npz", "--data", scene_dir / "scene",
                            "--frames", "0::2", "--out", tmp_path / "r")

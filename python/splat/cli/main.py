@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the run already in the run folder (its files are removed first)")
     t.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (its config.toml; "
-                        "--steps N trains on to N)")
+                        "--steps N trains on to N; --data PATH where the scene folder has moved)")
     t.add_argument("--view", action="store_true", help="serve the browser viewer during training (splat-gs[view])")
     t.add_argument("--view-port", type=positive_int, default=8080, metavar="PORT", help="viewer port (default 8080)")
     t.add_argument("--view-host", default="127.0.0.1", metavar="HOST", help="viewer address (default 127.0.0.1)")

@@ -3,6 +3,7 @@ in a locked run folder, with evaluations, checkpoints and the final outputs writ
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -10,8 +11,9 @@ from pathlib import Path
 from .._cli_common import warn, write_json
 from .._cli_data import render_files, scene_arg
 from ..stop_signals import StopSignals
-from ._shared import (LOSS_EVERY, _command_line_overrides, _config_setup, SYNTHETIC_OUT, SYNTHETIC_SIZE, SYNTHETIC_STEPS, UserError, _bytes, _clean,
-                      _make_backend, _pick_views, _progress, _side_by_side, _write_png)
+from ._shared import (LOSS_EVERY, SYNTHETIC_OUT, SYNTHETIC_SIZE, SYNTHETIC_STEPS, UserError, _bytes, _clean,
+                      _command_line_overrides, _config_setup, _make_backend, _pick_views, _progress, _side_by_side,
+                      _write_png)
 
 
 SYNTHETIC_MARKER = "# the built-in synthetic scene (splat.data.synthetic.make_scene()); [data] is unused"
@@ -81,12 +83,23 @@ class _KeepSome(dict):
 
 
 def _resume_setup(args, folder):
-    """(config, synthetic) of the run in `folder`, --steps and --backend applied."""
-    from ..config import load_config
+    """(config, synthetic) of the run in `folder`, --steps, --backend and --data applied."""
+    from ..config import ConfigError, load_config
     from ..run_dir import CONFIG_NAME
     path = folder.path / CONFIG_NAME
     synthetic = path.read_text(encoding="utf-8").startswith(SYNTHETIC_MARKER)
-    return _command_line_overrides(load_config(path, check_paths=not synthetic), args, path), synthetic
+    moved = None if args.data is None else {"data": {"path": os.path.abspath(os.path.expanduser(args.data))}}
+    if moved and synthetic:
+        raise UserError(f"{path}: the built-in scene's run has no dataset for --data to replace")
+    try:
+        cfg = load_config(path, check_paths=not synthetic, overrides=moved)
+    except ConfigError as exc:
+        missing = [e for e in exc.errors if e.startswith(("data.path:", "data.eval_path:"))]
+        if moved is None and missing:
+            raise UserError(f"{path}: {_clean(missing[0])}; if the scene moved, give its new folder: "
+                            f"--resume {folder.path} --data NEW_PATH") from None
+        raise
+    return _command_line_overrides(cfg, args, path), synthetic
 
 
 def _resume_state(folder, cfg):
@@ -123,10 +136,10 @@ def _train(args, stop: StopSignals) -> int:
     if args.view:   # before the run folder is taken: a missing extra is not a run
         from ..viewer.server import require_viser
         require_viser()
-    if resume and (args.config or args.out or args.overwrite or scene_arg(args) is not None
+    if resume and (args.config or args.out or args.overwrite or args.scene is not None
                    or getattr(args, "set", None)):
-        raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --data, "
-                        "--set, --out and --overwrite")
+        raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --set, "
+                        "--out and --overwrite (--data NEW_PATH: the scene folder, if it moved)")
     if resume:
         out = Path(args.resume)
         folder = RunFolder.open(out, resume=True)
@@ -213,7 +226,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
           f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
-    if not resume or args.steps:
+    if not resume or args.steps or args.data:
         _write_text_config(out / "config.toml", cfg, synthetic)
     _write_cameras(out, train, test)
 
