@@ -9,6 +9,11 @@ import sys
 import numpy as np
 import pytest
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402
 from _scenes import write_blender_scene  # noqa: E402
@@ -119,6 +124,25 @@ def test_bench_checkpoint_and_out(root, tmp_path, capsys):
     res = json.loads((tmp_path / "b" / "bench.json").read_text())
     assert res["start_step"] == 12 and res["end_step"] == 15
     check_summary(res, 1, 3)
+
+
+def test_a_runs_own_config_finds_its_run_folder(root, tmp_path, capsys):
+    """A run trained with --out records that folder as output.dir in its config.toml,
+    and `splat bench --config RUN/config.toml` replays that run's checkpoint, also after
+    the folder has been moved."""
+    import shutil
+    out = tmp_path / "elsewhere"
+    assert cli.main(["train", "--config", str(root / "configs" / "a.toml"), "--out", str(out), "--quiet",
+                     "--steps", "12"]) == 0
+    capsys.readouterr()
+    assert tomllib.loads((out / "config.toml").read_text())["output"]["dir"] == str(out.resolve())
+    moved = tmp_path / "moved"
+    shutil.move(out, moved)
+    rc, printed, err = run_bench(capsys, "--config", moved / "config.toml", "--iters", 2, "--repeats", 1,
+                                 "--warmup", 0)
+    assert rc == 0, err
+    res = json.loads((moved / "bench.json").read_text())
+    assert res["checkpoint"] == str((moved / "checkpoint.npz").resolve()) and res["start_step"] == 12
 
 
 def test_replay_config_never_densifies(root):

@@ -199,8 +199,18 @@ def make_trainer(ckpt: Checkpoint, setup: Setup, *, densify_stats: bool | None =
                    scene_extent=ckpt.meta.get("scene_extent"))
 
 
+def run_folder_of(setup: Setup) -> Path:
+    """The run a config belongs to: the folder of a run's own config.toml (next to its
+    checkpoints, wherever the folder was moved or whichever --out wrote it), else the
+    config's output.dir."""
+    own = Path(setup.path).parent
+    if Path(setup.path).name == "config.toml" and any(own.glob("checkpoint*.npz")):
+        return own
+    return Path(setup.config.output.dir)
+
+
 def _run_dir(setup: Setup, out) -> Path:
-    return Path(out) if out else Path(setup.config.output.dir)
+    return Path(out) if out else run_folder_of(setup)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -434,7 +444,7 @@ def _progress_line(name: str, r: int, repeats: int, times: list[float]) -> None:
 def cmd_bench(args) -> int:
     datasets: dict = {}
     a = load_setup(args.config, datasets)
-    ckpt = read_checkpoint(args.checkpoint or find_checkpoint(a.config.output.dir))
+    ckpt = read_checkpoint(args.checkpoint or find_checkpoint(run_folder_of(a)))
     b = load_setup(args.compare, datasets) if args.compare else None
     replays = [Replay("A", a, ckpt)] + ([Replay("B", b, ckpt)] if b else [])
     head = replays[0]
@@ -621,7 +631,7 @@ def cmd_parity(args) -> int:
     a = load_setup(files[0], datasets)
     same = os.path.abspath(files[1]) == os.path.abspath(files[0])
     b = a if same else load_setup(files[1], datasets)
-    ckpt = read_checkpoint(args.checkpoint or find_checkpoint(a.config.output.dir))
+    ckpt = read_checkpoint(args.checkpoint or find_checkpoint(run_folder_of(a)))
     _note(f"splat bench --parity: one step from {ckpt.path} (step {ckpt.step}) under "
           + (f"{files[0]} twice" if args.self_check else f"{files[0]} and {files[1]}"))
     ra = _parity_step(ckpt, a)
@@ -671,7 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "A/B comparisons (--compare) and numerical parity between backend configs (--parity).")
     p.add_argument("--config", metavar="A.toml", help="run configuration to measure")
     p.add_argument("--checkpoint", metavar="C.npz",
-                   help="state to replay from (default: the newest checkpoint in output.dir of the config)")
+                   help="state to replay from (default: the newest checkpoint of the config's run: the folder of "
+                        "a run's config.toml, else output.dir)")
     p.add_argument("--iters", type=positive_int, default=ITERS, metavar="N",
                    help=f"steps per repeat (default {ITERS})")
     p.add_argument("--repeats", type=positive_int, default=REPEATS, metavar="R",
@@ -679,7 +690,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=count, default=WARMUP, metavar="W",
                    help=f"unmeasured steps first (default {WARMUP})")
     p.add_argument("--out", metavar="DIR",
-                   help="folder for bench.json / bench_compare.json / parity.json (default: output.dir)")
+                   help="folder for bench.json / bench_compare.json / parity.json (default: the config's run)")
     p.add_argument("--compare", metavar="B.toml", help="alternate with config B and say whether B is faster")
     p.add_argument("--parity", nargs="+", metavar="X.toml",
                    help="A.toml B.toml: compare one training step's buffers under A and B")

@@ -227,6 +227,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
     if not resume or args.steps or args.data:
+        cfg.output.dir = str(out.resolve())   # the run's config names the run folder it is in (--out too)
         _write_text_config(out / "config.toml", cfg, synthetic)
     _write_cameras(out, train, test)
 
