@@ -268,7 +268,7 @@ def test_check_good(run, scene_dir, capsys):
 def test_check_takes_the_train_command_line(scene_dir, tmp_path, capsys):
     """`splat check` with splat train's arguments (scene PATH, --set, --steps, --backend)
     prints the config that `splat train` with those arguments writes into its run folder."""
-    out = tmp_path / "checked_run"
+    out = (tmp_path / "checked_run").resolve()
     argv = [scene_dir / "scene", "--set", "train.sh_degree=1", "--set", f"output.dir={json.dumps(str(out))}",
             "--set", "output.eval_steps=[]", "--steps", "6", "--backend", "cpu"]
     rc, printed, err = run_cli(capsys, "check", *argv)
