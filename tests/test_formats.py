@@ -321,6 +321,9 @@ def test_format_from_name_and_content(tmp_path):
         formats.format_for_path(tmp_path / "a.txt")
     with pytest.raises(ValueError, match="format"):
         formats.save(tmp_path / "a.ply", g, "obj")
+    (tmp_path / "scene.spz").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"scene\.spz: is a folder, not a scene file"):
+        formats.load(tmp_path / "scene.spz")
 
 
 def test_cameras_json_layout_and_round_trip(tmp_path):

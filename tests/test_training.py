@@ -279,6 +279,9 @@ def test_checkpoint_round_trip_restores_exact_state(tmp_path):
         splat.Trainer.load_checkpoint(bad, ds)
     with pytest.raises(FileNotFoundError, match="no such file"):
         splat.Trainer.load_checkpoint(tmp_path / "missing.npz", ds)
+    (tmp_path / "folder.npz").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"folder\.npz: is a folder, not a checkpoint file"):
+        splat.Trainer.load_checkpoint(tmp_path / "folder.npz", ds)
 
 
 def test_ply_of_a_trainer_round_trips(tmp_path):

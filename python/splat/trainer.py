@@ -413,6 +413,8 @@ def read_checkpoint(path) -> tuple[dict, dict]:
     """(header, arrays) of a checkpoint written by Trainer.save_checkpoint.
     A missing file raises FileNotFoundError, anything unreadable ValueError,
     both naming the file."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"[splat] checkpoint {path}: is a folder, not a checkpoint file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"[splat] checkpoint {path}: no such file")
     try:

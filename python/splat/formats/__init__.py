@@ -70,6 +70,8 @@ def detect_format(path) -> str:
 def load(path) -> Gaussians:
     """Gaussians from a .ply, compressed .ply, .splat or .spz file."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"[splat] {path}: is a folder, not a scene file (.ply, .splat, .spz)")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"[splat] {path}: no such file")
     fmt = detect_format(path)
