@@ -324,3 +324,23 @@ def test_export_refuses_to_overwrite_its_source_or_mislabel_a_file(run, tmp_path
     assert cli.main(["export", str(run), "--format", "spz", "--out", str(tmp_path / "scene.bin")]) == 0
     assert formats.detect_format(tmp_path / "scene.bin") == "spz"
 
+
+
+def test_unwritable_outputs_are_refused_before_any_work(run, tmp_path, capsys):
+    """--out / --video / --json that name a folder, or lie under a file, stop with one
+    line naming the flag before anything is rendered or evaluated."""
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    cases = [(["render", str(run), "--out", str(afile)], "--out", "exists and is not a folder"),
+             (["render", str(run), "--video", str(tmp_path)], "--video", "is a folder"),
+             (["eval", str(run), "--json", str(tmp_path)], "--json", "is a folder"),
+             (["eval", str(run), "--json", str(afile / "x.json")], "--json", "is a file, not a folder"),
+             (["export", str(run), "--out", str(afile / "x.spz")], "--out", "is a file, not a folder")]
+    for argv, flag, words in cases:
+        capsys.readouterr()
+        assert cli.main([*argv, "--backend", "cpu"] if argv[0] != "export" else argv) == 1, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        errors = [ln for ln in err if ln.startswith("splat: error: ")]
+        assert len(errors) == 1 and errors[0].startswith(f"splat: error: {flag} ") and words in errors[0], err
+        assert not any(ln.startswith("rendered") for ln in err)
+    assert afile.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

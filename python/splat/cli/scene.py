@@ -123,8 +123,28 @@ def _render_cameras(args, model):
     return [resized(c, args.width, args.height) for _, c in named], [_safe_name(n) for n, _ in named], None, label
 
 
+def _output_file(flag: str, path) -> None:
+    """Refuse, before any work, an output file that cannot be written: a folder, or
+    one inside a path whose parent is a file."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{flag} {path}: is a folder; give a file name")
+    parent = next((q for q in p.parents if q.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UserError(f"{flag} {path}: {parent} is a file, not a folder")
+
+
+def _output_folder(flag: str, path) -> None:
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        raise UserError(f"{flag} {path}: exists and is not a folder")
+
+
 def cmd_render(args) -> int:
     from ..render_path import render_path
+    _output_folder("--out", args.out)
+    _output_file("--video", args.video)
     model = _open_model(args)
     cams, names, data, label = _render_cameras(args, model)
     if args.compare and data is None:
@@ -170,6 +190,7 @@ def _view_progress(label: str, total: int, enabled: bool):
 
 def cmd_eval(args) -> int:
     from ..metrics import evaluate
+    _output_file("--json", args.json)
     model = _open_model(args)
     folder, split, kwargs = _dataset_source(args, model, args.split)
     from ..data import load_dataset
@@ -212,6 +233,7 @@ def cmd_export(args) -> int:
     from .. import formats
     scene = formats.load_scene(args.source)
     fmt = args.format or formats.format_for_path(args.out)
+    _output_file("--out", args.out)
     _check_export_target(args.out, fmt, scene.source)
     formats.save(args.out, scene.gaussians, fmt)
     size = os.path.getsize(args.out)
