@@ -322,6 +322,29 @@ def rotmat_reference(q):
     return Rotation.from_quat([x, y, z, w]).as_matrix()
 
 
+def test_a_path_inside_a_scene_names_the_scene_folder(tmp_path):
+    """Given a file or folder inside a scene (a transforms file, a COLMAP model or one of
+    its files, an image folder) instead of the scene, the error names the scene folder,
+    and loading that folder works; an unrelated folder gets no guess."""
+    blender = tmp_path / "lego"
+    make_blender(blender)
+    colmap = tmp_path / "garden"
+    make_colmap(colmap, n=3, fmt="txt")
+    inside = [(colmap / "sparse" / "0", colmap), (colmap / "sparse" / "0" / "cameras.txt", colmap),
+              (colmap / "sparse", colmap), (colmap / "images", colmap),
+              (blender / "transforms_train.json", blender), (blender / "train", blender)]
+    for path, scene in inside:
+        with pytest.raises(DatasetError, match=f"the scene folder is probably {scene}$"):
+            load_dataset(path)
+        assert len(load_dataset(scene, "train")) > 0
+    (tmp_path / "unrelated").mkdir()
+    with pytest.raises(DatasetError) as e:
+        load_dataset(tmp_path / "unrelated")
+    assert "probably" not in str(e.value)
+    errors = splat.check_config({"data": {"path": str(colmap / "sparse" / "0" / "images.txt")}})
+    assert any(f"the scene folder is probably {colmap}" in err for err in errors), errors
+
+
 # --------------------------------------------------------------------------- COLMAP
 
 

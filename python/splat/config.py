@@ -539,7 +539,8 @@ def _check_data_paths(d: DataConfig) -> list[str]:
     def check(root: str, key: str, splits: list[tuple[str, str]]):
         p = Path(root)
         if not p.is_dir():
-            errors.append(f"data.{key}: {root} is not an existing folder")
+            from .data import scene_folder_hint
+            errors.append(f"data.{key}: {root} is not an existing folder{scene_folder_hint(p)}")
             return
         has_colmap = find_sparse_dir(p) is not None
         blender = d.format == "blender" or (d.format == "auto" and any(

@@ -19,6 +19,22 @@ CAPTURE_BACKGROUND = (0.0, 0.0, 0.0)
 BLENDER_BACKGROUND = (1.0, 1.0, 1.0)
 
 
+def scene_folder_hint(path) -> str:
+    """'; the scene folder is probably X' when `path` lies inside a scene (a transforms
+    file, a COLMAP sparse model or one of its files, an image folder), else ''."""
+    p = Path(path).absolute()
+    for cand in [p] + list(p.parents)[:3]:
+        if cand.name == "sparse" or (cand.parent.name == "sparse" and cand.name.isdigit()):
+            root = cand.parent if cand.name == "sparse" else cand.parent.parent
+            return f"; the scene folder is probably {root}"
+    if p.is_file() and p.suffix == ".json" and p.name.startswith("transforms"):
+        return f"; the scene folder is probably {p.parent}"
+    if p.is_dir() and (p.parent / "sparse").is_dir() or any((p.parent / n).is_file() for n in (
+            "transforms.json", "transforms_train.json")):
+        return f"; the scene folder is probably {p.parent}"
+    return ""
+
+
 def detect_format(path, split: str = "train") -> str:
     """"blender" if transforms_{split}.json exists, "nerfstudio" if
     transforms.json exists, "colmap" if a sparse model exists (sparse/0 or
@@ -28,7 +44,7 @@ def detect_format(path, split: str = "train") -> str:
     if not root.exists():
         raise DatasetError(f"[splat] {root}: dataset folder does not exist")
     if not root.is_dir():
-        raise DatasetError(f"[splat] {root}: not a folder")
+        raise DatasetError(f"[splat] {root}: not a folder{scene_folder_hint(root)}")
     if (root / f"transforms_{split}.json").is_file():
         return "blender"
     if (root / "transforms.json").is_file():
@@ -41,7 +57,7 @@ def detect_format(path, split: str = "train") -> str:
                            f"(found {', '.join(others)})")
     raise DatasetError(f"[splat] {root}: not a recognised dataset: looked for transforms_{split}.json "
                        f"(Blender / NeRF-synthetic), transforms.json (nerfstudio) and "
-                       f"sparse/0/cameras.bin|txt or sparse/cameras.bin|txt (COLMAP)")
+                       f"sparse/0/cameras.bin|txt or sparse/cameras.bin|txt (COLMAP){scene_folder_hint(root)}")
 
 
 def default_background(path, split: str = "train", format: str = "auto") -> tuple:
