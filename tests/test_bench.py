@@ -302,7 +302,7 @@ def test_parity_perturbed_checkpoint_fails(root):
 
 def test_parity_without_snapshot(root, capsys, monkeypatch):
     """Builds without a debug snapshot: gradients are recovered from the Adam moments."""
-    monkeypatch.setattr(bench, "_snapshot", lambda native: (None, "not in this build"))
+    monkeypatch.setattr(bench.parity, "_snapshot", lambda native: (None, "not in this build"))
     a = root / "configs" / "a.toml"
     rc, out, err = run_bench(capsys, "--parity", a, "--self")
     assert rc == 0, out + err

@@ -1,4 +1,4 @@
-"""Small pieces shared by the command-line programs (splat/cli, bench.py)."""
+"""Small pieces shared by the command-line programs (splat/cli, splat/bench)."""
 from __future__ import annotations
 
 import argparse

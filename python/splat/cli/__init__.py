@@ -1,4 +1,4 @@
-"""The `splat` command line: train, check, render, eval, and bench (splat/bench.py).
+"""The `splat` command line: train, check, render, eval, and bench (splat/bench/).
 
     splat train [PATH] [--config X.toml] [--data PATH] [--set section.key=value ...] [--steps N]
                 [--out DIR] [--backend B] [--overwrite] [--view]
