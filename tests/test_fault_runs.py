@@ -389,6 +389,11 @@ def test_a_run_that_fails_at_setup_leaves_the_folder_reusable(root, tmp_path, mo
     assert_user_error(cli.main(["train", "--config", str(config), "--quiet", "--view"]), errors(), "needs viser",
                       "splat-gs[view]")
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == []
+    from splat.viewer import server
+    monkeypatch.setattr(server, "require_viser", lambda: None)   # as where viser is installed
+    assert_user_error(cli.main(["train", "--config", str(config), "--quiet", "--view", "--view-host", "999.1.1.1"]),
+                      errors(), "host", "999.1.1.1")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == []
     monkeypatch.undo()
     assert cli.main(["train", "--config", str(config), "--quiet"]) == 0, capsys.readouterr().err
     assert (out / "checkpoint.npz").is_file()

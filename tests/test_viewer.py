@@ -243,3 +243,30 @@ def test_train_view_serves_during_training(tmp_path):
     t.join()
     assert result["rc"] == 0 and served
     assert (tmp_path / "run" / "cameras.json").is_file()
+
+
+def test_viewer_settings_are_checked_before_serving(tmp_path, capsys):
+    """An address that does not resolve (viser would retry it for ever), a frame rate
+    that is not positive, a save folder that is a file or a port out of range: a
+    ValueError naming the setting, from the Python API and as one line from the command
+    line, before anything is served (viser not needed)."""
+    from splat import cli
+    from splat.data.synthetic import ground_truth
+    from splat.formats import save
+    from splat.viewer import Viewer
+    from _cli import assert_user_error
+    g = ground_truth(40, seed=1)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for kwargs, name in ((dict(host="999.1.1.1"), "host"), (dict(host="no-such-host.invalid"), "host"),
+                         (dict(port=0), "port"), (dict(port=70000), "port"), (dict(max_fps=0), "max_fps"),
+                         (dict(max_fps=-5.0), "max_fps"), (dict(save_dir=afile), "save_dir")):
+        with pytest.raises(ValueError, match=rf"^\[splat\] {name}: "):
+            Viewer(g, **kwargs)
+    ply = tmp_path / "scene.ply"
+    save(ply, g, "ply")
+    for argv, words in ((["--host", "999.1.1.1"], "host"), (["--max-fps", "0"], "max_fps"),
+                        (["--save-dir", str(afile)], "save_dir")):
+        rc = cli.main(["view", str(ply), "--backend", "cpu", *argv])
+        err = "\n".join(ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("splat: warning:"))
+        assert_user_error(rc, err, words)

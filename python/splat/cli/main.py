@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="up axis (default: the training cameras' mean up, else -y)")
     v.add_argument("--max-resolution", type=positive_int, default=1024, metavar="PX",
                    help="longest side of the rendered image (default 1024; a slider in the page too)")
-    v.add_argument("--max-fps", type=float, default=30.0, help="render rate cap (default 30)")
+    v.add_argument("--max-fps", type=float, default=30.0, help="render rate cap in frames a second (default 30)")
     v.add_argument("--background", type=_background, metavar="R,G,B", help="background (default: the run's)")
     v.add_argument("--save-dir", metavar="DIR", help="where 'Save image' writes (default: the run folder)")
     v.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")

@@ -133,9 +133,10 @@ def _train(args, stop: StopSignals) -> int:
 
     t_begin = time.perf_counter()
     resume = args.resume is not None
-    if args.view:   # before the run folder is taken: a missing extra is not a run
-        from ..viewer.server import require_viser
+    if args.view:   # before the run folder is taken: a missing extra or a bad address is not a run
+        from ..viewer.server import check_address, require_viser
         require_viser()
+        check_address(args.view_host, args.view_port)
     if resume and (args.config or args.out or args.overwrite or args.scene is not None
                    or getattr(args, "set", None)):
         raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --set, "

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validate import positive_float
 from ..gaussians import Gaussians
 from ..render_path import SceneRenderer, orbit_frame, to_uint8
 from .camera_math import camera_from_pose, pose_from_camera, render_size
@@ -39,6 +40,21 @@ class _ClientState:
     preview_shown: bool = False
     renders: int = 0
     last_camera: object = None  # the splat Camera of the last image sent
+
+
+def check_address(host, port) -> None:
+    """ValueError naming `host` or `port` unless the viewer can listen there (a name
+    must resolve; viser retries an address it cannot bind instead of failing)."""
+    import socket
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"[splat] port: expected an integer in 1..65535, got {port!r}")
+    if not isinstance(host, str) or not host:
+        raise ValueError(f"[splat] host: expected an address or host name, got {host!r}")
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ValueError(f"[splat] host: cannot serve on {host!r} ({exc.strerror or exc}); use an address of "
+                         f"this machine, 127.0.0.1 or 0.0.0.0") from None
 
 
 def require_viser():
@@ -70,6 +86,10 @@ class Viewer:
                  duty_cycle: float | None = None, initial_view: str | None = None, image_format: str = "jpeg",
                  show_cameras: bool = True, external_pump: bool = False, label: str = "splat",
                  antialiased: bool = False):
+        check_address(host, port)
+        max_fps = positive_float("max_fps", max_fps)
+        if Path(save_dir).exists() and not Path(save_dir).is_dir():
+            raise ValueError(f"[splat] save_dir: {save_dir} is a file, not a folder")
         self.antialiased = bool(antialiased)  # the rasterization mode of every render
         self.cameras = [(str(n), c, s) for n, c, s in cameras]
         self.background = tuple(float(b) for b in background)
