@@ -258,7 +258,9 @@ def test_viewer_settings_are_checked_before_serving(tmp_path, capsys):
     g = ground_truth(40, seed=1)
     afile = tmp_path / "afile"
     afile.write_text("x")
+    # 203.0.113.0/24 is a documentation range: no machine has such an address of its own
     for kwargs, name in ((dict(host="999.1.1.1"), "host"), (dict(host="no-such-host.invalid"), "host"),
+                         (dict(host="203.0.113.7"), "host"),
                          (dict(port=0), "port"), (dict(port=70000), "port"), (dict(max_fps=0), "max_fps"),
                          (dict(max_fps=-5.0), "max_fps"), (dict(save_dir=afile), "save_dir")):
         with pytest.raises(ValueError, match=rf"^\[splat\] {name}: "):

@@ -51,7 +51,9 @@ def check_address(host, port) -> None:
     if not isinstance(host, str) or not host:
         raise ValueError(f"[splat] host: expected an address or host name, got {host!r}")
     try:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:   # an address of this machine? (any free port)
+            probe.bind((address[0], 0) + tuple(address[2:]))
     except OSError as exc:
         raise ValueError(f"[splat] host: cannot serve on {host!r} ({exc.strerror or exc}); use an address of "
                          f"this machine, 127.0.0.1 or 0.0.0.0") from None
