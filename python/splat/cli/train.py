@@ -223,14 +223,16 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     eval_desc = "synthetic test views" if synthetic else \
         f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
     begin = f"from step {trainer.step_count} to {steps}" if resume else f"{steps} steps"
-    print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_storage_text(trainer)}), "
-          f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
-          f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
-          + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
+    # The run's record first, then the announcement: once "splat train:" is printed, the
+    # folder can be resumed whatever kills the process.
     if not resume or args.steps or args.data:
         cfg.output.dir = str(out.resolve())   # the run's config names the run folder it is in (--out too)
         _write_text_config(out / "config.toml", cfg, synthetic)
     _write_cameras(out, train, test)
+    print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_storage_text(trainer)}), "
+          f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
+          f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
+          + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
 
     seconds = warm_up(train, bc, cfg.train)
     if seconds is not None:
