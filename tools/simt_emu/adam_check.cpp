@@ -7,10 +7,10 @@
 //
 //   adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS
 #include "simt_emu.h"
+#include "bit_compare.h"
 // The kernel bodies, after the emulator.
 #include "train_optim.h"
 
-#include <cstring>
 #include <random>
 
 namespace {
@@ -34,12 +34,6 @@ Group random_group(std::mt19937& rng, size_t len) {
     g.grad[e] = normal(rng);
   }
   return g;
-}
-
-size_t count_differ(const std::vector<float>& a, const std::vector<float>& b) {
-  size_t d = 0;
-  for (size_t e = 0; e < a.size(); ++e) d += memcmp(&a[e], &b[e], sizeof(float)) != 0;
-  return d;
 }
 
 }  // namespace
@@ -102,8 +96,8 @@ int main(int argc, char** argv) {
   size_t values = 0, differ = 0;
   for (int k = 0; k < 5; ++k) {
     values += 3 * want[k].param.size();
-    differ += count_differ(groups[k].param, want[k].param) + count_differ(groups[k].m, want[k].m) +
-              count_differ(groups[k].v, want[k].v);
+    differ += count_bit_differences(groups[k].param, want[k].param) + count_bit_differences(groups[k].m, want[k].m) +
+              count_bit_differences(groups[k].v, want[k].v);
   }
   printf("values %zu\ndiffer %zu\n", values, differ);
   return 0;

@@ -7,22 +7,12 @@
 //
 //   exposure_check SEED PIXELS VIEWS
 #include "simt_emu.h"
+#include "bit_compare.h"
 // The kernel bodies, after the emulator.
 #include "train_exposure.h"
 
 #include <cmath>
-#include <cstring>
 #include <random>
-
-namespace {
-
-size_t count_differ(const std::vector<float>& a, const std::vector<float>& b) {
-  size_t d = 0;
-  for (size_t e = 0; e < a.size(); ++e) d += memcmp(&a[e], &b[e], sizeof(float)) != 0;
-  return d;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -106,10 +96,10 @@ int main(int argc, char** argv) {
   size_t moved = 0;
   for (size_t i = 0; i < want_e.size(); ++i) moved += got_e[i] != exposure[i];
 
-  printf("apply_differ %zu\n", count_differ(corrected, want_c));
-  printf("image_grad_differ %zu\n", count_differ(d_out, want_d));
+  printf("apply_differ %zu\n", count_bit_differences(corrected, want_c));
+  printf("image_grad_differ %zu\n", count_bit_differences(d_out, want_d));
   printf("grad_rel_err %.9g\n", std::sqrt(err / norm));
-  printf("adam_differ %zu\n", count_differ(got_e, want_e) + count_differ(got_m, want_m) + count_differ(got_v, want_v));
+  printf("adam_differ %zu\n", count_bit_differences(got_e, want_e) + count_bit_differences(got_m, want_m) + count_bit_differences(got_v, want_v));
   printf("adam_moved %zu\n", moved);
   printf("adam_values %zu\n", want_e.size());
   return 0;
