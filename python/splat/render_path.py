@@ -250,6 +250,14 @@ class VideoWriter:
                 self.tmp.unlink()
 
 
+def progress_bar(label: str, *, transient: bool = False):
+    """A rich progress bar on stderr for work over views: label, bar, done/total, time left."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=Console(stderr=True), transient=transient)
+
+
 def render_path(renderer, cameras, names=None, *, out_dir=None, video=None, fps: float = 30.0,
                 supersample: int = 1, progress: bool = True, background=None) -> int:
     """Render every camera; PNGs into `out_dir` (when given) and frames into
@@ -265,10 +273,7 @@ def render_path(renderer, cameras, names=None, *, out_dir=None, video=None, fps:
     writer = VideoWriter(video, cameras[0].width, cameras[0].height, fps) if video else None
     bar = task = None
     if progress:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-        bar = Progress(TextColumn("[bold]render"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                       console=Console(stderr=True))
+        bar = progress_bar("render")
         bar.start()
         task = bar.add_task("render", total=len(cameras))
     ok = False

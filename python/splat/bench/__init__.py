@@ -49,8 +49,7 @@ import sys
 from pathlib import Path
 
 from .._cli_common import count, positive_int, write_json
-from . import parity  # noqa: F401  (splat.bench.parity)
-from .parity import cmd_parity
+from .parity import cmd_parity   # (binds splat.bench.parity too)
 from .replay import (MIN_THRESHOLD_PCT, Replay, _console, _note, _run_dir, _sigma_pct, compare_verdict,
                      find_checkpoint, load_setup, read_checkpoint, run_folder_of)
 from .report import _describe, _ms, _print_runs, _print_timings

@@ -180,10 +180,8 @@ def _view_progress(label: str, total: int, enabled: bool):
     if not enabled or not sys.stderr.isatty():
         yield None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    from ..render_path import progress_bar
+    with progress_bar(label, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda done, _total: bar.update(task, completed=done)
 

@@ -29,8 +29,9 @@ def scene_folder_hint(path) -> str:
             return f"; the scene folder is probably {root}"
     if p.is_file() and p.suffix == ".json" and p.name.startswith("transforms"):
         return f"; the scene folder is probably {p.parent}"
-    if p.is_dir() and (p.parent / "sparse").is_dir() or any((p.parent / n).is_file() for n in (
-            "transforms.json", "transforms_train.json")):
+    beside_colmap = p.is_dir() and (p.parent / "sparse").is_dir()        # images/ next to sparse/
+    beside_transforms = any((p.parent / n).is_file() for n in ("transforms.json", "transforms_train.json"))
+    if beside_colmap or beside_transforms:
         return f"; the scene folder is probably {p.parent}"
     return ""
 
