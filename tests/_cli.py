@@ -20,3 +20,9 @@ def assert_user_error(rc, err, *words, lines=1):
     assert "Traceback" not in err
     for w in words:
         assert w in err, err
+
+
+def without_warnings(err: str) -> str:
+    """stderr without its `splat: warning:` and `note:` lines (the recipe's, the backend's)."""
+    return "\n".join(ln for ln in err.splitlines() if not ln.startswith(("splat: warning:", "note:")))
+

@@ -11,7 +11,7 @@ import splat
 from _parity import rel_err
 from _scenes import make_rng
 from test_absgrad import state_of
-from test_exposure import random_corrections, shifted_dataset
+from test_exposure import check_warm_exposure_absgrad_allocates_nothing, random_corrections, shifted_dataset
 from test_training import make_dataset, random_gaussians, small_config
 
 pytestmark = pytest.mark.cuda
@@ -95,11 +95,4 @@ def test_deterministic_runs_with_absgrad_and_exposure_are_reproducible(tmp_path)
 
 
 def test_cuda_exposure_and_absgrad_allocate_nothing_when_warm():
-    rng, seed = make_rng()
-    ds = shifted_dataset(rng, random_gaussians(rng, 80), random_corrections(rng, 3))
-    cfg = small_config(exposure=True, absgrad=True, densify_from=5, densify_every=5, densify_until=20)
-    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda"))
-    tr.run(25, progress=False)
-    warm = tr._native.allocation_count
-    tr.run(20, progress=False)
-    assert tr._native.allocation_count == warm, seed
+    check_warm_exposure_absgrad_allocates_nothing("cuda")

@@ -171,12 +171,18 @@ def test_exposure_starts_at_identity_and_config_keys():
         splat.TrainConfig(exposure_lr=-1.0)
 
 
-def test_exposure_and_absgrad_allocate_nothing_when_warm():
+def check_warm_exposure_absgrad_allocates_nothing(backend: str) -> None:
+    """Exposure and absgrad on `backend`: once warm (past densification), 20 more steps
+    allocate nothing (the CUDA suite runs it too)."""
     rng, seed = make_rng()
     ds = shifted_dataset(rng, random_gaussians(rng, 80), random_corrections(rng, 3))
     cfg = small_config(exposure=True, absgrad=True, densify_from=5, densify_every=5, densify_until=20)
-    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend=backend))
     tr.run(25, progress=False)
     warm = tr._native.allocation_count
     tr.run(20, progress=False)
     assert tr._native.allocation_count == warm, seed
+
+
+def test_exposure_and_absgrad_allocate_nothing_when_warm():
+    check_warm_exposure_absgrad_allocates_nothing("cpu")

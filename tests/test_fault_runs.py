@@ -370,13 +370,12 @@ def test_a_run_that_fails_at_setup_leaves_the_folder_reusable(root, tmp_path, mo
     files, so the same command runs again without --overwrite. A resumed run keeps its
     files whatever happens."""
     from splat import cli, warmup
-    from _cli import assert_user_error
+    from _cli import assert_user_error, without_warnings
     out = tmp_path / "run"
     config = write_config(root, "setup", out, steps=30, checkpoints=[])
 
-    def errors():   # stderr without the recipe's warnings and notes
-        return "\n".join(ln for ln in capsys.readouterr().err.splitlines()
-                         if not ln.startswith(("splat: warning:", "note:")))
+    def errors():
+        return without_warnings(capsys.readouterr().err)
 
     def broken(*args, **kwargs):
         assert (out / "config.toml").is_file() and (out / "cameras.json").is_file()   # written by now
