@@ -10,6 +10,9 @@
   run is replaced (`overwrite`: its files are removed first, config.toml
   last) or continued (`resume`). A folder with files splat did not write is
   refused either way: nothing but a run's own files is ever removed.
+- **Starting over keeps what it cannot read.** `restart()` (`--resume RUN
+  --overwrite`) renames a checkpoint that cannot be read to NAME.unreadable
+  instead of removing it, and removes the run's other results.
 - **Stale temporary files.** Writes are atomic (splat/io/atomic.py): a
   process killed mid-write leaves `.NAME.XXXXXXXX.tmp` next to NAME. Once the
   lock is held no live run can own one, so they are removed.
@@ -30,7 +33,7 @@ FINAL_CHECKPOINT = "checkpoint.npz"
 _CHECKPOINT = re.compile(r"^checkpoint_(\d+)\.npz$")
 # What `splat train` writes into a run folder, and what other commands write
 # there by default (renders_<split>/, bench results).
-_RUN_FILE = re.compile(r"^(config\.toml|metrics\.json|checkpoint(_\d+)?\.npz|point_cloud\.ply|training\.png|cameras\.json|exposure\.npy|"
+_RUN_FILE = re.compile(r"^(config\.toml|metrics\.json|checkpoint(_\d+)?\.npz(\.unreadable)?|point_cloud\.ply|training\.png|cameras\.json|exposure\.npy|"
                        r"bench\.json|bench_compare\.json|parity\.json)$")
 _RUN_FOLDER = re.compile(r"^(renders|renders_[A-Za-z0-9._-]+)$")
 # atomic_write's temporary names: "." + name + "." + mkstemp's 8 characters + ".tmp".
@@ -155,10 +158,12 @@ class RunFolder:
             _fsync_dir(self.path)
         return removed
 
-    def remove_run_files(self) -> None:
-        """Removes the run's files: checkpoints first, config.toml last, so a
-        folder caught half way still reads as (part of) the old run."""
-        entries = [p for p in self.path.iterdir() if not p.name.startswith(".") and _is_run_entry(p)]
+    def remove_run_files(self, keep=()) -> None:
+        """Removes the run's files but those named in `keep`: checkpoints first,
+        config.toml last, so a folder caught half way still reads as (part of)
+        the old run."""
+        entries = [p for p in self.path.iterdir()
+                   if not p.name.startswith(".") and _is_run_entry(p) and p.name not in keep]
         order = {CONFIG_NAME: 2, METRICS_NAME: 1}
         for p in sorted(entries, key=lambda p: (order.get(p.name, 0), p.name)):
             if p.is_dir():
@@ -166,6 +171,22 @@ class RunFolder:
             else:
                 p.unlink(missing_ok=True)
         _fsync_dir(self.path)
+
+    def restart(self, sh_degree: int | None = None) -> list[Path]:
+        """Clears the run's results for starting it again from step 0 (its config.toml
+        and cameras.json stay): checkpoints that cannot be read are kept, renamed
+        NAME.unreadable (returned); everything else the run wrote is removed.
+        `sh_degree`: as for newest_checkpoint."""
+        _, skipped = self.newest_checkpoint(sh_degree)
+        kept = []
+        for path, _why in skipped:
+            aside = path.with_name(path.name + ".unreadable")
+            os.replace(path, aside)
+            kept.append(aside)
+        if kept:
+            _fsync_dir(self.path)
+        self.remove_run_files(keep={CONFIG_NAME, "cameras.json"} | {p.name for p in self.path.glob("*.unreadable")})
+        return kept
 
     def holds_results(self) -> bool:
         """Whether the run here has written anything beyond its setup (config.toml,
@@ -180,14 +201,21 @@ class RunFolder:
         final = self.path / FINAL_CHECKPOINT
         return numbered + ([final] if final.is_file() else [])
 
-    def newest_checkpoint(self):
+    def newest_checkpoint(self, sh_degree: int | None = None):
         """((header, arrays, path) of the readable checkpoint of the highest
-        step, or None; [(path, why)] of those that could not be read)."""
-        from .trainer import read_checkpoint
+        step, or None; [(path, why)] of those that could not be read). With
+        `sh_degree`, a checkpoint's arrays must also hold a training state of
+        that degree (splat.trainer.check_state) to count as readable."""
+        from .trainer import check_state, read_checkpoint
         best, skipped = None, []
         for path in self.checkpoints():
             try:
                 meta, arrays = read_checkpoint(path)
+                if sh_degree is not None:
+                    try:
+                        check_state(arrays, sh_degree)
+                    except (ValueError, TypeError) as exc:
+                        raise ValueError(f"[splat] checkpoint {path}: {str(exc).removeprefix('[splat] ')}") from None
             except ValueError as exc:
                 skipped.append((path, str(exc)))
                 continue

@@ -37,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--backend", choices=BACKENDS, help="override backend.backend (default auto)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--overwrite", action="store_true",
-                   help="replace the run already in the run folder (its files are removed first)")
+                   help="replace the run already in the run folder (its files are removed first); with "
+                        "--resume: start that run again from step 0 (unreadable checkpoints kept as "
+                        "NAME.unreadable)")
     t.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (its config.toml; "
                         "--steps N trains on to N; --data PATH where the scene folder has moved)")

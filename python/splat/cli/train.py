@@ -103,13 +103,25 @@ def _resume_setup(args, folder):
 
 
 def _resume_state(folder, cfg):
-    """(header, arrays, path) of the newest checkpoint of the run, or None to
-    start from step 0. Refuses a checkpoint of another recipe."""
-    newest, skipped = folder.newest_checkpoint()
+    """(header, arrays, path) of the newest usable checkpoint of the run, or None to
+    start from step 0 where the run has nothing to lose (killed before its first
+    checkpoint). Refuses, changing nothing, a run whose checkpoints cannot be
+    continued from or whose results have no checkpoint, and a checkpoint of
+    another recipe."""
+    newest, skipped = folder.newest_checkpoint(sh_degree=cfg.train.sh_degree)
+    again = f"to start it again from step 0: splat train --resume {folder.path} --overwrite"
+    if newest is None:
+        if skipped:
+            path, why = skipped[-1]
+            more = f" (and {len(skipped) - 1} more unusable)" if len(skipped) > 1 else ""
+            why = _clean(why).removeprefix(f"checkpoint {path}: ")
+            raise UserError(f"{path}: {why}; the run has no checkpoint to resume from{more}; {again}")
+        done = [n for n in ("point_cloud.ply", "exposure.npy") if (folder.path / n).exists()]
+        if done:
+            raise UserError(f"run folder {folder.path}: holds {done[0]} but no checkpoint to resume from; {again}")
+        return None
     for path, why in skipped:
         warn(f"skipping {path}: {_clean(why)}")
-    if newest is None:
-        return None
     meta, _, path = newest
     recipe = dict(meta["train_config"], steps=cfg.train.steps)
     if recipe != cfg.train.to_dict():
@@ -137,10 +149,9 @@ def _train(args, stop: StopSignals) -> int:
         from ..viewer.server import check_address, require_viser
         require_viser()
         check_address(args.view_host, args.view_port)
-    if resume and (args.config or args.out or args.overwrite or args.scene is not None
-                   or getattr(args, "set", None)):
-        raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --set, "
-                        "--out and --overwrite (--data NEW_PATH: the scene folder, if it moved)")
+    if resume and (args.config or args.out or args.scene is not None or getattr(args, "set", None)):
+        raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --set "
+                        "and --out (--data NEW_PATH: the scene folder, if it moved)")
     if resume:
         out = Path(args.resume)
         folder = RunFolder.open(out, resume=True)
@@ -193,19 +204,26 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     evals: list[dict] = []
     earlier: dict = {}
     start = None
+    restart = resume and args.overwrite   # the run's config, from step 0: its results are replaced
     if resume:
-        start = _resume_state(folder, cfg)
         try:
             earlier = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             earlier = {}
+    if restart:
+        for aside in folder.restart(cfg.train.sh_degree):
+            warn(f"kept {aside.with_suffix('')} as {aside.name}: it cannot be read")
+        earlier = {"config": earlier.get("config")} if isinstance(earlier, dict) else {}
+        print(f"note: {out}: the run starts again from step 0 (--overwrite)", file=sys.stderr)
+    elif resume:
+        start = _resume_state(folder, cfg)
         if start is not None and earlier.get("finished") and start[0]["step"] >= steps:
             raise UserError(f"run folder {out}: finished at step {start[0]['step']}; pass --steps N "
                             f"(N > {start[0]['step']}) to train on")
     budget = 0 if synthetic else int(cfg.data.device_image_budget * (1 << 30))
     if start is None:
         trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget)
-        if resume:
+        if resume and not restart:
             print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
             earlier = {}
     else:
