@@ -159,6 +159,48 @@ def _positive_int(name, v):
     return int(v)
 
 
+# How far a viewmat's rotation part may be from orthonormal (max |R R^T - I|) and
+# its last row from [0, 0, 0, 1]: float32 matrices inverted or composed in float32
+# are within ~1e-5 of both; a scale, shear or transposed matrix is far outside.
+RIGID_TOL = 1e-3
+_EYE3 = np.eye(3)
+_LAST_ROW = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+def check_cameras(viewmats, Ks) -> None:
+    """Host float64 viewmats [C,4,4] and Ks [C,3,3] checked as splat.Camera checks its
+    values: finite, positive focal lengths, and a rigid world-to-camera matrix (a
+    rotation with determinant +1 and last row [0, 0, 0, 1], within RIGID_TOL).
+    Errors name the argument and the camera index."""
+    def first(bad):
+        return int(np.flatnonzero(bad)[0])
+
+    if not (np.isfinite(viewmats).all() and np.isfinite(Ks).all()):
+        for name, m in (("viewmats", viewmats), ("Ks", Ks)):
+            bad = ~np.isfinite(m).all(axis=(1, 2))
+            if bad.any():
+                raise ValueError(f"[splat] {name}[{first(bad)}]: not finite (NaN or Inf)")
+    fx, fy = Ks[:, 0, 0], Ks[:, 1, 1]
+    if not ((fx > 0).all() and (fy > 0).all()):
+        i = first(~((fx > 0) & (fy > 0)))
+        raise ValueError(f"[splat] Ks[{i}]: focal lengths must be positive, got fx {fx[i]:g}, fy {fy[i]:g}")
+    r = viewmats[:, :3, :3]
+    ortho = np.abs(np.matmul(r, r.transpose(0, 2, 1)) - _EYE3).max(axis=(1, 2))
+    det = (r[:, 0, 0] * (r[:, 1, 1] * r[:, 2, 2] - r[:, 1, 2] * r[:, 2, 1])
+           - r[:, 0, 1] * (r[:, 1, 0] * r[:, 2, 2] - r[:, 1, 2] * r[:, 2, 0])
+           + r[:, 0, 2] * (r[:, 1, 0] * r[:, 2, 1] - r[:, 1, 1] * r[:, 2, 0]))
+    last = np.abs(viewmats[:, 3] - _LAST_ROW).max(axis=1)
+    bad = (ortho > RIGID_TOL) | (det < 0) | (last > RIGID_TOL)
+    if bad.any():
+        i = first(bad)
+        if last[i] > RIGID_TOL:
+            raise ValueError(f"[splat] viewmats[{i}]: last row must be [0, 0, 0, 1], got "
+                             f"{np.array2string(viewmats[i, 3], precision=4)} (a transposed matrix?)")
+        raise ValueError(f"[splat] viewmats[{i}]: not a rigid world-to-camera matrix (its 3x3 part: "
+                         f"max |R R^T - I| {ortho[i]:.3g}, det {det[i]:.4g}; expected a rotation, "
+                         f"within {RIGID_TOL:g})")
+
+
 def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width, height, *, sh_degree,
               backgrounds=None, render_mode="RGB", near=0.01, far=1e10, config=None, rasterize_mode="classic"):
     """Render N Gaussians from C cameras, differentiably.
@@ -172,7 +214,9 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     (render_colors [C,H,W,ch], render_alphas [C,H,W,1], meta) with meta
     "radii" [C,N,2] int32, "means2d" [C,N,2] (a leaf: its .grad is dL/d mean2d in pixels),
     "depths" [C,N] camera z, "width", "height", "n_cameras". Gradients reach every
-    Gaussian parameter (not the cameras).
+    Gaussian parameter (not the cameras). Cameras are checked (check_cameras): a
+    non-finite value, a focal length <= 0 or a viewmat that is not rigid is a
+    ValueError naming the argument and the camera index.
     """
     if render_mode not in RENDER_MODES:
         raise ValueError(f"[splat] render_mode: expected one of {', '.join(RENDER_MODES)}, got {render_mode!r}")
@@ -208,6 +252,10 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
         if t.device != dev:
             raise ValueError(f"[splat] {name}: on {t.device}, means on {dev}")
 
+    vm_host = viewmats.detach().to("cpu", torch.float64).numpy()
+    k_host = Ks.detach().to("cpu", torch.float64).numpy()
+    check_cameras(vm_host, k_host)
+
     # Devices the native side cannot view (mps) go through host memory.
     run_dev = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
     pool = rasterizer_pool(dev, config)
@@ -215,8 +263,6 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
         means, quats, log_scales, opacity_logits, sh = (t.to(run_dev) for t in
                                                        (means, quats, log_scales, opacity_logits, sh))
 
-    vm_host = viewmats.detach().to("cpu", torch.float64).numpy()
-    k_host = Ks.detach().to("cpu", torch.float64).numpy()
     cams = [_Camera(vm_host[i], k_host[i], width, height, near, far) for i in range(c)]
     bg_host, bg_torch = _backgrounds(backgrounds, c, run_dev)
 
