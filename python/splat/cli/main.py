@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue the run in RUN_DIR from its newest checkpoint (its config.toml; "
                         "--steps N trains on to N; --data PATH where the scene folder has moved)")
     t.add_argument("--view", action="store_true", help="serve the browser viewer during training (splat-gs[view])")
-    t.add_argument("--view-port", type=positive_int, default=8080, metavar="PORT", help="viewer port (default 8080)")
+    t.add_argument("--view-port", type=int, metavar="PORT",
+                   help="viewer port, 1..65535, free (default: the first free one from 8080)")
     t.add_argument("--view-host", default="127.0.0.1", metavar="HOST", help="viewer address (default 127.0.0.1)")
     t.set_defaults(func=cmd_train)
 
@@ -132,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--downscale", type=positive_int, metavar="N",
                    help="image downscale factor (default: the run's [data] downscale, else 1)")
     v.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1; 0.0.0.0 for all)")
-    v.add_argument("--port", type=positive_int, default=8080, help="port (default 8080; the next free one if taken)")
+    v.add_argument("--port", type=int, help="port, 1..65535, free (default: the first free one from 8080)")
     v.add_argument("--up", choices=("+x", "-x", "+y", "-y", "+z", "-z"),
                    help="up axis (default: the training cameras' mean up, else -y)")
     v.add_argument("--max-resolution", type=positive_int, default=1024, metavar="PX",
@@ -221,7 +222,7 @@ def main(argv=None) -> int:
         if debug:
             raise
         _err(_exc_message(exc))
-        return 1
+        return getattr(exc, "exit_status", 1)   # 2: a usage error (a viewer port out of range or taken)
     except TypeError as exc:  # argument checks raise TypeError with a [component] prefix; others are bugs
         if debug or not str(exc).startswith("["):
             raise

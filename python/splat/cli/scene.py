@@ -259,6 +259,8 @@ def _check_export_target(out, fmt: str, source) -> None:
 def cmd_view(args) -> int:
     from ..render_path import open_model
     from ..viewer import Viewer
+    from ..viewer.server import check_address
+    args.port = check_address(args.host, args.port)   # before the model loads; the first free one if unset
     bc = _make_backend({"backend": args.backend or "auto"})
     model = open_model(args.source, bc, background=args.background, antialiased=args.antialiased)
     cams = list(model.cameras)

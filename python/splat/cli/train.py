@@ -148,7 +148,7 @@ def _train(args, stop: StopSignals) -> int:
     if args.view:   # before the run folder is taken: a missing extra or a bad address is not a run
         from ..viewer.server import check_address, require_viser
         require_viser()
-        check_address(args.view_host, args.view_port)
+        args.view_port = check_address(args.view_host, args.view_port)   # the first free one if unset
     if resume and (args.config or args.out or args.scene is not None or getattr(args, "set", None)):
         raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --set "
                         "and --out (--data NEW_PATH: the scene folder, if it moved)")

@@ -20,7 +20,7 @@ DEFAULT_MAX_SIDE = 512
 
 
 class LiveView:
-    def __init__(self, trainer, train, test, out, backend_config, *, host="127.0.0.1", port=8080,
+    def __init__(self, trainer, train, test, out, backend_config, *, host="127.0.0.1", port=None,
                  rate=DEFAULT_RATE, duty_cycle=DEFAULT_DUTY, max_side=DEFAULT_MAX_SIDE):
         from .server import Viewer
         cams = [(n, c, "train") for n, c in zip(train.names, train.cameras)] + \

@@ -18,6 +18,7 @@ kept small by rendering a reduced resolution while the camera moves.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,21 +43,55 @@ class _ClientState:
     last_camera: object = None  # the splat Camera of the last image sent
 
 
-def check_address(host, port) -> None:
-    """ValueError naming `host` or `port` unless the viewer can listen there (a name
-    must resolve; viser retries an address it cannot bind instead of failing)."""
+DEFAULT_PORT = 8080
+
+
+class PortError(ValueError):
+    """A port the viewer cannot serve on (out of range, or taken): a usage error."""
+
+    exit_status = 2   # splat's command line: a usage error
+
+
+def check_address(host, port=None) -> int:
+    """The port the viewer serves on at `host`: `port` itself, or with None the first
+    free one from DEFAULT_PORT up. ValueError naming `host` unless the viewer can
+    listen there (a name must resolve; viser retries an address it cannot bind
+    instead of failing); PortError (a ValueError) naming `port` when it is out of
+    1..65535 or already taken (viser would move to the next one, and past 65535
+    fail in a thread and never serve). No viser needed."""
     import socket
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ValueError(f"[splat] port: expected an integer in 1..65535, got {port!r}")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        raise PortError(f"[splat] port: expected an integer in 1..65535, got {port!r}")
     if not isinstance(host, str) or not host:
         raise ValueError(f"[splat] host: expected an address or host name, got {host!r}")
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        family, kind, proto, _, address = socket.getaddrinfo(host, port or DEFAULT_PORT,
+                                                             type=socket.SOCK_STREAM)[0]
         with socket.socket(family, kind, proto) as probe:   # an address of this machine? (any free port)
             probe.bind((address[0], 0) + tuple(address[2:]))
     except OSError as exc:
         raise ValueError(f"[splat] host: cannot serve on {host!r} ({exc.strerror or exc}); use an address of "
                          f"this machine, 127.0.0.1 or 0.0.0.0") from None
+
+    def free(p: int) -> bool:
+        with socket.socket(family, kind, proto) as probe:
+            if os.name == "posix":   # as a server binds: a port left in TIME_WAIT is free
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((address[0], p) + tuple(address[2:]))
+                return True
+            except OSError:
+                return False
+
+    if port is not None:
+        if not free(port):
+            raise PortError(f"[splat] port: {port} is already in use on {host}; choose another port, or leave "
+                            f"the port unset for the first free one from {DEFAULT_PORT}")
+        return port
+    for p in range(DEFAULT_PORT, 65536):
+        if free(p):
+            return p
+    raise PortError(f"[splat] port: no free port on {host} from {DEFAULT_PORT} to 65535")
 
 
 def require_viser():
@@ -80,15 +115,17 @@ class ViewerStats:
 
 
 class Viewer:
-    """Serves `gaussians` at http://host:port. `cameras`: [(name, Camera, split)]."""
+    """Serves `gaussians` at http://host:port. `cameras`: [(name, Camera, split)].
+    `port`: None for the first free one from 8080 up; a port given must be free
+    (PortError, a ValueError naming `port`, otherwise)."""
 
     def __init__(self, gaussians: Gaussians, *, cameras=(), backend_config=None, background=(1.0, 1.0, 1.0),
-                 host: str = "127.0.0.1", port: int = 8080, up: str | None = None, save_dir=".",
+                 host: str = "127.0.0.1", port: int | None = None, up: str | None = None, save_dir=".",
                  max_fps: float = 30.0, max_side: int = 1024, preview_scale: float = 0.5,
                  duty_cycle: float | None = None, initial_view: str | None = None, image_format: str = "jpeg",
                  show_cameras: bool = True, external_pump: bool = False, label: str = "splat",
                  antialiased: bool = False):
-        check_address(host, port)
+        port = check_address(host, port)
         max_fps = positive_float("max_fps", max_fps)
         if Path(save_dir).exists() and not Path(save_dir).is_dir():
             raise ValueError(f"[splat] save_dir: {save_dir} is a file, not a folder")
@@ -96,7 +133,7 @@ class Viewer:
         self.cameras = [(str(n), c, s) for n, c, s in cameras]
         self.background = tuple(float(b) for b in background)
         self.backend_config = backend_config
-        self.host, self.port = host, port
+        self.host, self.port, self._port_given = host, port, port is not None
         self.save_dir = Path(save_dir)
         self.max_fps = float(max_fps)
         self.max_side = int(max_side)
@@ -196,6 +233,12 @@ class Viewer:
     def start(self) -> "Viewer":
         viser = require_viser()
         self.server = viser.ViserServer(host=self.host, port=self.port, label=self.label, verbose=False)
+        if self.server.get_port() != self.port:   # taken since it was checked: viser moved on
+            if self._port_given:
+                self.server.stop()
+                self.server = None
+                raise PortError(f"[splat] port: {self.port} is already in use on {self.host}; choose another port")
+            self.port = self.server.get_port()
         self.server.gui.configure_theme(control_width="medium", show_share_button=False)
         self.server.scene.set_up_direction(tuple(float(v) for v in self.frame.up))
         self.server.scene.set_background_image(np.full((2, 2, 3), to_uint8(np.array(self.background)), np.uint8))
