@@ -120,7 +120,7 @@ def test_an_unset_port_serves_on_the_next_free_one(scene_file):
     from splat.formats import load
     from splat.viewer import Viewer
     from splat.viewer.server import DEFAULT_PORT
-    with held(DEFAULT_PORT) as port:
+    with held(DEFAULT_PORT):
         v = Viewer(load(scene_file), backend_config={"backend": "cpu"}).start()
         try:   # 8080 held here (or by something else on this machine)
             assert v.port > DEFAULT_PORT and v.url.endswith(f":{v.port}")
