@@ -122,11 +122,17 @@ def image_bytes(dataset) -> tuple[int, int]:
     """(RGB bytes, mask bytes) the training images take on the device, packed:
     3 bytes a pixel view after view, 1 byte a pixel for each view with a mask,
     each view starting on IMAGE_ALIGN bytes."""
+    masks = getattr(dataset, "masks", None)
+    return packed_bytes([(c.width, c.height, masks is not None and masks[i] is not None)
+                         for i, c in enumerate(dataset.cameras)])
+
+
+def packed_bytes(sizes) -> tuple[int, int]:
+    """image_bytes of views given as (width, height, has_mask)."""
     def align(x):
         return -(-x // IMAGE_ALIGN) * IMAGE_ALIGN
-    rgb = sum(align(3 * c.width * c.height) for c in dataset.cameras)
-    masks = getattr(dataset, "masks", None)
-    mask = 0 if masks is None else sum(align(m.size) for m in masks if m is not None)
+    rgb = sum(align(3 * w * h) for w, h, _ in sizes)
+    mask = sum(align(w * h) for w, h, m in sizes if m)
     return int(rgb), int(mask)
 
 

@@ -85,18 +85,20 @@ def cmd_check(args) -> int:
 
 
 def _print_image_footprint(cfg, backend: str) -> None:
-    """`# images: ...`: the train split's device footprint against [data] device_image_budget."""
-    from ..data import load_dataset
-    from ..trainer import image_bytes
+    """`# images: ...`: the train split's device footprint against [data] device_image_budget,
+    from the image headers (nothing decoded: the check of a large scene takes no memory)."""
+    from ..data import view_sizes
+    from ..data.dataset import size_summary
+    from ..trainer import packed_bytes
     d = cfg.data
     if d.path is None:
         return
     try:
-        train = load_dataset(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
+        sizes = view_sizes(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
     except (OSError, ValueError) as exc:
-        warn(f"data.path: cannot load the train split to report the images' footprint: {_clean(str(exc))}")
+        warn(f"data.path: cannot read the train split to report the images' footprint: {_clean(str(exc))}")
         return
-    rgb, mask = image_bytes(train)
+    rgb, mask = packed_bytes(sizes)
     budget = int(d.device_image_budget * (1 << 30))
     if budget:
         where = f"streamed from host memory (over the budget {_bytes(budget)})" if rgb + mask > budget \
@@ -105,5 +107,6 @@ def _print_image_footprint(cfg, backend: str) -> None:
         where = "resident"
     else:
         where = "resident unless over half the free device memory at start"
-    print(f"# images: {len(train)} train views {train.size_summary()}, {_bytes(rgb + mask)} on the device"
-          + (f" ({_bytes(mask)} of masks)" if mask else "") + f": {where}")
+    print(f"# images: {len(sizes)} train views {size_summary([(w, h) for w, h, _ in sizes])}, "
+          f"{_bytes(rgb + mask)} on the device" + (f" (up to {_bytes(mask)} of masks)" if mask else "")
+          + f": {where}")

@@ -255,6 +255,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     seconds = warm_up(train, bc, cfg.train)
     if seconds is not None:
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
+    train.release_images()   # the trainer holds its own copy: one copy of the images on the host
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
     train_seconds = 0.0

@@ -10,7 +10,7 @@ import numpy as np
 from .dataset import Dataset, DatasetError, parse_frames, scene_extent, select_frames
 
 __all__ = ["Dataset", "DatasetError", "load_dataset", "detect_format", "default_background",
-           "scene_extent", "parse_frames", "select_frames"]
+           "scene_extent", "parse_frames", "select_frames", "view_sizes"]
 
 FORMATS = ("auto", "blender", "nerfstudio", "colmap")
 # The background captures are composited on when none is asked for: black, as
@@ -128,3 +128,17 @@ def load_dataset(path, split: str = "train", *, background=None, downscale: int 
         return load_nerfstudio(root, split, test_every=test_every, **common)
     from .colmap import load_colmap
     return load_colmap(root, split, test_every=test_every, **common)
+
+
+def view_sizes(path, split: str = "train", **kwargs) -> list[tuple[int, int, bool]]:
+    """(width, height, may_have_mask) of every view `load_dataset(path, split, **kwargs)`
+    would load, from the image headers: no image is decoded (the footprint of a scene
+    without its memory). may_have_mask: the view has a mask file, or an alpha channel
+    with alpha="mask" (whether it leaves any pixel out is known only once decoded)."""
+    from .views import HeaderSizes, headers_only
+    with headers_only():
+        try:
+            load_dataset(path, split, **kwargs)
+        except HeaderSizes as sizes:
+            return sizes.sizes
+    raise AssertionError("[splat] view_sizes: the loader decoded its images")  # every loader goes through load_views

@@ -140,6 +140,30 @@ def _per_view(name: str, values, shapes: list, dtype, v: int, allow_none: bool) 
     return out
 
 
+class ReleasedImages:
+    """`Dataset.images` after `Dataset.release_images()`: the views' count, and an
+    error naming why for any image read."""
+
+    def __init__(self, count: int):
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i):
+        raise RuntimeError("[splat] dataset: its images were released (Dataset.release_images) once a "
+                           "Trainer held its own copy; load the dataset again to read them")
+
+
+def size_summary(sizes) -> str:
+    """"800x800" for one size, else e.g. "mixed sizes 750x1000 .. 1000x750 (3 sizes)"."""
+    sizes = sorted(set(sizes), key=lambda s: (s[0] * s[1], s))
+    if len(sizes) == 1:
+        return f"{sizes[0][0]}x{sizes[0][1]}"
+    return (f"mixed sizes {sizes[0][0]}x{sizes[0][1]} .. {sizes[-1][0]}x{sizes[-1][1]} "
+            f"({len(sizes)} sizes)")
+
+
 @dataclass(eq=False)
 class Dataset:
     """One split of a scene.
@@ -244,11 +268,16 @@ class Dataset:
 
     def size_summary(self) -> str:
         """"800x800" for uniform datasets, else e.g. "mixed sizes 750x1000 .. 1000x750 (3 sizes)"."""
-        sizes = sorted(set(self.sizes), key=lambda s: (s[0] * s[1], s))
-        if len(sizes) == 1:
-            return f"{sizes[0][0]}x{sizes[0][1]}"
-        return (f"mixed sizes {sizes[0][0]}x{sizes[0][1]} .. {sizes[-1][0]}x{sizes[-1][1]} "
-                f"({len(sizes)} sizes)")
+        return size_summary(self.sizes)
+
+    def release_images(self) -> None:
+        """Drops the decoded images (and alphas, masks), e.g. once a Trainer holds its
+        own packed copy of them (`splat train` does this after its setup, so the host
+        keeps one copy). Cameras, names and points stay; reading an image afterwards
+        raises RuntimeError."""
+        self.images = ReleasedImages(len(self.cameras))
+        self.alphas = None
+        self.masks = None if self.masks is None else ReleasedImages(len(self.cameras))
 
     def subset(self, frames) -> "Dataset":
         """The views selected by `frames` (slice, index list or "start:stop:step");

@@ -22,6 +22,9 @@ Masks that end up all-true are None (see `Dataset.masks`).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import mmap
 import os
 import threading
 from collections import Counter
@@ -145,12 +148,86 @@ def _prepare(raw: np.ndarray, mask: np.ndarray | None, factor: int, background, 
     return rgb.astype(np.float32, copy=False), a, mask
 
 
+# Set by headers_only(): load_views reads the image headers and raises HeaderSizes.
+_HEADERS_ONLY = contextvars.ContextVar("splat_headers_only", default=False)
+
+
+class HeaderSizes(Exception):
+    """What load_views raises under headers_only() instead of decoding: `sizes`, the
+    (width, height, may_have_mask) every view would load at."""
+
+    def __init__(self, sizes: list):
+        super().__init__("view sizes from the image headers")
+        self.sizes = sizes
+
+
+@contextlib.contextmanager
+def headers_only():
+    """Within it, a loader stops at load_views with HeaderSizes (nothing decoded)."""
+    token = _HEADERS_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _HEADERS_ONLY.reset(token)
+
+
+def _header(path: Path) -> tuple[int, int, bool]:
+    """(width, height, has alpha) of an image from its header; decoded only when
+    Pillow cannot read the header (some TIFFs)."""
+    try:
+        with Image.open(path) as im:
+            alpha = im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+            return im.size[0], im.size[1], alpha
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+        raw = read_image(path)   # its error names the file
+        return raw.shape[1], raw.shape[0], raw.shape[2] == 4
+
+
+def _header_sizes(views: list, downscale: int, alpha_mode: str) -> list:
+    """(width, height, may_have_mask) of every view as load_one would load it."""
+    out, plans = [], {}
+    for v in views:
+        rw, rh, alpha = _header(v.image_path)
+        full = v.lens
+        if v.prescaled:
+            lens = full.scaled(rw / full.width, rh / full.height, rw, rh)
+        else:
+            if (rw, rh) != (full.width, full.height):
+                raise DatasetError(f"[splat] {v.image_path}: image is {rw}x{rh} but its camera is "
+                                   f"{full.width}x{full.height}")
+            w, h = rw // downscale, rh // downscale
+            if w == 0 or h == 0:
+                raise DatasetError(f"[splat] {v.image_path}: downscale {downscale} is larger than the "
+                                   f"image ({rw}x{rh})")
+            lens = full.scaled(1.0 / downscale, 1.0 / downscale, w, h)
+        w, h = lens.width, lens.height
+        if not lens.is_pinhole:
+            if lens not in plans:
+                plans[lens] = plan_undistortion(lens)
+            w, h = plans[lens].width, plans[lens].height
+        out.append((w, h, v.mask_path is not None or (alpha and alpha_mode == "mask")))
+    return out
+
+
+def own_pages(a: np.ndarray) -> np.ndarray:
+    """`a` copied (C-contiguous) into an anonymous memory mapping of its own, given back
+    to the system as soon as the array is dropped (Dataset.release_images): a block
+    from malloc may stay in the allocator's heap, between the decode's temporaries."""
+    if a.nbytes < (1 << 16):
+        return np.ascontiguousarray(a)
+    out = np.frombuffer(mmap.mmap(-1, a.nbytes), dtype=a.dtype, count=a.size).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
                alpha_mode: str = "composite", keep_alpha: bool = False,
                workers: int = LOAD_WORKERS) -> LoadedViews:
     """Load every view (see the module doc); errors name the file."""
     if alpha_mode not in ALPHA_MODES:
         raise ValueError(f"[splat] alpha: expected one of {', '.join(ALPHA_MODES)}, got {alpha_mode!r}")
+    if _HEADERS_ONLY.get():
+        raise HeaderSizes(_header_sizes(views, downscale, alpha_mode))
     bg = tuple(float(b) for b in background)
     n = len(views)
     cameras: list = [None] * n
@@ -216,12 +293,12 @@ def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
                 mask = (out[..., k] >= _MASK_FULL).astype(np.float32)
             intr = plan.intrinsics
         h, w = rgb.shape[:2]
-        images[i] = np.ascontiguousarray(to_uint8(rgb * np.float32(255.0)))
+        images[i] = own_pages(to_uint8(rgb * np.float32(255.0)))
         if keep_alpha:
             alphas[i] = np.full((h, w), 255, np.uint8) if a is None else to_uint8(a * np.float32(255.0))
         if mask is not None:
             m = mask >= 0.5
-            masks[i] = None if m.all() else np.ascontiguousarray(m)
+            masks[i] = None if m.all() else own_pages(m)
         fx, fy, cx, cy = intr
         cameras[i] = Camera(np.asarray(v.world_to_camera, np.float32), fx, fy, cx, cy, w, h)
 
