@@ -215,7 +215,11 @@ def own_pages(a: np.ndarray) -> np.ndarray:
     from malloc may stay in the allocator's heap, between the decode's temporaries."""
     if a.nbytes < (1 << 16):
         return np.ascontiguousarray(a)
-    out = np.frombuffer(mmap.mmap(-1, a.nbytes), dtype=a.dtype, count=a.size).reshape(a.shape)
+    try:
+        pages = mmap.mmap(-1, a.nbytes)
+    except OSError:   # out of mappings (vm.max_map_count): the allocator's memory then
+        return np.ascontiguousarray(a)
+    out = np.frombuffer(pages, dtype=a.dtype, count=a.size).reshape(a.shape)
     out[...] = a
     return out
 
