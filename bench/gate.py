@@ -25,12 +25,10 @@ lego_800 on the lego_400 test cameras rendered at 800x800 (focal x2) and
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 import splat
 from splat import _core

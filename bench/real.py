@@ -29,14 +29,11 @@ let a long benchmark run in pieces.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 import splat
 from splat import _core
@@ -113,7 +110,7 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
         warm_up(train, splat.BackendConfig(backend=backend), cfg)
     _memory_peak_reset(backend)
     trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend))
-    rows, seconds, done = [], 0.0, 0
+    rows, seconds = [], 0.0
     for mark in marks:
         t0 = time.perf_counter()
         stopped = False

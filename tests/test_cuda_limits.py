@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import splat
-from _limits import limit_arrays, limit_camera, limit_scene, pair_error, tiles
+from _limits import limit_arrays, limit_camera, pair_error, tiles
 from _parity import GRAD_TOL, assert_images_close, loss_gradients, rel_err
 from _scenes import make_rng, random_camera, random_scene
 

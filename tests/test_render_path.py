@@ -142,7 +142,7 @@ def foreign_ply(path, g):
     """A 3DGS PLY as another tool might write it: properties reordered, doubles,
     extra properties, no normals, through plyfile."""
     plyfile = pytest.importorskip("plyfile")
-    n, k = len(g), g.sh.shape[1]
+    n = len(g)
     cols = {"opacity": g.opacity_logits.astype(np.float64)}
     for i, c in enumerate("xyz"):
         cols[c] = g.means[:, i].astype(np.float64)
