@@ -143,3 +143,26 @@ def test_the_signature_check_catches_a_wrong_keyword(tmp_path):
     bad.write_text("from test_absgrad import state_of\n\n\ndef test_x():\n    state_of(1, exposure=2)\n")
     problems = _call_problems(str(bad))
     assert len(problems) == 1 and "exposure" in problems[0], problems
+
+
+def test_a_failed_test_lets_go_of_what_it_made(tmp_path):
+    """conftest.py drops a failed test's locals once it is reported: a GPU
+    test that fails must not keep its device memory for the tests after it."""
+    import shutil
+    shutil.copy(os.path.join(TESTS, "conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "test_inner.py").write_text(textwrap.dedent("""
+        import weakref
+        class Big:
+            pass
+        REFS = []
+        def test_fails_holding_an_object():
+            held = Big()
+            REFS.append(weakref.ref(held))
+            assert held is None
+        def test_the_object_is_gone_without_a_collection():
+            assert REFS[0]() is None
+    """))
+    env = {k: v for k, v in os.environ.items() if k != "SPLAT_TEST_INSTALLED"}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert "1 failed, 1 passed" in p.stdout, p.stdout[-3000:]
