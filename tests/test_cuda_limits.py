@@ -26,6 +26,7 @@ if not _ok:
 TESTS = os.path.dirname(os.path.abspath(__file__))
 BG = (0.25, 0.5, 0.75)
 GRADS = ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d")
+PAIR_LIMIT_GRAD_TOL = GRAD_TOL
 
 
 def gpu(**fields):
@@ -87,10 +88,11 @@ def test_the_pair_limit_renders_just_below_and_stops_just_above():
     want_grads = r.backward(d_image)
     np.testing.assert_allclose(out.image, want.image, rtol=0, atol=1e-6)
     np.testing.assert_allclose(out.alpha, want.alpha, rtol=0, atol=1e-6)
+    errors = {name: rel_err(getattr(grads, name)[:few], getattr(want_grads, name)) for name in GRADS}
+    print(f"pair limit, seed {seed}: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
     for name in GRADS:
-        got = getattr(grads, name)
-        assert rel_err(got[:few], getattr(want_grads, name)) < GRAD_TOL, (name, seed)  # float atomics
-        assert not np.any(got[few:]), (name, seed)
+        assert errors[name] < PAIR_LIMIT_GRAD_TOL, (name, errors, seed)  # float atomics
+        assert not np.any(getattr(grads, name)[few:]), (name, seed)
     crop = splat.Camera(cam.world_to_camera, cam.fx, cam.fy, cam.cx, cam.cy, 1024, 1024)
     assert_images_close(r.forward(small, crop, sh_degree=0, background=BG).image,
                         cpu().forward(small, crop, sh_degree=0, background=BG).image, "crop", seed)
@@ -126,9 +128,11 @@ def test_deterministic_backward_past_two_to_the_32_over_nine_pairs():
     assert np.abs(b.means[n_faint:]).max() > 0, seed
     # Both sum 8192^2 pixels' random-sign contributions in float32, in different orders
     # (measured 1.6e-3 apart); a wrapped 32-bit index would misplace whole gradients (~1).
+    errors = {name: max(rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]),
+                        rel_err(getattr(a, name), getattr(b, name))) for name in GRADS}
+    print(f"deterministic past 2^32/9, seed {seed}: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
     for name in GRADS:
-        assert rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]) < 10 * GRAD_TOL, (name, seed)
-        assert rel_err(getattr(a, name), getattr(b, name)) < 10 * GRAD_TOL, (name, seed)
+        assert errors[name] < 10 * GRAD_TOL, (name, errors, seed)
 
 
 def test_the_gaussian_limit_on_the_gpu():

@@ -88,6 +88,11 @@ class NativePool:
             self._taken[slot] = self._clock
             return native, lease
 
+    def busy(self) -> bool:
+        """Whether a pass still waits for its backward on one of the natives."""
+        with self._lock:
+            return any(ref is not None and ref() is not None and not ref().done for ref in self._leases)
+
     @property
     def backend(self) -> str:
         return self.native(0).backend

@@ -56,6 +56,18 @@ def rasterizer_pool(device, config=None) -> NativePool:
     return pool
 
 
+def empty_cache() -> None:
+    """Give back the device memory splat.torch keeps between calls: the pools of
+    native rasterizers, each holding buffers sized to the largest call it has
+    rendered. A pool with a pass still waiting for its backward stays until the
+    next empty_cache(). The next call makes new natives (the compiled kernels
+    stay loaded in the process). Never needed for correctness, as
+    torch.cuda.empty_cache()."""
+    with _POOLS_LOCK:
+        for key in [k for k, pool in _POOLS.items() if not pool.busy()]:
+            del _POOLS[key]
+
+
 def _queue(device: torch.device) -> int:
     return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
 
