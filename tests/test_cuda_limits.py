@@ -26,7 +26,13 @@ if not _ok:
 TESTS = os.path.dirname(os.path.abspath(__file__))
 BG = (0.25, 0.5, 0.75)
 GRADS = ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d")
-PAIR_LIMIT_GRAD_TOL = GRAD_TOL
+# The first 512 Gaussians' gradients with 2^31 - 1 pairs against the same 512 alone:
+# identical screen-covering Gaussians centred on the image, so a mean's or a scale's
+# gradient is a sum over 67M pixels whose halves cancel, and float atomics in another
+# order show relative to that small sum. Measured on the H200 over 5 seeds: 0.00227
+# at most (means; log_scales 0.00176, means2d 0.00189, the others under 0.0007).
+# Bound: twice that. A misplaced pair would move whole gradients (~1).
+PAIR_LIMIT_GRAD_TOL = 5e-3
 
 
 def gpu(**fields):
@@ -127,7 +133,8 @@ def test_deterministic_backward_past_two_to_the_32_over_nine_pairs():
     a, b = det.backward(d_image), default.backward(d_image)
     assert np.abs(b.means[n_faint:]).max() > 0, seed
     # Both sum 8192^2 pixels' random-sign contributions in float32, in different orders
-    # (measured 1.6e-3 apart); a wrapped 32-bit index would misplace whole gradients (~1).
+    # (measured on the H200: 1.6e-5 apart at most); a wrapped 32-bit index would
+    # misplace whole gradients (~1).
     errors = {name: max(rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]),
                         rel_err(getattr(a, name), getattr(b, name))) for name in GRADS}
     print(f"deterministic past 2^32/9, seed {seed}: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
@@ -159,6 +166,7 @@ def test_the_gaussian_limit_on_the_gpu():
         r.forward(splat.Gaussians(*arrays), cam, sh_degree=0)
 
 
+@pytest.mark.slow  # 74 s on the H200, most of it the CPU backend's side at 2^28 pixels
 def test_a_16384_square_image_matches_the_cpu():
     """The image-side limit in both directions at once: 2^20 tiles, 2^28
     pixels (image indices to 3 x 2^28); GPU against CPU, forward and
