@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import posixpath
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ import numpy as np
 from .dataset import Dataset, DatasetError, select_frames
 from .images import IMAGE_EXTENSIONS
 from .lens import Lens
+from .paths import check_inside, outside_reason
 from .views import ViewSource, find_mask, load_views
 
 SPLITS = ("train", "val", "test", "all")
@@ -144,7 +146,8 @@ def _name(fr_path: str) -> str:
 
 def load_nerfstudio(root, split: str = "train", *, background=(0.0, 0.0, 0.0), downscale: int = 1,
                     frames=None, test_every: int = 8, keep_alpha: bool = False,
-                    alpha_mode: str = "composite", transforms: str = "transforms.json") -> Dataset:
+                    alpha_mode: str = "composite", transforms: str = "transforms.json",
+                    allow_outside_paths: bool = False) -> Dataset:
     root = Path(root)
     if split not in SPLITS:
         raise ValueError(f"[splat] split: nerfstudio scenes have splits {', '.join(SPLITS)}; got {split!r}")
@@ -156,6 +159,11 @@ def load_nerfstudio(root, split: str = "train", *, background=(0.0, 0.0, 0.0), d
     for i, fr in enumerate(all_frames):
         if not isinstance(fr, dict) or not isinstance(fr.get("file_path"), str) or not fr["file_path"]:
             raise DatasetError(f"[splat] {tf}: frames[{i}] has no 'file_path' string")
+        if "mask_path" in fr and (not isinstance(fr["mask_path"], str) or not fr["mask_path"]):
+            raise DatasetError(f"[splat] {tf}: frames[{i}] 'mask_path' must be a file path")
+        for key in ("file_path", "mask_path", "depth_file_path"):
+            check_inside(tf, f"frames[{i}] '{key}'", fr.get(key), root, allow=allow_outside_paths)
+    check_inside(tf, "'ply_file_path'", meta.get("ply_file_path"), root, allow=allow_outside_paths)
     if "applied_transform" in meta:
         _matrix(str(tf), "applied_transform", meta["applied_transform"], (3, 4))
     ordered = sorted(range(len(all_frames)), key=lambda i: _name(all_frames[i]["file_path"]))
@@ -224,9 +232,10 @@ def load_nerfstudio(root, split: str = "train", *, background=(0.0, 0.0, 0.0), d
             if prescaled:
                 small_mask = _downscaled(root, fr["mask_path"], downscale, "masks")
                 mask = small_mask or mask
-        else:
+        else:   # masks/ beside the image's folder, when that lies in the scene folder
             mask_dir = full_path.parent.parent / "masks"
-            if mask_dir.is_dir():
+            beside = posixpath.join(posixpath.dirname(fr["file_path"].replace("\\", "/")), "..", "masks")
+            if (allow_outside_paths or outside_reason(beside, root) is None) and mask_dir.is_dir():
                 mask = find_mask(mask_dir, full_path.name)
                 if mask is None:
                     raise DatasetError(f"[splat] {mask_dir}: no mask for {full_path.name}")
