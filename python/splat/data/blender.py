@@ -20,14 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from PIL import Image, UnidentifiedImageError
-
 from ..camera import Camera
 from .dataset import Dataset, DatasetError, select_frames
 from .images import IMAGE_EXTENSIONS
 from .lens import Lens
-from .nerfstudio import INTRINSIC_KEYS, lens_from_keys, read_json
 from .paths import check_inside
+from .transforms_json import INTRINSIC_KEYS, image_size, lens_from_keys, read_json
 from .views import ViewSource, load_views
 
 SPLITS = ("train", "val", "test")
@@ -113,14 +111,3 @@ def load_blender(root, split: str = "train", *, background=(1.0, 1.0, 1.0), down
     return Dataset(cameras=loaded.cameras, images=loaded.images, names=names, points=None,
                    point_colors=None, background=bg, alphas=loaded.alphas, masks=loaded.masks,
                    path=str(root), format="blender", split=split)
-
-
-def image_size(p: Path) -> tuple[int, int]:
-    """(width, height) of an image file from its header."""
-    if not p.is_file():
-        raise DatasetError(f"[splat] {p}: image file not found")
-    try:
-        with Image.open(p) as im:
-            return im.size
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise DatasetError(f"[splat] {p}: cannot decode image ({exc})") from None
