@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from .._cli_common import write_json
-from .._cli_data import _safe_name, render_files
+from .._cli_data import render_stems
 from ._shared import UserError, _clean, _make_backend, _side_by_side, _write_png
 
 
@@ -104,8 +104,7 @@ def _render_cameras(args, model):
     if path in ("split", "test", "train") and args.data:
         data = _load_split(args, model, args.split if path == "split" else path)
         cams = [resized(c, args.width, args.height) for c in data.cameras]
-        files = render_files(data.names)   # 0000.jpg -> 0000.png
-        return cams, [files[n][:-len(".png")] for n in data.names], data, f"{args.data} [{data.split}]"
+        return cams, render_stems(data.names), data, f"{args.data} [{data.split}]"   # 0000.jpg -> 0000
     if path in ("train", "test", "split"):
         split = "test" if path == "test" else "train"
         named = [(n, c) for n, c, s in model.cameras if s == split]
@@ -120,7 +119,7 @@ def _render_cameras(args, model):
         raise UserError(f"{path}: no cameras")
     from ..data import select_frames
     named = [named[i] for i in select_frames(len(named), args.frames)] if args.frames else named
-    return [resized(c, args.width, args.height) for _, c in named], [_safe_name(n) for n, _ in named], None, label
+    return [resized(c, args.width, args.height) for _, c in named], render_stems(n for n, _ in named), None, label
 
 
 def _output_file(flag: str, path) -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from .._cli_common import warn, write_json
-from .._cli_data import render_files, scene_arg
+from .._cli_data import render_stems, scene_arg
 from ..stop_signals import StopSignals
 from ._shared import (LOSS_EVERY, SYNTHETIC_OUT, SYNTHETIC_SIZE, SYNTHETIC_STEPS, UserError, _bytes, _clean,
                       _command_line_overrides, _config_setup, _make_backend, _pick_views, _progress, _side_by_side,
@@ -323,9 +323,10 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                 if show:
                     step_dir = out / "renders" / f"step_{milestone}"
                     step_dir.mkdir(parents=True, exist_ok=True)
+                    stems = render_stems(test.names)
                     for name in show:
                         j = test.names.index(name)
-                        _write_png(step_dir / render_files(test.names)[name],
+                        _write_png(step_dir / f"{stems[j]}.png",
                                    _side_by_side(renders[name], test.images[j]))
                 evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
                               "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
