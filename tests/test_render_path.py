@@ -280,7 +280,7 @@ def test_render_errors(run, tmp_path, capsys):
     assert "nothing_here" in err("render", tmp_path / "nothing_here", "--backend", "cpu")
     (tmp_path / "junk.ply").write_bytes(b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nend_header\n1\n")
     assert "junk.ply" in err("eval", tmp_path / "junk.ply", "--data", tmp_path, "--backend", "cpu")
-    assert "--data" in err("eval", run, "--backend", "cpu")
+    assert "--data" in err("eval", lone, "--backend", "cpu")   # (a run of the built-in scene has its views)
 
 
 def test_export_command(run, tmp_path, capsys):

@@ -313,6 +313,16 @@ class OpenedModel:
     cameras: list                 # [(name, Camera, "train" | "test")] from cameras.json, when found
     run_dir: Path | None
     antialiased: bool = False     # the rasterization mode it renders with
+    # no background was given or recorded (a scene file outside a run): `background` is
+    # white for want of better; use_background() puts a dataset's default in its place
+    background_default: bool = False
+
+    def use_background(self, background) -> None:
+        """Render on `background` from now on (the renderer's default included)."""
+        self.background = tuple(float(b) for b in background)
+        self.background_default = False
+        if isinstance(self.renderer, SceneRenderer):
+            self.renderer.background = self.background
 
 
 def run_antialiased(run_dir) -> bool | None:
@@ -347,6 +357,7 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
     if src.suffix.lower() == ".npz" and not src.is_dir():
         meta, arrays = read_checkpoint(src)
         bg = tuple(background or meta.get("background", (1.0, 1.0, 1.0)))
+        unknown_bg = background is None and not meta.get("background")
         # The checkpoint's trainer wants a dataset of its own image size; the
         # views to render are independent of it, so a one-view stand-in does.
         w, h = int(meta["width"]), int(meta["height"])
@@ -370,6 +381,7 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
             stored = run_antialiased(run_dir)
         mode = bool(stored) if antialiased is None else bool(antialiased)
         renderer = SceneRenderer(g, backend_config, bg, antialiased=mode)
+        unknown_bg = background is None and scene.background_default
     cams_path = find_cameras_json(src)
     cams = []
     if cams_path is not None:
@@ -377,4 +389,4 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
             cams += [(n, c, split) for n, c in formats.load_cameras_json(cams_path, split)]
     if run_dir is None and cams_path is not None:
         run_dir = cams_path.parent
-    return OpenedModel(renderer, g, bg, str(src), cams, run_dir, mode)
+    return OpenedModel(renderer, g, bg, str(src), cams, run_dir, mode, background_default=unknown_bg)

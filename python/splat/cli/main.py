@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--supersample", type=positive_int, default=1, metavar="K",
                        help="render at K times the image size and box-average down")
         q.add_argument("--background", type=_background, metavar="R,G,B",
-                       help="background colour (default: the run's, else white)")
+                       help="background colour (default: the run's, else the dataset's: black for a capture, "
+                            "white for a Blender scene; white without a dataset)")
         q.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
         antialiased_arg(q)
 

@@ -90,6 +90,10 @@ def _dataset_source(args, model, split):
                         f"folder: give --data PATH")
     if getattr(args, "downscale", None) is not None:
         kwargs["downscale"] = args.downscale
+    if model.background_default:   # a scene file outside a run: the dataset's own default background
+        from ..data import default_background
+        model.use_background(default_background(folder, split, kwargs.get("format", "auto")))
+        kwargs["background"] = model.background
     return folder, split, kwargs
 
 
@@ -242,7 +246,7 @@ def cmd_eval(args) -> int:
                                  "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
                                  "data": "synthetic" if folder is BUILTIN else str(Path(folder).resolve()), "split": split,
                                  "frames": kwargs["frames"], "downscale": kwargs.get("downscale", 1), "supersample": args.supersample, "masked": args.masked,
-                                 "antialiased": model.antialiased,
+                                 "antialiased": model.antialiased, "background": list(model.background),
                                  "exposure": args.exposure,
                                  "views": len(data), "num_gaussians": model.renderer.num_gaussians,
                                  "step": model.renderer.step_count, "backend": model.renderer.backend,
