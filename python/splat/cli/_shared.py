@@ -96,8 +96,11 @@ def _command_line_overrides(cfg, args, source):
     return cfg
 
 
-def _make_backend(table: dict):
-    """BackendConfig from a [backend] table, its warnings printed."""
+def _make_backend(table: dict, explain_fallback: bool = True):
+    """BackendConfig from a [backend] table, its warnings printed. Why 'auto' runs on the
+    CPU is said at most once a process, and only with `explain_fallback` (a command whose
+    backend was chosen: `splat train`, or `--backend auto`); otherwise it is claimed
+    unsaid, so no library call repeats it either."""
     from .. import BackendConfig
     try:
         bc = BackendConfig(**table)
@@ -107,7 +110,7 @@ def _make_backend(table: dict):
         warn(_clean(w))
     from .._backend_notice import claim_auto_fallback_message
     fallback = claim_auto_fallback_message(bc.backend)   # said here once, not again by the Trainer
-    if fallback:
+    if fallback and explain_fallback:
         warn(_clean(fallback))
     return bc
 

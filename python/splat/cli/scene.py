@@ -32,7 +32,8 @@ def _open_model(args):
         raise UserError("give a run folder, a scene file (.ply, .splat, .spz) or --checkpoint C.npz")
     if args.source and args.checkpoint:
         raise UserError(f"give the model once: {args.source} or --checkpoint {args.checkpoint}")
-    bc = _make_backend({"backend": args.backend or "auto"})
+    # the render / eval line names the backend; why 'auto' is the CPU is said where asked
+    bc = _make_backend({"backend": args.backend or "auto"}, explain_fallback=args.backend is not None)
     return open_model(source, bc, background=args.background, antialiased=args.antialiased)
 
 
@@ -239,7 +240,7 @@ def cmd_eval(args) -> int:
           + (f" at downscale {kwargs['downscale']}" if kwargs.get("downscale", 1) != 1 else "")
           + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
           + (" antialiased" if model.antialiased else "")
-          + (" with the learned exposure corrections" if args.exposure else ""))
+          + (" with the learned exposure corrections" if args.exposure else "") + f" ({model.renderer.backend})")
     if args.json:
         is_ckpt = model.source.lower().endswith(".npz")
         result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
@@ -287,7 +288,7 @@ def _check_export_target(out, fmt: str, source) -> None:
 def cmd_view(args) -> int:
     from ..render_path import open_model
     from ..viewer import Viewer
-    bc = _make_backend({"backend": args.backend or "auto"})
+    bc = _make_backend({"backend": args.backend or "auto"}, explain_fallback=args.backend is not None)
     model = open_model(args.source, bc, background=args.background, antialiased=args.antialiased)
     cams = list(model.cameras)
     if args.data:

@@ -263,9 +263,19 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
     train_seconds = 0.0
+    earlier_total = 0.0     # the wall time of the invocations before this one (a resumed run)
     if start is not None:   # as recorded with the checkpoint, else at the last evaluation before it
         recorded = earlier.get("steps") == trainer.step_count and earlier.get("train_seconds") is not None
         train_seconds = float(earlier["train_seconds"] if recorded else evals[-1]["train_seconds"] if evals else 0.0)
+        before = earlier.get("total_seconds")
+        if not isinstance(before, (int, float)):   # written before total_seconds was recorded
+            before = sum(float(earlier.get(k) or 0.0) for k in ("train_seconds", "load_seconds", "eval_seconds"))
+        earlier_total = max(float(before), train_seconds)
+    resumed_seconds = train_seconds     # training time up to the step resumed from
+
+    def total_seconds() -> float:
+        """Wall time of the whole run: the earlier invocations' and this one's so far."""
+        return earlier_total + time.perf_counter() - t_begin
     eval_seconds = 0.0
     bar = _progress(steps, not args.quiet)
     task = None
@@ -285,6 +295,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             "ms_per_step": 1000.0 * train_seconds / max(1, trainer.step_count),
             "load_seconds": load_seconds,
             "eval_seconds": eval_seconds,
+            "total_seconds": total_seconds(),
             "psnr": last.get("psnr"),
             "ssim": last.get("ssim"),
             "eval_views": len(test),
@@ -389,10 +400,14 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     write_json(out / "metrics.json", metrics(final=True))
     if final.get("lpips") is not None:
         print(f"LPIPS({lpips_net}) {final['lpips']:.4f}  on {len(test)} test views")
+    # Both times are the whole run's: a resumed run adds the earlier invocations' (and says
+    # what this one took), so training never reads longer than the total.
+    since = "" if start is None else (f"; since step {start[0]['step']}: {train_seconds - resumed_seconds:.1f} s "
+                                      f"training, {time.perf_counter() - t_begin:.1f} s total")
     print(f"PSNR {final['psnr']:.2f} dB  SSIM {final['ssim']:.4f}  on {len(test)} test views  "
           f"({trainer.num_gaussians:,} Gaussians, {steps} steps, {train_seconds:.1f} s training on "
-          f"{trainer.backend}, {time.perf_counter() - t_begin:.1f} s total)")
-    print(f"wrote {out}/: metrics.json, checkpoint.npz"
+          f"{trainer.backend}, {total_seconds():.1f} s total{since})")
+    print(f"wrote {out}/: config.toml, cameras.json, metrics.json, checkpoint.npz"
           + (", point_cloud.ply" if cfg.output.save_ply else "") + (", exposure.npy" if cfg.train.exposure else "")
           + ", training.png"
           + (", renders/" if show else ""))
