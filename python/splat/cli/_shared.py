@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from .._cli_common import one_line, warn
+from ._common import one_line, warn
 
 
 BACKENDS = ("auto", "cpu", "cuda", "metal")
@@ -79,7 +79,7 @@ def _pick_views(count: int, n: int) -> list[int]:
 def _config_setup(args):
     """`splat train`'s and `splat check`'s config: a TOML file and / or a scene folder,
     with the command line's overrides."""
-    from .._cli_data import run_config
+    from ._data import run_config
     return _command_line_overrides(run_config(args), args, args.config or "the run config")
 
 

@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-from .._cli_common import one_line, positive_int, warn
+from ._common import one_line, positive_int, warn
 from ..stop_signals import Terminated
 from ._shared import BACKENDS, SYNTHETIC_OUT, UserError, _clean, _err, _exc_message
 from .check import cmd_check

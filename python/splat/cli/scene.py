@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from .._cli_common import write_json
-from .._cli_data import _safe_name, render_files
+from ._common import write_json
+from ._data import _safe_name, render_files
 from ._shared import SYNTHETIC_LABEL, UserError, _clean, _make_backend, _side_by_side, _write_png, is_builtin_run
 
 
@@ -52,7 +52,7 @@ def _run_data(model):
     try:
         data = load_config(path, check_paths=False).data
     except ConfigError as exc:
-        from .._cli_common import warn
+        from ._common import warn
         warn(f"{path}: not used to find the dataset ({_clean(str(exc))})")
         return None
     return data if data.path is not None else None

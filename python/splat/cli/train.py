@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from .._cli_common import warn, write_json
-from .._cli_data import render_files, scene_arg
+from ._common import warn, write_json
+from ._data import render_files, scene_arg
 from ..stop_signals import StopSignals
 from ._shared import (LOSS_EVERY, SYNTHETIC_LABEL, SYNTHETIC_MARKER, SYNTHETIC_OUT, SYNTHETIC_SIZE,
                       SYNTHETIC_STEPS, UserError, is_builtin_run, _bytes, _clean,
@@ -21,7 +21,7 @@ def _synthetic_setup(args):
     """The config of the built-in scene (its datasets: _datasets): its recipe scaled to
     --steps (or --set train.steps), then the other --set overrides written over it and
     checked like a config file's. [data] keys have no scene folder to apply to."""
-    from .._cli_data import parse_overrides
+    from ._data import parse_overrides
     from ..config import Config, ConfigError, OutputConfig, apply_overrides
     from ..data import synthetic
     overrides = parse_overrides(getattr(args, "set", None))

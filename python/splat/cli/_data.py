@@ -20,7 +20,7 @@ def render_files(names) -> dict:
     replaced (0000.jpg -> 0000.png; a folder all names share left out, other
     folders flattened with '_'); names that would then collide keep their
     extension (a.jpg -> a_jpg.png)."""
-    from .data.images import IMAGE_EXTENSIONS
+    from ..data.images import IMAGE_EXTENSIONS
 
     def stem(name):
         base, ext = os.path.splitext(str(name))
@@ -51,7 +51,7 @@ def scene_arg(args) -> str | None:
 
 def _parse_value(text: str):
     """A --set value: a TOML value (3, 0.5, true, [0, 0, 0], "x"), else the text itself."""
-    from .config import _toml
+    from ..config import _toml
     try:
         return _toml.loads(f"v = {text}")["v"]
     except _toml.TOMLDecodeError:
@@ -79,7 +79,7 @@ def run_config(args):
     and every --set written over it, validated in one pass like a file. A
     scene without a config trains with the defaults (the 3DGS recipe; black
     background for captures) into runs/<scene name>."""
-    from .config import Config, load_config
+    from ..config import Config, load_config
     overrides = parse_overrides(getattr(args, "set", None))
     scene = scene_arg(args)
     if scene is not None:
