@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", metavar="train.KEY=VALUE",
                     help="recipe override (repeatable), e.g. train.strategy=mcmc train.max_gaussians=300000")
     args = ap.parse_args(argv)
-    from splat._cli_data import parse_overrides
+    from splat.cli._data import parse_overrides
     try:
         overrides = parse_overrides(args.set or [])
     except ValueError as exc:

@@ -202,7 +202,7 @@ def print_table(rows, skipped, out=sys.stdout):
 
 
 def parse_sets(items) -> dict:
-    from splat._cli_data import parse_overrides
+    from splat.cli._data import parse_overrides
     try:
         out = parse_overrides(items)
     except ValueError as exc:
@@ -280,7 +280,7 @@ def main(argv=None) -> int:
     if breakdowns:
         print_breakdowns(breakdowns)
     if args.json:
-        from splat._cli_common import write_json
+        from splat.cli._common import write_json
         write_json(args.json, {"backend": backend, "marks": marks, "rows": rows, "skipped": skipped})
     return 0
 

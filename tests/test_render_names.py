@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402,F401
 from _cli import run_cli  # noqa: E402
 
-from splat._cli_data import render_files  # noqa: E402
+from splat.cli._data import render_files  # noqa: E402
 
 SAFE = re.compile(r"^[A-Za-z0-9._-]+\.png$")
 

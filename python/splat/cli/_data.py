@@ -27,7 +27,7 @@ def render_stems(names) -> list:
     folders flattened with '_'); names that would then collide keep their
     extension (a.jpg -> a.jpg, a.png -> a.png), and those that still collide
     (é.jpg, ë.jpg) get their index in `names` (e_0, e_1)."""
-    from .data.images import IMAGE_EXTENSIONS
+    from ..data.images import IMAGE_EXTENSIONS
 
     def stem(name):
         base, ext = os.path.splitext(name)
@@ -78,7 +78,7 @@ def scene_arg(args) -> str | None:
 
 def _parse_value(text: str):
     """A --set value: a TOML value (3, 0.5, true, [0, 0, 0], "x"), else the text itself."""
-    from .config import _toml
+    from ..config import _toml
     try:
         return _toml.loads(f"v = {text}")["v"]
     except _toml.TOMLDecodeError:
@@ -106,7 +106,7 @@ def run_config(args):
     and every --set written over it, validated in one pass like a file. A
     scene without a config trains with the defaults (the 3DGS recipe; black
     background for captures) into runs/<scene name>."""
-    from .config import Config, load_config
+    from ..config import Config, load_config
     overrides = parse_overrides(getattr(args, "set", None))
     scene = scene_arg(args)
     if scene is not None:
