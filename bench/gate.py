@@ -18,19 +18,17 @@ of ours. Then the ts_*
 breakdown of one step at the final size (GPU time per label, CUDA events;
 the densification step is included once, as ts_densify).
 
-Evaluation (/work/shared/data/README.md): lego_400 on its 200 test views;
+Evaluation (the benchmark data's README): lego_400 on its 200 test views;
 lego_800 on the lego_400 test cameras rendered at 800x800 (focal x2) and
 2x2 box-averaged, against lego_400/test frames[0::2].
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 import splat
 from splat import _core
@@ -50,13 +48,14 @@ def default_data() -> Path:
     return (REPO / ".." / "shared" / "data").resolve()
 
 
-def scene_data(data: Path, scene: str):
-    """(train, test, supersample) of a gate scene."""
+def scene_data(data: Path, scene: str, test_frames=None):
+    """(train, test, supersample) of a gate scene; `test_frames` selects lego_400's
+    test views (lego_800 always uses frames 0::2)."""
     train = splat.load_dataset(data / scene, split="train")
     if scene == "lego_800":
         test = splat.load_dataset(data / "lego_400", split="test", frames="0::2")
         return train, test, 2
-    return train, splat.load_dataset(data / scene, split="test"), 1
+    return train, splat.load_dataset(data / scene, split="test", frames=test_frames), 1
 
 
 def warm_up(train, backend: str, train_config=None):
@@ -71,9 +70,9 @@ def gib(n: int) -> str:
     return f"{n / 2 ** 30:.2f}"
 
 
-def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overrides=None):
+def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overrides=None, test_frames=None):
     t0 = time.perf_counter()
-    train, test, supersample = scene_data(data, scene)
+    train, test, supersample = scene_data(data, scene, test_frames)
     log(f"[{scene}] {len(train)} train views {train.size_summary()}, {len(test)} test views "
         f"(supersample {supersample}); loaded in {time.perf_counter() - t0:.1f}s")
     t0 = time.perf_counter()
@@ -142,10 +141,12 @@ def main(argv=None) -> int:
     ap.add_argument("--scenes", default="lego_400,lego_800")
     ap.add_argument("--steps", type=int, default=30000)
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--test-frames", default=None, metavar="SLICE",
+                    help="lego_400's test views to evaluate, e.g. 0::2 (default: all 200)")
     ap.add_argument("--set", action="append", metavar="train.KEY=VALUE",
                     help="recipe override (repeatable), e.g. train.strategy=mcmc train.max_gaussians=300000")
     args = ap.parse_args(argv)
-    from splat._cli_data import parse_overrides
+    from splat.cli._data import parse_overrides
     try:
         overrides = parse_overrides(args.set or [])
     except ValueError as exc:
@@ -164,7 +165,8 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     all_rows, breakdowns = [], {}
     for scene in [s.strip() for s in args.scenes.split(",") if s.strip()]:
-        rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log, overrides.get("train"))
+        rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log, overrides.get("train"),
+                                args.test_frames)
         all_rows += rows
         breakdowns[scene] = (ts, n)
 

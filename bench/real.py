@@ -29,14 +29,11 @@ let a long benchmark run in pieces.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 import splat
 from splat import _core
@@ -113,7 +110,7 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
         warm_up(train, splat.BackendConfig(backend=backend), cfg)
     _memory_peak_reset(backend)
     trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend))
-    rows, seconds, done = [], 0.0, 0
+    rows, seconds = [], 0.0
     for mark in marks:
         t0 = time.perf_counter()
         stopped = False
@@ -205,7 +202,7 @@ def print_table(rows, skipped, out=sys.stdout):
 
 
 def parse_sets(items) -> dict:
-    from splat._cli_data import parse_overrides
+    from splat.cli._data import parse_overrides
     try:
         out = parse_overrides(items)
     except ValueError as exc:
@@ -283,7 +280,7 @@ def main(argv=None) -> int:
     if breakdowns:
         print_breakdowns(breakdowns)
     if args.json:
-        from splat._cli_common import write_json
+        from splat.cli._common import write_json
         write_json(args.json, {"backend": backend, "marks": marks, "rows": rows, "skipped": skipped})
     return 0
 

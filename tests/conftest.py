@@ -22,6 +22,37 @@ def pytest_configure(config):
         config.addinivalue_line("markers", line)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    if call.excinfo is not None:
+        item.stash.setdefault(_FAILED_TRACEBACKS, []).append(call.excinfo.tb)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A failed test's traceback keeps its frames, and through them everything
+    the test made, for the rest of the session: a GPU test's rasterizer and its
+    device memory would then fail the tests after it. Once the failure has been
+    reported (and --pdb has had it), the frames' locals are dropped."""
+    yield
+    for tb in item.stash.get(_FAILED_TRACEBACKS, []):
+        while tb is not None:
+            frame, tb = tb.tb_frame, tb.tb_next
+            try:
+                frame.clear()
+            except RuntimeError:  # still running (a frame of pytest's own)
+                continue
+            frame.f_locals  # noqa: B018 -- re-syncs (empties) the dict a report took of the locals
+    item.stash[_FAILED_TRACEBACKS] = []
+    for name in ("last_traceback", "last_value", "last_exc"):
+        if hasattr(sys, name):
+            setattr(sys, name, None)
+
+
+_FAILED_TRACEBACKS = pytest.StashKey[list]()
+
+
 def _installed_package_problem() -> str | None:
     import importlib.util
     spec = importlib.util.find_spec("splat")

@@ -9,7 +9,6 @@ The compensation is k = sqrt(det(cov2d) / det(cov2d + 0.3 I)) of the undilated
 """
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

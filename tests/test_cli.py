@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pkg import NATIVE, ROOT, splat  # noqa: E402
+from _pkg import NATIVE, splat  # noqa: E402
 from _cli import assert_user_error, run_cli  # noqa: E402
 from _scenes import write_blender_scene  # noqa: E402
 

@@ -99,3 +99,44 @@ def test_render_file_names():
     assert len(set(files.values())) == len(files)
     ns = cli.render_files(["images/frame_00001.jpg", "images/frame_00002.jpg"])
     assert list(ns.values()) == ["frame_00001.png", "frame_00002.png"]
+
+
+def test_a_scene_file_of_a_capture_evaluates_on_the_captures_background(tmp_path, capsys):
+    """An exported file outside its run carries no background: eval and render take the
+    dataset's default one (black for a capture), as the run itself did."""
+    scene = make_capture(tmp_path / "thermos")
+    run_dir = tmp_path / "run"
+    rc, _, err = run_cli(capsys, "train", scene, *FAST, "--out", run_dir)
+    assert rc == 0, err
+    elsewhere = tmp_path / "shared"
+    elsewhere.mkdir()
+    got = tmp_path / "eval.json"
+    for name in ("th.spz", "th.ply"):
+        rc, _, err = run_cli(capsys, "export", run_dir, "--out", elsewhere / name)
+        assert rc == 0, err
+        psnr = {}
+        for bg in (None, "0,0,0", "1,1,1"):
+            rc, _, err = run_cli(capsys, "eval", elsewhere / name, "--data", scene, "--backend", "cpu", "--quiet",
+                                 "--json", got, *(() if bg is None else ("--background", bg)))
+            assert rc == 0, err
+            e = json.loads(got.read_text())
+            psnr[bg] = e["psnr"]
+            if bg is None:
+                assert e["background"] == [0.0, 0.0, 0.0], name
+        assert psnr[None] == psnr["0,0,0"] != psnr["1,1,1"], (name, psnr)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert psnr[None] == pytest.approx(metrics["psnr"], abs=1e-4)      # the PLY: what the run reported
+    # render with the dataset's views: the same background as eval
+    out = tmp_path / "frames"
+    rc, _, err = run_cli(capsys, "render", elsewhere / "th.ply", "--data", scene, "--path", "test",
+                         "--frames", "0", "--out", out, "--backend", "cpu", "--quiet")
+    assert rc == 0, err
+    from PIL import Image
+    from splat.render_path import SceneRenderer
+    from splat.formats import load
+    from splat.data import load_dataset
+    test = load_dataset(scene, "test", frames="0")
+    want = SceneRenderer(load(elsewhere / "th.ply"), splat.BackendConfig(backend="cpu"),
+                         background=(0.0, 0.0, 0.0)).render(test.cameras[0])
+    img = np.asarray(Image.open(next(out.glob("*.png"))))
+    assert np.abs(img.astype(np.float64) - np.clip(np.rint(want * 255), 0, 255)).max() <= 1

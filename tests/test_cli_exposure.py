@@ -11,7 +11,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE  # noqa: E402
-from test_cli import TRAIN_TOML, assert_user_error, run_cli, scene_dir, write_config  # noqa: E402,F401
+from test_cli import SIZE, TRAIN_TOML, assert_user_error, run_cli, write_config  # noqa: E402
+from _scenes import write_blender_scene  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
 
@@ -20,6 +21,15 @@ if NATIVE:
     from splat.data import load_dataset  # noqa: E402
     from splat.exposure import apply_exposure  # noqa: E402
     from splat.trainer import Trainer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli_exposure")
+    write_blender_scene(root / "scene", SIZE, n_test_views=4)
+    (root / "configs").mkdir()
+    return root
+
 
 EXPOSURE_TOML = TRAIN_TOML.replace("[backend]", "exposure = true\nabsgrad = true\n\n[backend]")
 

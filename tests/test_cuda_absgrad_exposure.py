@@ -10,8 +10,7 @@ import pytest
 import splat
 from _parity import rel_err
 from _scenes import make_rng
-from test_absgrad import state_of
-from test_exposure import check_warm_exposure_absgrad_allocates_nothing, random_corrections, shifted_dataset
+from test_exposure import check_warm_exposure_absgrad_allocates_nothing, random_corrections, shifted_dataset, state_of
 from test_training import make_dataset, random_gaussians, small_config
 
 pytestmark = pytest.mark.cuda

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import splat
-from _limits import limit_arrays, limit_camera, limit_scene, pair_error, tiles
+from _limits import limit_arrays, limit_camera, pair_error, tiles
 from _parity import GRAD_TOL, assert_images_close, loss_gradients, rel_err
 from _scenes import make_rng, random_camera, random_scene
 
@@ -26,6 +26,13 @@ if not _ok:
 TESTS = os.path.dirname(os.path.abspath(__file__))
 BG = (0.25, 0.5, 0.75)
 GRADS = ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d")
+# The first 512 Gaussians' gradients with 2^31 - 1 pairs against the same 512 alone:
+# identical screen-covering Gaussians centred on the image, so a mean's or a scale's
+# gradient is a sum over 67M pixels whose halves cancel, and float atomics in another
+# order show relative to that small sum. Measured on the H200 over 5 seeds: 0.00227
+# at most (means; log_scales 0.00176, means2d 0.00189, the others under 0.0007).
+# Bound: twice that. A misplaced pair would move whole gradients (~1).
+PAIR_LIMIT_GRAD_TOL = 5e-3
 
 
 def gpu(**fields):
@@ -87,10 +94,11 @@ def test_the_pair_limit_renders_just_below_and_stops_just_above():
     want_grads = r.backward(d_image)
     np.testing.assert_allclose(out.image, want.image, rtol=0, atol=1e-6)
     np.testing.assert_allclose(out.alpha, want.alpha, rtol=0, atol=1e-6)
+    errors = {name: rel_err(getattr(grads, name)[:few], getattr(want_grads, name)) for name in GRADS}
+    print(f"pair limit, seed {seed}: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
     for name in GRADS:
-        got = getattr(grads, name)
-        assert rel_err(got[:few], getattr(want_grads, name)) < GRAD_TOL, (name, seed)  # float atomics
-        assert not np.any(got[few:]), (name, seed)
+        assert errors[name] < PAIR_LIMIT_GRAD_TOL, (name, errors, seed)  # float atomics
+        assert not np.any(getattr(grads, name)[few:]), (name, seed)
     crop = splat.Camera(cam.world_to_camera, cam.fx, cam.fy, cam.cx, cam.cy, 1024, 1024)
     assert_images_close(r.forward(small, crop, sh_degree=0, background=BG).image,
                         cpu().forward(small, crop, sh_degree=0, background=BG).image, "crop", seed)
@@ -125,10 +133,13 @@ def test_deterministic_backward_past_two_to_the_32_over_nine_pairs():
     a, b = det.backward(d_image), default.backward(d_image)
     assert np.abs(b.means[n_faint:]).max() > 0, seed
     # Both sum 8192^2 pixels' random-sign contributions in float32, in different orders
-    # (measured 1.6e-3 apart); a wrapped 32-bit index would misplace whole gradients (~1).
+    # (measured on the H200: 1.6e-5 apart at most); a wrapped 32-bit index would
+    # misplace whole gradients (~1).
+    errors = {name: max(rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]),
+                        rel_err(getattr(a, name), getattr(b, name))) for name in GRADS}
+    print(f"deterministic past 2^32/9, seed {seed}: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
     for name in GRADS:
-        assert rel_err(getattr(a, name)[n_faint:], getattr(b, name)[n_faint:]) < 10 * GRAD_TOL, (name, seed)
-        assert rel_err(getattr(a, name), getattr(b, name)) < 10 * GRAD_TOL, (name, seed)
+        assert errors[name] < 10 * GRAD_TOL, (name, errors, seed)
 
 
 def test_the_gaussian_limit_on_the_gpu():
@@ -155,6 +166,7 @@ def test_the_gaussian_limit_on_the_gpu():
         r.forward(splat.Gaussians(*arrays), cam, sh_degree=0)
 
 
+@pytest.mark.slow  # 74 s on the H200, most of it the CPU backend's side at 2^28 pixels
 def test_a_16384_square_image_matches_the_cpu():
     """The image-side limit in both directions at once: 2^20 tiles, 2^28
     pixels (image indices to 3 x 2^28); GPU against CPU, forward and

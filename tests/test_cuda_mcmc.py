@@ -8,7 +8,7 @@ import pytest
 import splat
 from splat.reference import mcmc as ref
 from _scenes import make_rng
-from test_mcmc import assert_refined, constructed_state, mcmc_config, refine_case, run_counts
+from test_mcmc import assert_noise_matches, assert_refined, constructed_state, mcmc_config, refine_case, run_counts
 from test_training import make_dataset, random_gaussians
 
 pytestmark = pytest.mark.cuda

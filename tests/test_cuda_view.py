@@ -26,7 +26,7 @@ from splat.render_path import SceneRenderer, orbit_cameras, orbit_frame  # noqa:
 rng = np.random.default_rng()
 
 
-def random_gaussians(n):
+def random_gaussians(n, rng=rng):
     return splat.Gaussians(
         means=rng.normal(size=(n, 3)).astype(np.float32) * 0.6,
         log_scales=rng.uniform(-4, -2.5, size=(n, 3)).astype(np.float32),
@@ -36,15 +36,23 @@ def random_gaussians(n):
 
 
 def test_orbit_renders_match_cpu():
-    g = random_gaussians(5000)
+    """The parity suite's image tolerance (tests/_parity.py): 1e-5 but for the
+    few pixels where float32 sums land on either side of a threshold (alpha
+    1/255, T 1e-4). A single such flip moves a pixel by up to its splat's
+    colour / 255: measured 0.00249 on the H200, which a bound on the largest
+    difference alone failed."""
+    from _parity import assert_images_close
+    seed = int(rng.integers(0, 2 ** 31))
+    local = np.random.default_rng(seed)
+    g = random_gaussians(5000, local)
     cams = orbit_cameras(orbit_frame(g, [], up="+z"), 6, 203, 151)
     gpu = SceneRenderer(g, splat.BackendConfig(backend="cuda"))
     cpu = SceneRenderer(g, splat.BackendConfig(backend="cpu"))
     assert gpu.backend == "cuda"
-    for cam in cams:
+    for i, cam in enumerate(cams):
         a, b = gpu.render(cam), cpu.render(cam)
         assert b.std() > 0.02
-        assert np.abs(a - b).max() < 2e-3
+        assert_images_close(a, b, f"orbit frame {i}", seed)
 
 
 def test_live_view_between_cuda_steps(tmp_path):

@@ -142,7 +142,7 @@ def foreign_ply(path, g):
     """A 3DGS PLY as another tool might write it: properties reordered, doubles,
     extra properties, no normals, through plyfile."""
     plyfile = pytest.importorskip("plyfile")
-    n, k = len(g), g.sh.shape[1]
+    n = len(g)
     cols = {"opacity": g.opacity_logits.astype(np.float64)}
     for i, c in enumerate("xyz"):
         cols[c] = g.means[:, i].astype(np.float64)
@@ -280,7 +280,7 @@ def test_render_errors(run, tmp_path, capsys):
     assert "nothing_here" in err("render", tmp_path / "nothing_here", "--backend", "cpu")
     (tmp_path / "junk.ply").write_bytes(b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nend_header\n1\n")
     assert "junk.ply" in err("eval", tmp_path / "junk.ply", "--data", tmp_path, "--backend", "cpu")
-    assert "--data" in err("eval", run, "--backend", "cpu")
+    assert "--data" in err("eval", lone, "--backend", "cpu")   # (a run of the built-in scene has its views)
 
 
 def test_export_command(run, tmp_path, capsys):
@@ -344,3 +344,42 @@ def test_unwritable_outputs_are_refused_before_any_work(run, tmp_path, capsys):
         assert len(errors) == 1 and errors[0].startswith(f"splat: error: {flag} ") and words in errors[0], err
         assert not any(ln.startswith("rendered") for ln in err)
     assert afile.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def forward_facing_rig(depth=4.0, width=64, height=48, fx=60.0):
+    """An LLFF-like capture: 12 cameras on a 4x3 grid in the plane z = 0 (0.25 apart), each
+    looking along +z within a few degrees, at a scene about `depth` in front."""
+    cams = []
+    for i in range(4):
+        for j in range(3):
+            eye = np.array([(i - 1.5) * 0.25, (j - 1) * 0.25, 0.0])
+            target = np.array([0.0, 0.0, depth]) + rng.normal(0, 0.15, 3)
+            w2c = look_at(eye, target, (0.0, -1.0, 0.0))
+            cams.append(Camera(w2c.astype(np.float32), fx, fx, width / 2, height / 2, width, height))
+    return cams
+
+
+def test_default_path_of_a_forward_facing_capture_stays_in_front():
+    """Orbiting a forward-facing capture's centre puts half the frames behind the scene,
+    where nothing was trained: its default path keeps to the cameras' side, looking the
+    way they looked, with the scene in every frame."""
+    cams = forward_facing_rig()
+    g = random_gaussians(400, np.array([0.0, 0.0, 4.0]), spread=0.6)
+    f = orbit_frame(g, cams)
+    assert f.forward_facing
+    mean_fwd = np.mean([c.world_to_camera[2, :3] for c in cams], axis=0)
+    mean_fwd /= np.linalg.norm(mean_fwd)
+    eyes = np.array([c.center for c in cams])
+    path = orbit_cameras(f, 60, width=64)
+    assert len(path) == 60
+    for cam in path:
+        fwd = cam.world_to_camera[2, :3].astype(np.float64)
+        assert fwd @ mean_fwd > math.cos(math.radians(20))                  # looks the cameras' way
+        assert (cam.center - eyes.mean(axis=0)) @ mean_fwd < 0.5            # from their side of the scene
+        uv, depth = project(cam, np.median(g.means, axis=0))
+        assert depth > 0 and 0 <= uv[0] < cam.width and 0 <= uv[1] < cam.height
+    # it moves: an ellipse about as wide as the cameras' spread
+    centres = np.array([c.center for c in path])
+    assert np.ptp(centres[:, 0]) > 0.3 and np.ptp(centres[:, 1]) > 0.2
+    # cameras all around a scene still orbit it
+    assert not orbit_frame(g, ring_rig(np.zeros(3), np.array([0.0, 0.0, 1.0]), 3.0, 0.3)).forward_facing

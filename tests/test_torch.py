@@ -204,6 +204,30 @@ def test_live_forwards_pair_with_their_own_backward():
     np.testing.assert_allclose(together.numpy(), separate.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"seed {seed}")
 
 
+def test_empty_cache_drops_idle_pools_and_keeps_a_pending_backward():
+    """splat.torch.empty_cache() gives back the pools no pass waits on; a pass
+    whose backward is still to come keeps its pool and gets its own gradient."""
+    rng, seed = make_rng()
+    w, h = 30, 26
+    g, cam = to_splat(scene_for(rng, 120, w, h, 1))
+    _, viewmats, Ks = _cameras(rng, cam, 1, w, h)
+    t = _tensors(g)
+    weights = torch.tensor(rng.normal(size=(1, h, w, 3)).astype(np.float32))
+    args = (t["means"], t["quats"], t["log_scales"], t["opacity_logits"], t["sh"], viewmats, Ks, w, h)
+    want = torch.autograd.grad((st.rasterize(*args, sh_degree=1)[0] * weights).sum(), t["means"])[0]
+    idle = st.rasterizer_pool("cpu")
+    st.empty_cache()
+    assert st.rasterizer_pool("cpu") is not idle  # the idle pool went
+    pending = st.rasterize(*args, sh_degree=1)[0]
+    busy = st.rasterizer_pool("cpu")
+    st.empty_cache()
+    assert st.rasterizer_pool("cpu") is busy  # a backward still needs it
+    got = torch.autograd.grad((pending * weights).sum(), t["means"])[0]
+    np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"seed {seed}")
+    st.empty_cache()
+    assert st.rasterizer_pool("cpu") is not busy
+
+
 def test_in_place_change_before_backward_is_caught():
     rng, _ = make_rng()
     g, cam = to_splat(scene_for(rng, 30, 16, 16, 0))

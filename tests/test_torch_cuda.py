@@ -158,11 +158,22 @@ def _gsplat():
 def test_parity_with_gsplat(opaque):
     """Identical inputs and matched settings (packed=False, eps2d 0.3, tile 16, near
     0.01, SH degree 3, per-camera backgrounds, RGB+ED): images, alphas, expected
-    depth, radii, means2d and every parameter's gradient."""
+    depth, visibility, radii, means2d and every parameter's gradient.
+
+    The principal point is the image centre. Off it, the two clamp an off-screen
+    Gaussian's view direction differently before the projection's Jacobian:
+    splat (as the Inria reference) at +-1.3 tan(fov/2) about the optical axis,
+    gsplat at 0.3 tan(fov/2) beyond each image edge, so the clamps differ by the
+    principal point's offset. Measured on the H200 with gsplat 1.5.3, the
+    principal point 1 px off centre, a second camera seeing large Gaussians from
+    outside its view: up to 66% of its pixels differ by > 1e-4 (at most 3.9e-3),
+    gradients by up to 2.6e-3; with the centre, 1.1e-6 and 2.5e-6 where no
+    splat sits at a threshold (docs/architecture.md, "Projection")."""
     gsplat = _gsplat()
     rng, seed = make_rng()
     n, w, h, cams = 4000, 160, 120, 2
     p, viewmats, Ks = _inputs(rng, n, w, h, 3, cams, "cuda")
+    Ks[:, 0, 2], Ks[:, 1, 2] = w / 2, h / 2
     lo, hi = (0.05, 0.35) if not opaque else (0.05, 0.99)
     base = dict(means=p["means"].detach(), quats=p["quats"].detach(),
                 scales=torch.exp(p["log_scales"].detach()),
@@ -181,12 +192,18 @@ def test_parity_with_gsplat(opaque):
         ((colors * weights).sum() + alphas.sum()).backward()
         results.append((colors.detach(), alphas.detach(), meta, {k: v.grad for k, v in x.items()}))
     (c0, a0, m0, g0), (c1, a1, m1, g1) = results
+    # Radii: splat's is one square of 3 sqrt(largest eigenvalue) pixels; gsplat >= 1.5
+    # gives a box per axis ([C,N,2]), 3.33 sigma of each axis or less where the opacity
+    # lets alpha fall below 1/255 sooner. So: every Gaussian gsplat draws, splat draws,
+    # with a radius that covers gsplat's box when no extent passes 3 sigma.
+    r_splat = m0["radii"][..., 0]
+    r_gs = m1["radii"] if m1["radii"].dim() == 3 else m1["radii"][..., None].expand(-1, -1, 2)
+    vis_gs = (r_gs > 0).all(-1)
     report = {"image max": float((c0[..., :3] - c1[..., :3]).abs().max()),
               "image >1e-4 fraction": float(((c0[..., :3] - c1[..., :3]).abs().amax(-1) > 1e-4).float().mean()),
               "alpha max": float((a0 - a1).abs().max()),
-              # gsplat >= 1.5 gives radii [C,N,2], older versions [C,N]
-              "radii equal fraction": float((m0["radii"][..., 0] == (m1["radii"] if m1["radii"].dim() == 2
-                                                                      else m1["radii"][..., 0])).float().mean())}
+              "gsplat-drawn splat skips": int((vis_gs & (r_splat == 0)).sum()),
+              "radius short of gsplat's box": int((vis_gs & (r_splat < r_gs.amax(-1))).sum())}
     m = (a1[..., 0] > 0.2)
     report["ED rel max (alpha>0.2)"] = float(((c0[..., 3] - c1[..., 3]).abs() / c1[..., 3].abs().clamp(min=1e-6))[m].max())
     for k in base:
@@ -194,12 +211,17 @@ def test_parity_with_gsplat(opaque):
     report["d means2d"] = rel_err(m0["means2d"].grad.cpu().numpy(), m1["means2d"].grad.cpu().numpy())
     msg = f"seed {seed}, opaque={opaque}: " + ", ".join(f"{k} {v:.3g}" for k, v in report.items())
     print(msg)
+    assert report["gsplat-drawn splat skips"] == 0, msg
     if not opaque:
-        # measured on the H200: 0.0037 and 0.0016 at most over seeds
-        assert report["image >1e-4 fraction"] <= 0.01 and report["alpha max"] <= 5e-3, msg
-        assert report["ED rel max (alpha>0.2)"] <= 1e-2, msg  # measured 0.0056 at most
+        # Measured on the H200 (gsplat 1.5.3, 3 seeds, centred principal point): no pixel
+        # but one of 19200 off by > 1e-4 (max 8.7e-4), alpha 1.65e-3 at that pixel (a splat
+        # on either side of alpha = 1/255: one flip moves alpha by < 1/255), gradients
+        # 1.1e-4 at most (2.5e-6 without a flip). Bounds: a few flips' worth.
+        assert report["image >1e-4 fraction"] <= 1e-3 and report["alpha max"] <= 5e-3, msg
+        assert report["radius short of gsplat's box"] == 0, msg
+        assert report["ED rel max (alpha>0.2)"] <= 1e-2, msg
         for k in list(base) + ["means2d"]:
-            assert report[f"d {k}"] <= 5e-3, msg
+            assert report[f"d {k}"] <= 1e-3, msg
     else:  # splat's 3-sigma radius against gsplat's 3.33: edges of opaque splats differ slightly
         # almost everywhere an opaque splat's faint skirt reaches (measured: max 0.0028, half the pixels > 1e-4)
         assert report["image max"] <= 1e-2 and report["alpha max"] <= 1e-2, msg

@@ -2,7 +2,26 @@
 #pragma once
 #include <nanobind/nanobind.h>
 
+#include <mutex>
+
 namespace splat::bindings {
+
+// The threading model (docs/architecture.md, "Threads"): each native object
+// serves one call at a time. A method takes its object's lock first; a thread
+// that must wait does so with the GIL released, so the call in progress can
+// take the GIL back when it returns.
+class ObjectLock {
+ public:
+  explicit ObjectLock(std::mutex& m) : lock_(m, std::defer_lock) {
+    if (!lock_.try_lock()) {
+      nanobind::gil_scoped_release release;
+      lock_.lock();
+    }
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
 
 void bind_config(nanobind::module_& m);
 void bind_rasterizer(nanobind::module_& m);

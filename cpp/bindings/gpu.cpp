@@ -128,6 +128,23 @@ void bind_gpu(nb::module_& m) {
       "driver's used / total (cuMemGetInfo after each arena allocation; 0 when unknown), and the driver's used "
       "memory when the process's first GPU device was made (its context, before any arena buffer).");
 
+  m.def(
+      "cuda_device_memory",
+      []() {
+#if defined(SPLAT_HAS_CUDA)
+        size_t free_bytes = 0, total_bytes = 0;
+        {
+          nb::gil_scoped_release release;
+          cuda::device_memory(&free_bytes, &total_bytes);
+        }
+        return std::make_tuple(free_bytes, total_bytes);
+#else
+        no_cuda();
+#endif
+      },
+      "(free, total) bytes of the CUDA backend's device as the driver reports them now (cuMemGetInfo); "
+      "raises BackendUnavailable without a CUDA device.");
+
   using U64In = nb::ndarray<const uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   using U32In = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   m.def(

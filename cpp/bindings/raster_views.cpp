@@ -61,6 +61,7 @@ class ViewRasterizer {
                    float cx, float cy, uint32_t width, uint32_t height, uint32_t sh_degree, HostIn background,
                    float near_plane, float far_plane, Out image, Out alpha, IntOut radii, uint64_t queue,
                    bool antialiased) {
+    ObjectLock guard(mutex_);
     const RasterArgs a = raster_args(kComponent, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy,
                                      width, height, sh_degree, background, near_plane, far_plane);
     const size_t n = a.n, k = a.k;
@@ -90,6 +91,7 @@ class ViewRasterizer {
 
   void backward(In d_image, std::optional<In> d_alpha, Out means, Out log_scales, Out quats, Out opacity_logits,
                 std::optional<Out> sh, Out means2d, uint64_t token, uint64_t queue) {
+    ObjectLock guard(mutex_);
     require(last_.has_value(), "backward() called before forward()");
     require(token == last_->token, "backward(): the device holds the state of another forward");
     const Last s = *last_;
@@ -119,6 +121,7 @@ class ViewRasterizer {
   }
 
  private:
+  std::mutex mutex_;  // one call at a time (ObjectLock)
   struct Last {
     size_t n, k;
     uint32_t width, height;

@@ -50,6 +50,7 @@ class Rasterizer {
   nb::tuple forward(FloatIn means, FloatIn log_scales, FloatIn quats, FloatIn opacity_logits, FloatIn sh,
                     FloatIn w2c, float fx, float fy, float cx, float cy, uint32_t width, uint32_t height,
                     uint32_t sh_degree, FloatIn background, float near_plane, float far_plane, bool antialiased) {
+    ObjectLock guard(mutex_);
     const RasterArgs a = raster_args(kComponent, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy,
                                      width, height, sh_degree, background, near_plane, far_plane);
     const size_t n = a.n, k = a.k;
@@ -74,6 +75,7 @@ class Rasterizer {
   uint64_t last_token() const { return last_ ? last_->token : 0; }
 
   nb::tuple backward(FloatIn d_image, std::optional<FloatIn> d_alpha, std::optional<uint64_t> token) {
+    ObjectLock guard(mutex_);
     require(last_.has_value(), "backward() called before forward()");
     require(!token || *token == last_->token, "backward(): the device holds the state of another forward");
     const Shape s = *last_;
@@ -95,6 +97,7 @@ class Rasterizer {
   }
 
  private:
+  std::mutex mutex_;  // one call at a time (ObjectLock)
   struct Shape {
     size_t n, k;
     uint32_t width, height;

@@ -235,6 +235,7 @@ class PyTrainer {
   }
 
   nb::dict step(bool read_loss) {
+    ObjectLock guard(mutex_);
     StepStats st;
     {
       nb::gil_scoped_release release;
@@ -260,6 +261,7 @@ class PyTrainer {
 
   // n steps without returning to Python in between; the loss of the last.
   nb::dict run(uint32_t n) {
+    ObjectLock guard(mutex_);
     StepStats st;
     {
       nb::gil_scoped_release release;
@@ -273,6 +275,7 @@ class PyTrainer {
   }
 
   nb::dict state() {
+    ObjectLock guard(mutex_);
     TrainingState s;
     trainer_->device().get_training_state(s);
     return state_to_dict(s);
@@ -280,6 +283,7 @@ class PyTrainer {
 
   FloatOut render(FloatIn w2c, float fx, float fy, float cx, float cy, uint32_t width, uint32_t height,
                   std::optional<FloatIn> background) {
+    ObjectLock guard(mutex_);
     if (w2c.ndim() != 2 || w2c.shape(0) != 4 || w2c.shape(1) != 4) throw ConfigError("[trainer] world_to_camera: expected [4,4]");
     if (background && background->size() != 3) throw ConfigError("[trainer] background: expected 3 values");
     CameraParams cam = make_camera_params(w2c.data(), fx, fy, cx, cy, width, height);
@@ -292,6 +296,7 @@ class PyTrainer {
   }
 
   nb::dict timings(bool reset) {
+    ObjectLock guard(mutex_);
     nb::dict d;
     for (const TimingRecord& r : trainer_->device().timings(reset)) {
       nb::dict e;
@@ -307,6 +312,7 @@ class PyTrainer {
   }
 
   nb::dict debug_snapshot() {
+    ObjectLock guard(mutex_);
     DebugSnapshot snap;
     if (!trainer_->device().debug_snapshot(snap))
       throw BackendError(std::string("[trainer] no debug snapshot on the ") + backend_name(trainer_->device().backend()) +
@@ -335,6 +341,7 @@ class PyTrainer {
   }
 
   nb::dict image_storage() {
+    ObjectLock guard(mutex_);
     const ImageStorage st = trainer_->device().image_storage();
     nb::dict d;
     d["image_bytes"] = st.image_bytes;
@@ -345,6 +352,7 @@ class PyTrainer {
   }
 
   void check_finite() {
+    ObjectLock guard(mutex_);
     nb::gil_scoped_release release;
     trainer_->check_finite();
   }
@@ -363,6 +371,7 @@ class PyTrainer {
 
   // The MCMC ops on the resident state, outside the schedule (tests).
   nb::dict mcmc_refine(float min_opacity, uint32_t add, uint64_t seed, uint32_t step) {
+    ObjectLock guard(mutex_);
     McmcRefineResult r;
     {
       nb::gil_scoped_release release;
@@ -375,6 +384,7 @@ class PyTrainer {
     return d;
   }
   void mcmc_noise(float noise_scale, uint64_t seed, uint32_t step) {
+    ObjectLock guard(mutex_);
     nb::gil_scoped_release release;
     trainer_->device().mcmc_noise(McmcStepSettings{0.f, 0.f, noise_scale, seed, step});
   }
@@ -382,6 +392,7 @@ class PyTrainer {
 
  private:
   std::unique_ptr<Trainer> trainer_;
+  std::mutex mutex_;  // one call at a time (ObjectLock)
 };
 
 }  // namespace

@@ -55,6 +55,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
     for (size_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain));
     return;
   }
+  std::lock_guard<std::mutex> turn(call_mutex_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;

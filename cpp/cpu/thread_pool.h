@@ -22,7 +22,9 @@ class ThreadPool {
   unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over disjoint chunks of [0, n) of at most `grain`
-  // indices, on every thread; returns when all are done. Not reentrant.
+  // indices, on every thread; returns when all are done. Callers from several
+  // threads take turns (every CPU device shares the process-wide pool); not
+  // reentrant: fn must not call parallel_for.
   void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
   // The process-wide pool.
@@ -33,6 +35,7 @@ class ThreadPool {
   void run_chunks();
 
   std::vector<std::thread> workers_;
+  std::mutex call_mutex_;  // one job at a time
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   const std::function<void(size_t, size_t)>* job_ = nullptr;

@@ -2,6 +2,7 @@
 #include "cuda_backend.h"
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "../core/backends.h"
@@ -33,6 +34,40 @@ int device_ordinal() {
 }
 
 }  // namespace
+
+CUcontext hold_primary_context(const Driver* cu, CUdevice device) {
+  // One retain per device, never released: the driver tears the context down
+  // at exit. Without it the context went with the last object and came back
+  // (with its setup time) with the next.
+  static std::mutex m;
+  static std::map<CUdevice, CUcontext> held;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = held.find(device);
+  if (it != held.end()) return it->second;
+  CUcontext context = nullptr;
+  CUresult r = cu->cuDevicePrimaryCtxRetain(&context, device);
+  if (r != CUDA_SUCCESS) throw BackendError("[cuda] cuDevicePrimaryCtxRetain failed: " + driver_error_text(cu, r));
+  held.emplace(device, context);
+  return context;
+}
+
+void device_memory(size_t* free_bytes, size_t* total_bytes) {
+  std::string why;
+  if (!cuda_available(&why)) throw BackendUnavailable("[cuda] " + why);
+  const Driver* cu = driver(&why);
+  if (!cu->cuMemGetInfo) throw BackendUnavailable("[cuda] this driver has no cuMemGetInfo");
+  CUdevice device = 0;
+  CUresult r = cu->cuDeviceGet(&device, device_ordinal());
+  if (r != CUDA_SUCCESS) throw BackendError("[cuda] cuDeviceGet failed: " + driver_error_text(cu, r));
+  CUcontext context = hold_primary_context(cu, device);
+  r = cu->cuCtxPushCurrent(context);
+  if (r != CUDA_SUCCESS) throw BackendError("[cuda] cuCtxPushCurrent failed: " + driver_error_text(cu, r));
+  r = cu->cuMemGetInfo(free_bytes, total_bytes);
+  CUcontext popped = nullptr;
+  cu->cuCtxPopCurrent(&popped);
+  if (r != CUDA_SUCCESS) throw BackendError("[cuda] cuMemGetInfo failed: " + driver_error_text(cu, r));
+}
+
 }  // namespace cuda
 
 bool cuda_available(std::string* reason) {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "cuda_backend.h"
 #include "nvrtc_compiler.h"
 #include "splat/errors.h"
 
@@ -46,6 +47,7 @@ CudaLauncher::CudaLauncher(int ordinal, bool profile) : ordinal_(ordinal), profi
   check(cu_->cuDeviceGetAttribute(&cc_minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
         "cuDeviceGetAttribute");
   check(cu_->cuDriverGetVersion(&driver_version_), "cuDriverGetVersion");
+  hold_primary_context(cu_, device_);
   check(cu_->cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
   try {
     Scope scope(*this);

@@ -3,9 +3,9 @@
 The native core (splat._core) owns the compute; this package handles
 configuration, data, evaluation and the command line.
 """
-from ._dist import DISTRIBUTION as __distribution__  # the PyPI name; the module is `splat`
+from ._dist import DISTRIBUTION as __distribution__  # noqa: F401 (the PyPI name; the module is `splat`)
 from ._dist import warn_if_folder_shared as _warn_if_folder_shared
-from ._version import __version__
+from ._version import __version__  # noqa: F401
 
 _warn_if_folder_shared(__file__)
 

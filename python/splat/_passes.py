@@ -56,6 +56,7 @@ class NativePool:
         self._leases: list = []   # weakref to the Lease of each native's last pass
         self._clock = 0
         self._taken: list = []    # when each native was last taken
+        self._slot_locks: list = []  # held over a pass's native calls (threads take turns per native)
         self._lock = threading.Lock()
 
     def native(self, slot: int):
@@ -67,6 +68,7 @@ class NativePool:
             self._natives.append(self._factory(self.config))
             self._leases.append(None)
             self._taken.append(0)
+            self._slot_locks.append(threading.Lock())
         return self._natives[slot]
 
     def take(self):
@@ -87,6 +89,18 @@ class NativePool:
             self._clock += 1
             self._taken[slot] = self._clock
             return native, lease
+
+    def slot_lock(self, slot: int) -> threading.Lock:
+        """The lock a thread holds over its calls on native `slot` (a backward's
+        token check, its render again and the backward itself are one turn)."""
+        with self._lock:
+            self._grow(slot)
+            return self._slot_locks[slot]
+
+    def busy(self) -> bool:
+        """Whether a pass still waits for its backward on one of the natives."""
+        with self._lock:
+            return any(ref is not None and ref() is not None and not ref().done for ref in self._leases)
 
     @property
     def backend(self) -> str:

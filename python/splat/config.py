@@ -74,6 +74,10 @@ class DataConfig(_Section):
     eval_lpips: str = _f("none", "str", choices=("none", "alex", "vgg"),
                          doc="also LPIPS with this backbone at every evaluation (needs splat-gs[lpips] "
                              "and the backbone's weights on this machine; README, Metrics)")
+    allow_outside_paths: bool = _f(False, "bool",
+                                   doc="let the dataset's files (image names, file_path, mask_path, "
+                                       "ply_file_path, ...) name files outside the scene folder: absolute "
+                                       "paths or ones whose normalised form leaves it (refused by default)")
 
     @classmethod
     def _cross_check(cls, v, bad):
@@ -95,7 +99,7 @@ class DataConfig(_Section):
         the path, split and frames)."""
         return dict(background=None if self.background is None else tuple(self.background),
                     downscale=self.downscale, test_every=self.test_every, format=self.format,
-                    alpha=self.alpha)
+                    alpha=self.alpha, allow_outside_paths=self.allow_outside_paths)
 
 
 @dataclass(init=False)

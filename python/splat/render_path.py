@@ -5,7 +5,8 @@ a JSON file; to PNG frames and / or an MP4 (imageio-ffmpeg, extra `[view]`).
 The orbit's centre, up axis, radius and elevation come from the training
 cameras where they are known (cameras.json of the run, or of the reference
 3DGS layout two folders up from its point_cloud.ply) and from the Gaussians
-otherwise; see `orbit_frame`.
+otherwise; see `orbit_frame`. A forward-facing capture (all cameras looking
+one way) gets an ellipse in front of the scene instead, on the cameras' side.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ AXES = {"+x": (1, 0, 0), "-x": (-1, 0, 0), "+y": (0, 1, 0), "-y": (0, -1, 0), "+
 # axes are the first photo's (OpenCV: y down), so its up is -y.
 DEFAULT_UP = "-y"
 DEFAULT_FOV_DEG = 50.0
+FORWARD_FACING_DEG = 30.0   # a capture whose view directions all lie within this of their mean
 
 
 class SceneRenderer:
@@ -111,6 +113,14 @@ class OrbitFrame:
     width: int | None
     height: int | None
     from_cameras: bool
+    # A forward-facing capture (every training camera looks within FORWARD_FACING_DEG of
+    # their mean direction, the LLFF / nerfstudio case): the default path is an ellipse in
+    # the cameras' plane around their mean centre, looking at `centre` (in front of them),
+    # instead of an orbit that would spend half its frames behind the scene.
+    forward_facing: bool = False
+    origin: np.ndarray | None = None        # the cameras' mean centre
+    forward: np.ndarray | None = None       # their mean view direction (unit)
+    radii: tuple = (0.0, 0.0)               # the ellipse's half-axes along right and up
 
 
 def orbit_frame(g: Gaussians, cameras=(), up: str | None = None) -> OrbitFrame:
@@ -155,7 +165,42 @@ def orbit_frame(g: Gaussians, cameras=(), up: str | None = None) -> OrbitFrame:
     if np.linalg.norm(start) < 1e-9:
         start = np.cross(up_v, np.roll(up_v, 1))
     start = start / np.linalg.norm(start)
-    return OrbitFrame(centre, up_v, radius, elev, start, fx, width, height, bool(cams))
+    frame = OrbitFrame(centre, up_v, radius, elev, start, fx, width, height, bool(cams))
+    if cams:
+        _forward_facing(frame, centres, fwd, g_centre)
+    return frame
+
+
+def _forward_facing(frame: OrbitFrame, centres, fwd, g_centre) -> None:
+    """Marks `frame` forward-facing when every camera looks within FORWARD_FACING_DEG of
+    the cameras' mean direction, and sets the ellipse the default path follows: centred on
+    the cameras' mean centre, in their plane (normal to that direction), with the 90th
+    percentile of their offsets along right and up as half-axes (LLFF's spiral radii),
+    looking at the scene centre, moved in front of the cameras if it is not."""
+    mean = fwd.mean(axis=0)
+    if np.linalg.norm(mean) < 1e-9:
+        return
+    mean = mean / np.linalg.norm(mean)
+    if np.min(fwd @ mean) < math.cos(math.radians(FORWARD_FACING_DEG)):
+        return
+    origin = centres.mean(axis=0)
+    up = frame.up - (frame.up @ mean) * mean
+    if np.linalg.norm(up) < 1e-6:      # looking along up: nothing to orbit around in the image plane
+        return
+    up = up / np.linalg.norm(up)
+    right = np.cross(mean, up)
+    rel = centres - origin
+    depth = float((frame.centre - origin) @ mean)
+    if depth <= 1e-6:                  # the axes met behind the cameras: the Gaussians' centre instead
+        depth = float((g_centre - origin) @ mean)
+        frame.centre = g_centre if depth > 1e-6 else origin + mean * max(frame.radius, 1.0)
+        depth = float((frame.centre - origin) @ mean)
+    floor = 0.05 * depth               # cameras at one spot still move a little
+    rx = max(float(np.percentile(np.abs(rel @ right), 90)), floor)
+    ry = max(float(np.percentile(np.abs(rel @ up), 90)), floor)
+    frame.forward_facing, frame.origin, frame.forward, frame.radii = True, origin, mean, (rx, ry)
+    frame.up = up
+    frame.start = right
 
 
 def orbit_cameras(frame: OrbitFrame, frames: int, width: int | None = None, height: int | None = None,
@@ -172,6 +217,8 @@ def orbit_cameras(frame: OrbitFrame, frames: int, width: int | None = None, heig
         fx = frame.fx * w / frame.width
     else:
         fx = 0.5 * w / math.tan(math.radians(DEFAULT_FOV_DEG) / 2)
+    if frame.forward_facing and elevation_deg is None:
+        return _ellipse_cameras(frame, frames, w, h, fx, radius_scale)
     elev = frame.elevation if elevation_deg is None else math.radians(elevation_deg)
     e1 = frame.start
     e2 = np.cross(frame.up, e1)
@@ -181,6 +228,22 @@ def orbit_cameras(frame: OrbitFrame, frames: int, width: int | None = None, heig
         a = 2.0 * math.pi * i / frames
         d = math.cos(elev) * (math.cos(a) * e1 + math.sin(a) * e2) + math.sin(elev) * frame.up
         w2c = look_at(frame.centre + r * d, frame.centre, frame.up)
+        cams.append(Camera(w2c.astype(np.float32), fx, fx, 0.5 * w, 0.5 * h, w, h))
+    return cams
+
+
+def _ellipse_cameras(frame: OrbitFrame, frames: int, w: int, h: int, fx: float, radius_scale: float):
+    """A forward-facing capture's path: `frames` cameras around the ellipse of `frame`
+    (half-axes times `radius_scale`), starting right of the cameras' mean centre, each
+    looking at the scene centre."""
+    right = frame.start
+    up = frame.up
+    rx, ry = (r * radius_scale for r in frame.radii)
+    cams = []
+    for i in range(frames):
+        a = 2.0 * math.pi * i / frames
+        eye = frame.origin + rx * math.cos(a) * right + ry * math.sin(a) * up
+        w2c = look_at(eye, frame.centre, up)
         cams.append(Camera(w2c.astype(np.float32), fx, fx, 0.5 * w, 0.5 * h, w, h))
     return cams
 
@@ -313,6 +376,16 @@ class OpenedModel:
     cameras: list                 # [(name, Camera, "train" | "test")] from cameras.json, when found
     run_dir: Path | None
     antialiased: bool = False     # the rasterization mode it renders with
+    # no background was given or recorded (a scene file outside a run): `background` is
+    # white for want of better; use_background() puts a dataset's default in its place
+    background_default: bool = False
+
+    def use_background(self, background) -> None:
+        """Render on `background` from now on (the renderer's default included)."""
+        self.background = tuple(float(b) for b in background)
+        self.background_default = False
+        if isinstance(self.renderer, SceneRenderer):
+            self.renderer.background = self.background
 
 
 def run_antialiased(run_dir) -> bool | None:
@@ -347,6 +420,7 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
     if src.suffix.lower() == ".npz" and not src.is_dir():
         meta, arrays = read_checkpoint(src)
         bg = tuple(background or meta.get("background", (1.0, 1.0, 1.0)))
+        unknown_bg = background is None and not meta.get("background")
         # The checkpoint's trainer wants a dataset of its own image size; the
         # views to render are independent of it, so a one-view stand-in does.
         w, h = int(meta["width"]), int(meta["height"])
@@ -370,6 +444,7 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
             stored = run_antialiased(run_dir)
         mode = bool(stored) if antialiased is None else bool(antialiased)
         renderer = SceneRenderer(g, backend_config, bg, antialiased=mode)
+        unknown_bg = background is None and scene.background_default
     cams_path = find_cameras_json(src)
     cams = []
     if cams_path is not None:
@@ -377,4 +452,4 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
             cams += [(n, c, split) for n, c in formats.load_cameras_json(cams_path, split)]
     if run_dir is None and cams_path is not None:
         run_dir = cams_path.parent
-    return OpenedModel(renderer, g, bg, str(src), cams, run_dir, mode)
+    return OpenedModel(renderer, g, bg, str(src), cams, run_dir, mode, background_default=unknown_bg)

@@ -4,8 +4,11 @@
   the folder (fcntl.flock; msvcrt.locking on Windows) for as long as the run
   lives. The OS drops it when the process ends, however it ends (SIGKILL
   included), so a lock is never stale; a second run into a held folder is
-  refused at once. The lock file itself stays (removing it would race with a
-  process that has just opened it).
+  refused at once. The run removes the lock file while it still holds the
+  lock, when it ends (on errors too); a process that opened the file just
+  before then locks a file no longer in the folder, sees that (its file is
+  not the one the name now gives) and starts again with a fresh file, so two
+  runs never both hold the folder. A killed run leaves the file, unlocked.
 - **One run.** A folder holding another run's files is refused unless the
   run is replaced (`overwrite`: its files are removed first, config.toml
   last) or continued (`resume`). A folder with files splat did not write is
@@ -100,10 +103,17 @@ class RunFolder:
             raise RunFolderError(f"[splat] run folder {path}: does not exist (nothing to resume)")
         path.mkdir(parents=True, exist_ok=True)
         lock_path = path / LOCK_NAME
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        for _ in range(100):
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            locked = _lock(fd)
+            if not locked or _names_file(lock_path, fd):
+                break
+            os.close(fd)   # locked a lock file its run removed on leaving: take the new one
+        else:
+            raise RunFolderError(f"[splat] run folder {path}: its lock file keeps being replaced; try again")
         folder = None
         try:
-            if not _lock(fd):
+            if not locked:
                 holder = ""
                 try:
                     holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() if hasattr(os, "pread") else ""
@@ -226,6 +236,12 @@ class RunFolder:
     # ------------------------------------------------------------------ release
     def close(self) -> None:
         if self._fd is not None:
+            lock_path = self.path / LOCK_NAME
+            try:   # while the lock is held: a process waiting on this file then sees it gone
+                if _names_file(lock_path, self._fd):
+                    os.unlink(lock_path)
+            except OSError:   # Windows cannot remove an open file: it stays, unlocked
+                pass
             os.close(self._fd)  # releases the lock
             self._fd = None
 
@@ -237,6 +253,15 @@ class RunFolder:
 
     def __del__(self):
         self.close()
+
+
+def _names_file(path: Path, fd: int) -> bool:
+    """Whether `path` is the file open as `fd` (not removed or replaced since)."""
+    try:
+        a, b = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _some(names: list[str], k: int = 4) -> str:

@@ -48,7 +48,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from .._cli_common import count, positive_int, write_json
+from ..cli._common import count, positive_int, write_json
 from .parity import cmd_parity   # (binds splat.bench.parity too)
 from .replay import (MIN_THRESHOLD_PCT, Replay, _console, _note, _run_dir, _sigma_pct, compare_verdict,
                      find_checkpoint, load_setup, read_checkpoint, run_folder_of)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._cli_common import one_line, warn, write_json
+from ..cli._common import one_line, warn, write_json
 from .replay import (ATOL, GRAD_KEYS, PARAM_KEYS, RTOL, Checkpoint, Setup, _console, _note, _run_dir,
                      find_checkpoint, load_setup, make_trainer, read_checkpoint, run_folder_of)
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._cli_common import one_line, warn
+from ..cli._common import one_line, warn
 
 NEVER = 2**31 - 1                     # a step count no replay reaches
 MIN_THRESHOLD_PCT = 1.0               # --compare: smallest delta called significant

@@ -19,7 +19,7 @@ step, write a checkpoint and exit 130 / 143 (`--resume` continues from it).
 """
 from __future__ import annotations
 
-from .._cli_data import render_files
+from ._data import render_files
 from .main import build_parser, main
 
 __all__ = ["main", "build_parser", "render_files"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .._cli_common import warn
+from ._common import warn
 from ._shared import UserError, _bytes, _clean, _config_setup, _err
 
 
@@ -30,7 +30,7 @@ def cmd_check(args) -> int:
     """The config `splat train` would run with the same arguments, or every error in it;
     without a config or scene, the backends."""
     from .. import backend_available, resolve_backend
-    from .._cli_data import scene_arg
+    from ._data import scene_arg
     from ..config import ConfigError
     scene = scene_arg(args)
     if args.config is None and scene is None:

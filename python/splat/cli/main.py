@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-from .._cli_common import one_line, positive_int, warn
+from ._common import one_line, positive_int, warn
 from ..stop_signals import Terminated
 from ._shared import BACKENDS, SYNTHETIC_OUT, UserError, _clean, _err, _exc_message
 from .check import cmd_check
@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--supersample", type=positive_int, default=1, metavar="K",
                        help="render at K times the image size and box-average down")
         q.add_argument("--background", type=_background, metavar="R,G,B",
-                       help="background colour (default: the run's, else white)")
+                       help="background colour (default: the run's, else the dataset's: black for a capture, "
+                            "white for a Blender scene; white without a dataset)")
         q.add_argument("--backend", choices=BACKENDS, help="backend (default auto)")
         antialiased_arg(q)
 
@@ -157,7 +158,24 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="replay benchmark, A/B comparison and parity checks (splat bench -h)",
                        add_help=False)
     b.set_defaults(func=cmd_bench)      # its arguments are passed on as they are
+    p.set_defaults(subcommands=sub.choices)
     return p
+
+
+def _unrecognized(parser, command: str, extra: list[str]) -> None:
+    """The usage error for arguments `command` does not take: its own usage line, and the
+    option each unknown one most likely meant (argparse's exit status 2)."""
+    import difflib
+    sub = parser.get_default("subcommands").get(command, parser)
+    options = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for arg in extra:
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("-"):
+            close = difflib.get_close_matches(flag, options, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"did you mean {close[0]}?")
+    sub.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def _config_error_lines(exc) -> list[str]:
@@ -190,7 +208,7 @@ def main(argv=None) -> int:
     if args.command == "bench":
         args.bench_args = extra
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        _unrecognized(parser, args.command, extra)
     debug = bool(os.environ.get("SPLAT_DEBUG"))
     from .._dist import DISTRIBUTION, foreign_package_message
     package = sys.modules.get(__package__.partition(".")[0])  # the top-level splat package

@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from .._cli_common import write_json
-from .._cli_data import _safe_name, render_files
-from ._shared import UserError, _clean, _make_backend, _side_by_side, _write_png
+from ._common import write_json
+from ._data import render_stems
+from ._shared import SYNTHETIC_LABEL, UserError, _clean, _make_backend, _side_by_side, _write_png, is_builtin_run
 
 
 def _background(text):
@@ -32,21 +32,27 @@ def _open_model(args):
         raise UserError("give a run folder, a scene file (.ply, .splat, .spz) or --checkpoint C.npz")
     if args.source and args.checkpoint:
         raise UserError(f"give the model once: {args.source} or --checkpoint {args.checkpoint}")
-    bc = _make_backend({"backend": args.backend or "auto"})
+    # the render / eval line names the backend; why 'auto' is the CPU is said where asked
+    bc = _make_backend({"backend": args.backend or "auto"}, explain_fallback=args.backend is not None)
     return open_model(source, bc, background=args.background, antialiased=args.antialiased)
 
 
+BUILTIN = object()   # _run_data's answer for a run of the built-in scene
+
+
 def _run_data(model):
-    """The [data] table of the run `model` comes from (its config.toml), or None
-    (a scene file outside a run, the built-in scene's run)."""
+    """The [data] table of the run `model` comes from (its config.toml), BUILTIN for a
+    run of the built-in scene, or None (a scene file outside a run)."""
     from ..config import ConfigError, load_config
     path = None if model.run_dir is None else Path(model.run_dir) / "config.toml"
     if path is None or not path.is_file():
         return None
+    if is_builtin_run(path):
+        return BUILTIN
     try:
         data = load_config(path, check_paths=False).data
     except ConfigError as exc:
-        from .._cli_common import warn
+        from ._common import warn
         warn(f"{path}: not used to find the dataset ({_clean(str(exc))})")
         return None
     return data if data.path is not None else None
@@ -56,10 +62,16 @@ def _dataset_source(args, model, split):
     """(folder, split, load_dataset keyword arguments) of the views a command reads:
     --data, --split, --frames and --downscale where given, else what the run's
     config.toml trained and evaluated on (its eval split for the default split), so
-    `splat eval RUN_DIR` repeats the run's own evaluation."""
+    `splat eval RUN_DIR` repeats the run's own evaluation. The folder is BUILTIN for
+    a run of the built-in scene (its views are made again: _load_views)."""
     run = _run_data(model)
     kwargs = dict(background=model.background, frames=args.frames)
-    if run is not None:
+    if run is BUILTIN and args.data is None:
+        if getattr(args, "downscale", None) is not None:
+            raise UserError(f"--downscale: {model.run_dir} is a run of the {SYNTHETIC_LABEL}, whose views are "
+                            f"made at their one size; give --data PATH to evaluate on a dataset folder")
+        return BUILTIN, split or "test", kwargs
+    if run is not None and run is not BUILTIN:
         kwargs.update({k: v for k, v in run.loader_args().items() if k != "background"})
         split = split or run.eval_split
         if split == run.eval_split:
@@ -79,14 +91,33 @@ def _dataset_source(args, model, split):
                         f"folder: give --data PATH")
     if getattr(args, "downscale", None) is not None:
         kwargs["downscale"] = args.downscale
+    if model.background_default:   # a scene file outside a run: the dataset's own default background
+        from ..data import default_background
+        model.use_background(default_background(folder, split, kwargs.get("format", "auto")))
+        kwargs["background"] = model.background
     return folder, split, kwargs
+
+
+def _load_views(args, model, split):
+    """(dataset, label of where its views come from, folder or BUILTIN, split, kwargs) of
+    `split` (None: the default split) that --data / the run name."""
+    folder, split, kwargs = _dataset_source(args, model, split)
+    if folder is BUILTIN:
+        from ..data import synthetic
+        if split not in ("train", "test"):
+            raise UserError(f"--split {split}: the {SYNTHETIC_LABEL} has the splits train and test")
+        train, test = synthetic.make_scene(background=model.background)
+        data = train if split == "train" else test
+        if kwargs["frames"] is not None:
+            data = data.subset(kwargs["frames"])
+        return data, f"the {SYNTHETIC_LABEL}", folder, split, kwargs
+    from ..data import load_dataset
+    return load_dataset(folder, split, **kwargs), str(folder), folder, split, kwargs
 
 
 def _load_split(args, model, split):
     """The views of `split` (None: the default split) that --data / the run name."""
-    from ..data import load_dataset
-    folder, split, kwargs = _dataset_source(args, model, split)
-    return load_dataset(folder, split, **kwargs)
+    return _load_views(args, model, split)[0]
 
 
 def _render_cameras(args, model):
@@ -101,11 +132,10 @@ def _render_cameras(args, model):
         cams = orbit_cameras(frame, args.orbit_frames, args.width, args.height, fov_deg=args.fov,
                              radius_scale=args.radius_scale, elevation_deg=args.elevation)
         return cams, [f"orbit_{i:04d}" for i in range(len(cams))], None, "orbit"
-    if path in ("split", "test", "train") and args.data:
-        data = _load_split(args, model, args.split if path == "split" else path)
+    if path in ("split", "test", "train") and (args.data or args.compare):   # --compare: the run's views
+        data, where, _, _, _ = _load_views(args, model, args.split if path == "split" else path)
         cams = [resized(c, args.width, args.height) for c in data.cameras]
-        files = render_files(data.names)   # 0000.jpg -> 0000.png
-        return cams, [files[n][:-len(".png")] for n in data.names], data, f"{args.data} [{data.split}]"
+        return cams, render_stems(data.names), data, f"{where} [{data.split}]"   # 0000.jpg -> 0000
     if path in ("train", "test", "split"):
         split = "test" if path == "test" else "train"
         named = [(n, c) for n, c, s in model.cameras if s == split]
@@ -120,7 +150,7 @@ def _render_cameras(args, model):
         raise UserError(f"{path}: no cameras")
     from ..data import select_frames
     named = [named[i] for i in select_frames(len(named), args.frames)] if args.frames else named
-    return [resized(c, args.width, args.height) for _, c in named], [_safe_name(n) for n, _ in named], None, label
+    return [resized(c, args.width, args.height) for _, c in named], render_stems(n for n, _ in named), None, label
 
 
 def _output_file(flag: str, path) -> None:
@@ -190,9 +220,7 @@ def cmd_eval(args) -> int:
     from ..metrics import evaluate
     _output_file("--json", args.json)
     model = _open_model(args)
-    folder, split, kwargs = _dataset_source(args, model, args.split)
-    from ..data import load_dataset
-    data = load_dataset(folder, split, **kwargs)
+    data, where, folder, split, kwargs = _load_views(args, model, args.split)
     t0 = time.perf_counter()
     renderer = model.renderer
     if args.exposure:  # the training views' learned colour corrections (splat/exposure.py)
@@ -207,18 +235,18 @@ def cmd_eval(args) -> int:
         for v in ev.per_view:
             print(f"  {v['name']}: PSNR {v['psnr']:.2f} dB  SSIM {v['ssim']:.4f}{lp(v.get('lpips'))}")
     views = f"{len(data)} view{'s' if len(data) != 1 else ''}"
-    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {views} of {folder} [{split}]"
+    print(f"PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}{lp(ev.lpips)}  on {views} of {where} [{split}]"
           + (f" at downscale {kwargs['downscale']}" if kwargs.get("downscale", 1) != 1 else "")
           + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
           + (" antialiased" if model.antialiased else "")
-          + (" with the learned exposure corrections" if args.exposure else ""))
+          + (" with the learned exposure corrections" if args.exposure else "") + f" ({model.renderer.backend})")
     if args.json:
         is_ckpt = model.source.lower().endswith(".npz")
         result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
                                  "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
-                                 "data": str(Path(folder).resolve()), "split": split,
+                                 "data": "synthetic" if folder is BUILTIN else str(Path(folder).resolve()), "split": split,
                                  "frames": kwargs["frames"], "downscale": kwargs.get("downscale", 1), "supersample": args.supersample, "masked": args.masked,
-                                 "antialiased": model.antialiased,
+                                 "antialiased": model.antialiased, "background": list(model.background),
                                  "exposure": args.exposure,
                                  "views": len(data), "num_gaussians": model.renderer.num_gaussians,
                                  "step": model.renderer.step_count, "backend": model.renderer.backend,
@@ -261,7 +289,7 @@ def cmd_view(args) -> int:
     from ..viewer import Viewer
     from ..viewer.server import check_address
     args.port = check_address(args.host, args.port)   # before the model loads; the first free one if unset
-    bc = _make_backend({"backend": args.backend or "auto"})
+    bc = _make_backend({"backend": args.backend or "auto"}, explain_fallback=args.backend is not None)
     model = open_model(args.source, bc, background=args.background, antialiased=args.antialiased)
     cams = list(model.cameras)
     if args.data:

@@ -8,29 +8,52 @@ import sys
 import time
 from pathlib import Path
 
-from .._cli_common import warn, write_json
-from .._cli_data import render_files, scene_arg
+from ._common import warn, write_json
+from ._data import render_stems, scene_arg
 from ..stop_signals import StopSignals
-from ._shared import (LOSS_EVERY, SYNTHETIC_OUT, SYNTHETIC_SIZE, SYNTHETIC_STEPS, UserError, _bytes, _clean,
+from ._shared import (LOSS_EVERY, SYNTHETIC_LABEL, SYNTHETIC_MARKER, SYNTHETIC_OUT, SYNTHETIC_SIZE,
+                      SYNTHETIC_STEPS, UserError, is_builtin_run, _bytes, _clean,
                       _command_line_overrides, _config_setup, _make_backend, _pick_views, _progress, _side_by_side,
                       _write_png)
 
 
-SYNTHETIC_MARKER = "# the built-in synthetic scene (splat.data.synthetic.make_scene()); [data] is unused"
-
-
 def _synthetic_setup(args):
-    """The config of the built-in scene (its datasets: _datasets)."""
-    from ..config import Config, OutputConfig
+    """The config of the built-in scene (its datasets: _datasets): its recipe scaled to
+    --steps (or --set train.steps), then the other --set overrides written over it and
+    checked like a config file's. [data] keys have no scene folder to apply to."""
+    from ._data import parse_overrides
+    from ..config import Config, ConfigError, OutputConfig, apply_overrides
     from ..data import synthetic
-    steps = args.steps or SYNTHETIC_STEPS
+    overrides = parse_overrides(getattr(args, "set", None))
+    if overrides.get("data"):
+        key = next(iter(overrides["data"]))
+        raise UserError(f"--set data.{key}: the built-in scene has no [data] to set; give a scene folder PATH "
+                        f"(or --config X.toml)")
+    asked = overrides.get("train", {}).get("steps")
+    valid = isinstance(asked, int) and not isinstance(asked, bool) and asked >= 1
+    steps = args.steps or (asked if valid else SYNTHETIC_STEPS)
     cfg = Config()
     cfg.train = synthetic.default_train_config(steps, image_size=SYNTHETIC_SIZE)
     every = max(1, steps // 8)
     cfg.output = OutputConfig(dir=SYNTHETIC_OUT, eval_steps=list(range(every, steps + 1, every)),
                               checkpoint_steps=[], render_views=4, save_ply=True)
-    cfg.backend = {"backend": args.backend or "auto"}
+    cfg.backend = {"backend": "auto"}
+    if overrides:
+        raw = apply_overrides(cfg.to_dict(), overrides)
+        raw["data"] = {k: v for k, v in raw["data"].items() if v is not None}
+        try:
+            cfg = Config.from_dict(raw)
+        except ConfigError as exc:
+            raise ConfigError(exc.errors, source="--set") from None
+    cfg.train.steps = steps
+    if args.backend:
+        cfg.backend = dict(cfg.backend, backend=args.backend)
     return cfg
+
+
+def _sets_data_path(args) -> bool:
+    """Whether --set names the scene folder (data.path): then it is no built-in scene run."""
+    return any(item.partition("=")[0].strip() == "data.path" for item in getattr(args, "set", None) or [])
 
 
 def _datasets(cfg, synthetic: bool, source=None):
@@ -87,7 +110,7 @@ def _resume_setup(args, folder):
     from ..config import ConfigError, load_config
     from ..run_dir import CONFIG_NAME
     path = folder.path / CONFIG_NAME
-    synthetic = path.read_text(encoding="utf-8").startswith(SYNTHETIC_MARKER)
+    synthetic = is_builtin_run(path)
     moved = None if args.data is None else {"data": {"path": os.path.abspath(os.path.expanduser(args.data))}}
     if moved and synthetic:
         raise UserError(f"{path}: the built-in scene's run has no dataset for --data to replace")
@@ -157,7 +180,7 @@ def _train(args, stop: StopSignals) -> int:
         folder = RunFolder.open(out, resume=True)
         cfg, synthetic = _resume_setup(args, folder)
     else:
-        synthetic = args.config is None and scene_arg(args) is None and not getattr(args, "set", None)
+        synthetic = args.config is None and scene_arg(args) is None and not _sets_data_path(args)
         cfg = _synthetic_setup(args) if synthetic else _config_setup(args)
         out = Path(args.out if args.out else cfg.output.dir)
         folder = RunFolder.open(out, overwrite=args.overwrite)
@@ -237,7 +260,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         at = trainer.step_count
         evals = [e for e in earlier.get("evals", []) if e.get("step", 0) <= at]
         trainer.history = [tuple(h) for h in earlier.get("history", []) if h and h[0] <= at]
-    scene = "built-in synthetic scene" if synthetic else cfg.data.path
+    scene = SYNTHETIC_LABEL if synthetic else cfg.data.path
     eval_desc = "synthetic test views" if synthetic else \
         f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
     begin = f"from step {trainer.step_count} to {steps}" if resume else f"{steps} steps"
@@ -259,9 +282,19 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
     train_seconds = 0.0
+    earlier_total = 0.0     # the wall time of the invocations before this one (a resumed run)
     if start is not None:   # as recorded with the checkpoint, else at the last evaluation before it
         recorded = earlier.get("steps") == trainer.step_count and earlier.get("train_seconds") is not None
         train_seconds = float(earlier["train_seconds"] if recorded else evals[-1]["train_seconds"] if evals else 0.0)
+        before = earlier.get("total_seconds")
+        if not isinstance(before, (int, float)):   # written before total_seconds was recorded
+            before = sum(float(earlier.get(k) or 0.0) for k in ("train_seconds", "load_seconds", "eval_seconds"))
+        earlier_total = max(float(before), train_seconds)
+    resumed_seconds = train_seconds     # training time up to the step resumed from
+
+    def total_seconds() -> float:
+        """Wall time of the whole run: the earlier invocations' and this one's so far."""
+        return earlier_total + time.perf_counter() - t_begin
     eval_seconds = 0.0
     bar = _progress(steps, not args.quiet)
     task = None
@@ -281,6 +314,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             "ms_per_step": 1000.0 * train_seconds / max(1, trainer.step_count),
             "load_seconds": load_seconds,
             "eval_seconds": eval_seconds,
+            "total_seconds": total_seconds(),
             "psnr": last.get("psnr"),
             "ssim": last.get("ssim"),
             "eval_views": len(test),
@@ -342,9 +376,10 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                 if show:
                     step_dir = out / "renders" / f"step_{milestone}"
                     step_dir.mkdir(parents=True, exist_ok=True)
+                    stems = render_stems(test.names)
                     for name in show:
                         j = test.names.index(name)
-                        _write_png(step_dir / render_files(test.names)[name],
+                        _write_png(step_dir / f"{stems[j]}.png",
                                    _side_by_side(renders[name], test.images[j]))
                 evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
                               "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
@@ -385,10 +420,14 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     write_json(out / "metrics.json", metrics(final=True))
     if final.get("lpips") is not None:
         print(f"LPIPS({lpips_net}) {final['lpips']:.4f}  on {len(test)} test views")
+    # Both times are the whole run's: a resumed run adds the earlier invocations' (and says
+    # what this one took), so training never reads longer than the total.
+    since = "" if start is None else (f"; since step {start[0]['step']}: {train_seconds - resumed_seconds:.1f} s "
+                                      f"training, {time.perf_counter() - t_begin:.1f} s total")
     print(f"PSNR {final['psnr']:.2f} dB  SSIM {final['ssim']:.4f}  on {len(test)} test views  "
           f"({trainer.num_gaussians:,} Gaussians, {steps} steps, {train_seconds:.1f} s training on "
-          f"{trainer.backend}, {time.perf_counter() - t_begin:.1f} s total)")
-    print(f"wrote {out}/: metrics.json, checkpoint.npz"
+          f"{trainer.backend}, {total_seconds():.1f} s total{since})")
+    print(f"wrote {out}/: config.toml, cameras.json, metrics.json, checkpoint.npz"
           + (", point_cloud.ply" if cfg.output.save_ply else "") + (", exposure.npy" if cfg.train.exposure else "")
           + ", training.png"
           + (", renders/" if show else ""))

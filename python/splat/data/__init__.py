@@ -80,7 +80,8 @@ def _check_background(background) -> tuple:
 
 def load_dataset(path, split: str = "train", *, background=None, downscale: int = 1,
                  test_every: int = 8, frames=None, format: str = "auto",
-                 keep_alpha: bool = False, alpha: str = "composite") -> Dataset:
+                 keep_alpha: bool = False, alpha: str = "composite",
+                 allow_outside_paths: bool = False) -> Dataset:
     """Load one split of a scene folder.
 
     path: a Blender / NeRF-synthetic folder (transforms_{split}.json), a
@@ -97,6 +98,9 @@ def load_dataset(path, split: str = "train", *, background=None, downscale: int 
     keep_alpha: also return the per-pixel coverage as `Dataset.alphas`.
     alpha: "composite" (RGBA images are put on the background) or "mask"
         (transparent pixels are left out of `Dataset.masks`).
+    allow_outside_paths: let the dataset's files name files outside `path`
+        (absolute paths, or ones whose normalised form leaves the folder);
+        refused by default (see splat.data.paths).
     """
     if isinstance(path, (str, os.PathLike)):
         root = Path(path)
@@ -111,6 +115,8 @@ def load_dataset(path, split: str = "train", *, background=None, downscale: int 
     from .views import ALPHA_MODES
     if alpha not in ALPHA_MODES:
         raise ValueError(f"[splat] alpha: expected one of {', '.join(ALPHA_MODES)}, got {alpha!r}")
+    if not isinstance(allow_outside_paths, (bool, np.bool_)):
+        raise TypeError(f"[splat] allow_outside_paths: expected a bool, got {type(allow_outside_paths).__name__}")
     frames = parse_frames(frames)
     fmt = detect_format(root, split) if format == "auto" else format
     if not root.is_dir():
@@ -119,7 +125,7 @@ def load_dataset(path, split: str = "train", *, background=None, downscale: int 
         background = BLENDER_BACKGROUND if fmt == "blender" else CAPTURE_BACKGROUND
     bg = _check_background(background)
     common = dict(background=bg, downscale=int(downscale), frames=frames, keep_alpha=keep_alpha,
-                  alpha_mode=alpha)
+                  alpha_mode=alpha, allow_outside_paths=bool(allow_outside_paths))
     if fmt == "blender":
         from .blender import load_blender
         return load_blender(root, split, **common)

@@ -20,13 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from PIL import Image, UnidentifiedImageError
-
 from ..camera import Camera
 from .dataset import Dataset, DatasetError, select_frames
 from .images import IMAGE_EXTENSIONS
 from .lens import Lens
-from .nerfstudio import INTRINSIC_KEYS, lens_from_keys, read_json
+from .paths import check_inside
+from .transforms_json import INTRINSIC_KEYS, image_size, lens_from_keys, read_json
 from .views import ViewSource, load_views
 
 SPLITS = ("train", "val", "test")
@@ -68,12 +67,15 @@ def image_path(root: Path, file_path: str) -> Path:
 
 
 def load_blender(root, split: str = "train", *, background=(1.0, 1.0, 1.0), downscale: int = 1,
-                 frames=None, keep_alpha: bool = False, alpha_mode: str = "composite") -> Dataset:
+                 frames=None, keep_alpha: bool = False, alpha_mode: str = "composite",
+                 allow_outside_paths: bool = False) -> Dataset:
     root = Path(root)
     if split not in SPLITS:
         raise ValueError(f"[splat] split: Blender scenes have splits {', '.join(SPLITS)}; got {split!r}")
     tf = root / f"transforms_{split}.json"
     meta, all_frames = read_transforms(tf)
+    for i, fr in enumerate(all_frames):
+        check_inside(tf, f"frames[{i}] 'file_path'", fr["file_path"], root, allow=allow_outside_paths)
     idx = select_frames(len(all_frames), frames)
     chosen = [all_frames[i] for i in idx]
     paths = [image_path(root, fr["file_path"]) for fr in chosen]
@@ -109,14 +111,3 @@ def load_blender(root, split: str = "train", *, background=(1.0, 1.0, 1.0), down
     return Dataset(cameras=loaded.cameras, images=loaded.images, names=names, points=None,
                    point_colors=None, background=bg, alphas=loaded.alphas, masks=loaded.masks,
                    path=str(root), format="blender", split=split)
-
-
-def image_size(p: Path) -> tuple[int, int]:
-    """(width, height) of an image file from its header."""
-    if not p.is_file():
-        raise DatasetError(f"[splat] {p}: image file not found")
-    try:
-        with Image.open(p) as im:
-            return im.size
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise DatasetError(f"[splat] {p}: cannot decode image ({exc})") from None

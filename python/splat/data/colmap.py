@@ -27,6 +27,7 @@ import numpy as np
 
 from .dataset import Dataset, DatasetError, select_frames
 from .lens import SUPPORTED_MODELS, Lens
+from .paths import check_inside
 from .views import ViewSource, find_mask, load_views
 
 SPLITS = ("train", "test", "all")
@@ -361,7 +362,7 @@ def qvec_to_rotmat(q) -> np.ndarray:
 
 def load_colmap(root, split: str = "train", *, background=(0.0, 0.0, 0.0), downscale: int = 1,
                 frames=None, test_every: int = 8, keep_alpha: bool = False,
-                alpha_mode: str = "composite") -> Dataset:
+                alpha_mode: str = "composite", allow_outside_paths: bool = False) -> Dataset:
     root = Path(root)
     if split not in SPLITS:
         raise ValueError(f"[splat] split: COLMAP scenes have splits {', '.join(SPLITS)}; got {split!r}")
@@ -372,6 +373,9 @@ def load_colmap(root, split: str = "train", *, background=(0.0, 0.0, 0.0), downs
         raise DatasetError(f"[splat] {root}: no COLMAP model (looked for sparse/0/cameras.bin|txt "
                            f"and sparse/cameras.bin|txt)")
     cams, imgs, (points, colors) = read_model(sparse)
+    for im in imgs.values():     # names are relative to images/ (or images_d/)
+        check_inside(_pick(sparse, "images"), f"image {im.id} name", im.name, root, allow=allow_outside_paths,
+                     under="images")
 
     ordered = sorted(imgs.values(), key=lambda im: im.name)
     if split == "all":

@@ -25,89 +25,20 @@ Splits: the frames are sorted by file name; `train_filenames`,
 """
 from __future__ import annotations
 
-import json
-import math
+import posixpath
 from pathlib import Path
 
 import numpy as np
 
 from .dataset import Dataset, DatasetError, select_frames
 from .images import IMAGE_EXTENSIONS
-from .lens import Lens
+from .paths import check_inside, outside_reason
+from .transforms_json import INTRINSIC_KEYS, image_size, key_number, lens_from_keys, read_json
 from .views import ViewSource, find_mask, load_views
 
 SPLITS = ("train", "val", "test", "all")
-PERSPECTIVE_MODELS = ("SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL", "OPENCV", "FULL_OPENCV",
-                      "PERSPECTIVE")
-FISHEYE_MODELS = ("OPENCV_FISHEYE", "FISHEYE")
-DISTORTION_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")
-INTRINSIC_KEYS = ("fl_x", "fl_y", "cx", "cy", "w", "h", "camera_model") + DISTORTION_KEYS
 # OpenCV camera axes from OpenGL ones (flip y and z).
 GL_TO_CV = np.diag([1.0, -1.0, -1.0, 1.0])
-
-
-def _num(where: str, key: str, v, *, positive=False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
-        raise DatasetError(f"[splat] {where}: '{key}' must be a {'positive ' if positive else ''}finite "
-                           f"number, got {v!r}")
-    return float(v)
-
-
-def lens_from_keys(where: str, keys: dict, width: int, height: int, *, default_fx=None) -> Lens:
-    """The lens of a transforms file's intrinsic keys (global merged with the frame's).
-
-    `width`, `height`: the image size the keys refer to; `default_fx`: the focal
-    length when there is no `fl_x` (Blender's camera_angle_x)."""
-    if "fl_x" in keys:
-        fx = _num(where, "fl_x", keys["fl_x"], positive=True)
-    elif default_fx is not None:
-        fx = float(default_fx)
-    else:
-        raise DatasetError(f"[splat] {where}: no focal length ('fl_x')")
-    fy = _num(where, "fl_y", keys["fl_y"], positive=True) if "fl_y" in keys else fx
-    cx = _num(where, "cx", keys["cx"]) if "cx" in keys else 0.5 * width
-    cy = _num(where, "cy", keys["cy"]) if "cy" in keys else 0.5 * height
-    coef = {k: _num(where, k, keys[k]) if k in keys else 0.0 for k in DISTORTION_KEYS}
-    model = keys.get("camera_model", None)
-    if model is not None and not isinstance(model, str):
-        raise DatasetError(f"[splat] {where}: 'camera_model' must be a string, got {model!r}")
-    if keys.get("is_fisheye") is True:     # instant-ngp's flag
-        model = "OPENCV_FISHEYE"
-    model = (model or "OPENCV").upper()
-    if model in FISHEYE_MODELS:
-        bad = [k for k in ("p1", "p2") if coef[k] != 0.0]
-        if bad:
-            raise DatasetError(f"[splat] {where}: {', '.join(bad)} given for a fisheye camera "
-                               f"({model}), which has no tangential distortion")
-        return Lens("OPENCV_FISHEYE", width, height, fx, fy, cx, cy,
-                    (coef["k1"], coef["k2"], coef["k3"], coef["k4"]))
-    if model not in PERSPECTIVE_MODELS:
-        raise DatasetError(f"[splat] {where}: camera_model {model!r} is not supported (supported: "
-                           f"{', '.join(PERSPECTIVE_MODELS[:-1] + FISHEYE_MODELS[:1])})")
-    if coef["k4"] != 0.0:
-        raise DatasetError(f"[splat] {where}: 'k4' = {coef['k4']} on a perspective camera "
-                           f"({model}) is not supported (only fisheye cameras take k4)")
-    if coef["k3"] != 0.0:
-        return Lens("FULL_OPENCV", width, height, fx, fy, cx, cy,
-                    (coef["k1"], coef["k2"], coef["p1"], coef["p2"], coef["k3"], 0.0, 0.0, 0.0))
-    if any(coef[k] != 0.0 for k in ("k1", "k2", "p1", "p2")):
-        return Lens("OPENCV", width, height, fx, fy, cx, cy,
-                    (coef["k1"], coef["k2"], coef["p1"], coef["p2"]))
-    return Lens("PINHOLE", width, height, fx, fy, cx, cy)
-
-
-def read_json(path: Path, what: str = "json") -> dict:
-    """The JSON object in `path` (DatasetError naming the file otherwise)."""
-    try:
-        with open(path, "rb") as f:
-            meta = json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise DatasetError(f"[splat] {path}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"[splat] {path}: cannot read {what} ({exc})") from None
-    if not isinstance(meta, dict):
-        raise DatasetError(f"[splat] {path}: expected a JSON object at the top level")
-    return meta
 
 
 def _matrix(where: str, key: str, value, rows: tuple) -> np.ndarray:
@@ -144,7 +75,8 @@ def _name(fr_path: str) -> str:
 
 def load_nerfstudio(root, split: str = "train", *, background=(0.0, 0.0, 0.0), downscale: int = 1,
                     frames=None, test_every: int = 8, keep_alpha: bool = False,
-                    alpha_mode: str = "composite", transforms: str = "transforms.json") -> Dataset:
+                    alpha_mode: str = "composite", transforms: str = "transforms.json",
+                    allow_outside_paths: bool = False) -> Dataset:
     root = Path(root)
     if split not in SPLITS:
         raise ValueError(f"[splat] split: nerfstudio scenes have splits {', '.join(SPLITS)}; got {split!r}")
@@ -156,6 +88,11 @@ def load_nerfstudio(root, split: str = "train", *, background=(0.0, 0.0, 0.0), d
     for i, fr in enumerate(all_frames):
         if not isinstance(fr, dict) or not isinstance(fr.get("file_path"), str) or not fr["file_path"]:
             raise DatasetError(f"[splat] {tf}: frames[{i}] has no 'file_path' string")
+        if "mask_path" in fr and (not isinstance(fr["mask_path"], str) or not fr["mask_path"]):
+            raise DatasetError(f"[splat] {tf}: frames[{i}] 'mask_path' must be a file path")
+        for key in ("file_path", "mask_path", "depth_file_path"):
+            check_inside(tf, f"frames[{i}] '{key}'", fr.get(key), root, allow=allow_outside_paths)
+    check_inside(tf, "'ply_file_path'", meta.get("ply_file_path"), root, allow=allow_outside_paths)
     if "applied_transform" in meta:
         _matrix(str(tf), "applied_transform", meta["applied_transform"], (3, 4))
     ordered = sorted(range(len(all_frames)), key=lambda i: _name(all_frames[i]["file_path"]))
@@ -207,10 +144,9 @@ def load_nerfstudio(root, split: str = "train", *, background=(0.0, 0.0, 0.0), d
         keys = dict(global_keys)
         keys.update({k: fr[k] for k in INTRINSIC_KEYS + ("is_fisheye",) if k in fr})
         if "w" in keys and "h" in keys:
-            width = int(_num(where, "w", keys["w"], positive=True))
-            height = int(_num(where, "h", keys["h"], positive=True))
+            width = int(key_number(where, "w", keys["w"], positive=True))
+            height = int(key_number(where, "h", keys["h"], positive=True))
         else:       # the size of the image itself
-            from .blender import image_size
             width, height = image_size(full_path)
         lens = lens_from_keys(where, keys, width, height)
         image_path, prescaled = full_path, False
@@ -224,9 +160,10 @@ def load_nerfstudio(root, split: str = "train", *, background=(0.0, 0.0, 0.0), d
             if prescaled:
                 small_mask = _downscaled(root, fr["mask_path"], downscale, "masks")
                 mask = small_mask or mask
-        else:
+        else:   # masks/ beside the image's folder, when that lies in the scene folder
             mask_dir = full_path.parent.parent / "masks"
-            if mask_dir.is_dir():
+            beside = posixpath.join(posixpath.dirname(fr["file_path"].replace("\\", "/")), "..", "masks")
+            if (allow_outside_paths or outside_reason(beside, root) is None) and mask_dir.is_dir():
                 mask = find_mask(mask_dir, full_path.name)
                 if mask is None:
                     raise DatasetError(f"[splat] {mask_dir}: no mask for {full_path.name}")

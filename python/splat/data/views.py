@@ -4,7 +4,9 @@ undistort and crop, one view at a time on a small thread pool.
 For one view (float32 in [0, 1] between the steps):
 
 1. decode the image (RGB or RGBA) and, when given, its mask file
-   (grey levels >= 128 count; white = use, black = ignore);
+   (grey levels >= 128 count; white = use, black = ignore; a mask whose
+   values are only 0 and 1, 8- or 16-bit, is a label mask: 1 = use, with one
+   warning per dataset);
 2. box-average by the integer `downscale` (unless the file is already a
    downscaled copy), on straight RGBA as the released NeRF-synthetic
    low-resolution images were made; a downscaled pixel of a mask counts only
@@ -18,7 +20,9 @@ For one view (float32 in [0, 1] between the steps):
    source); colour, alpha and mask go through the same resampling, and a mask
    pixel counts only when its four source taps all counted.
 
-Masks that end up all-true are None (see `Dataset.masks`).
+Masks that end up all-true are None (see `Dataset.masks`). Views whose mask
+keeps no pixel are named in a warning (they add nothing to training), or in a
+DatasetError when no view keeps a pixel.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import contextvars
 import mmap
 import os
 import threading
+import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -74,6 +79,16 @@ class LoadedViews:
 
 def read_mask(path) -> np.ndarray:
     """A mask file -> float32 [H, W] of 0 (ignore) and 1 (use)."""
+    return _decode_mask(path)[0]
+
+
+def _label_values(raw: np.ndarray) -> bool:
+    """Whether integer samples are only 0 and 1, with at least one 1 (a label mask)."""
+    return raw.dtype.kind in "ui" and raw.size > 0 and int(raw.max()) == 1 and int(raw.min()) >= 0
+
+
+def _decode_mask(path) -> tuple[np.ndarray, bool]:
+    """(float32 [H, W] of 0 and 1, whether the file is a 0/1 label mask)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DatasetError(f"[splat] {path}: mask file not found")
@@ -84,6 +99,10 @@ def read_mask(path) -> np.ndarray:
                 # a mask drawn as transparency: opaque white counts
                 rgba = np.asarray(im.convert("RGBA"), dtype=np.uint16)
                 grey = (rgba[..., :3].mean(axis=2) * rgba[..., 3] / 255.0)
+            elif im.mode in ("L", "RGB", "I;16", "I;16B", "I;16L", "I") and _label_values(raw := np.asarray(im)):
+                # only 0 and 1: a label mask (1 = use), not a near-black grey one
+                grey = raw.astype(np.float64).mean(axis=2) if raw.ndim == 3 else raw.astype(np.float64)
+                return (grey >= 0.5).astype(np.float32), True
             elif im.mode in ("I;16", "I;16B", "I;16L", "I"):
                 arr = np.asarray(im, dtype=np.float64)
                 grey = arr / (65535.0 if arr.max(initial=0) > 255 else 255.0) * 255.0
@@ -91,7 +110,7 @@ def read_mask(path) -> np.ndarray:
                 grey = np.asarray(im.convert("L"), dtype=np.float64)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise DatasetError(f"[splat] {path}: cannot decode mask ({exc})") from None
-    return (grey >= 128.0).astype(np.float32)
+    return (grey >= 128.0).astype(np.float32), False
 
 
 def find_mask(mask_dir: Path, image_name: str) -> Path | None:
@@ -238,6 +257,8 @@ def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
     images: list = [None] * n
     masks: list = [None] * n
     alphas: list = [None] * n
+    labelled: list = [False] * n     # the view's mask file is a 0/1 label mask
+    empty: list = [False] * n        # the view's mask keeps no pixel
     # One plan per camera, shared by its views and dropped after its last one
     # (captures with a camera per image would otherwise hold a plan per image).
     plans: dict = {}
@@ -281,7 +302,8 @@ def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
             lens = full.scaled(1.0 / factor, 1.0 / factor, w, h)
         mask = None
         if v.mask_path is not None:
-            mask = _fit_mask(read_mask(v.mask_path), (rh, rw), v.mask_path, v.image_path)
+            decoded, labelled[i] = _decode_mask(v.mask_path)
+            mask = _fit_mask(decoded, (rh, rw), v.mask_path, v.image_path)
         rgb, a, mask = _prepare(raw, mask, factor, bg, alpha_mode)
         intr = lens.intrinsics
         if not lens.is_pinhole:
@@ -303,6 +325,7 @@ def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
         if mask is not None:
             m = mask >= 0.5
             masks[i] = None if m.all() else own_pages(m)
+            empty[i] = not m.any()
         fx, fy, cx, cy = intr
         cameras[i] = Camera(np.asarray(v.world_to_camera, np.float32), fx, fy, cx, cy, w, h)
 
@@ -318,6 +341,34 @@ def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
                 errors = [f.exception() for f in futures if f.exception() is not None]
                 if errors:
                     raise errors[0]
+    _report_masks(views, labelled, empty)
     any_mask = any(m is not None for m in masks)
     return LoadedViews(cameras=cameras, images=images, masks=masks if any_mask else None,
                        alphas=alphas if keep_alpha else None)
+
+
+def _listed(names: list, shown: int = 6) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _report_masks(views: list, labelled: list, empty: list) -> None:
+    """One warning for the 0/1 label masks of a dataset (the same text for each of its
+    splits, so it is shown once); one naming the views whose mask keeps no pixel, or
+    a DatasetError when that is every view."""
+    if any(labelled):
+        first = next(v for v, lab in zip(views, labelled) if lab)
+        warnings.warn(f"[splat] {first.mask_path.parent}: masks holding only the values 0 and 1 are read as "
+                      f"label masks (1 = use, 0 = ignore)", stacklevel=4)
+    if not any(empty):
+        return
+    gone = [v for v, e in zip(views, empty) if e]
+    first = gone[0]
+    where = first.mask_path.parent if first.mask_path is not None else first.image_path.parent
+    what = "masks" if first.mask_path is not None else "alpha masks (alpha = \"mask\")"
+    names = _listed([v.name for v in gone])
+    if len(gone) == len(views):
+        raise DatasetError(f"[splat] {where}: the {what} keep no pixel of any view ({names}): nothing to "
+                           f"train or evaluate on (a mask is white, or 1 in a 0/1 label mask, where a "
+                           f"pixel counts)")
+    warnings.warn(f"[splat] {where}: the {what} of {len(gone)} of {len(views)} views ({names}) keep no pixel; "
+                  f"those views add nothing to training or evaluation", stacklevel=4)

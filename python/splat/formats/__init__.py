@@ -96,6 +96,9 @@ class Scene:
     cameras: list = field(default_factory=list)       # [(name, splat.Camera)]
     background: tuple = (1.0, 1.0, 1.0)
     meta: dict = field(default_factory=dict)          # checkpoint header, when read from one
+    # True when no run recorded the background (a file outside a run): `background` is then
+    # white for want of better, and a dataset's own default should replace it
+    background_default: bool = False
 
 
 RUN_FILES = ("point_cloud.ply", "checkpoint.npz")
@@ -137,11 +140,12 @@ def load_scene(path) -> Scene:
     if run_dir is not None and (run_dir / "cameras.json").is_file():
         cameras = load_cameras_json(run_dir / "cameras.json", "train")
     background = tuple(meta.get("background", ())) or _run_background(run_dir)
-    return Scene(gaussians=g, source=str(p), run_dir=run_dir, cameras=cameras, background=background, meta=meta)
+    return Scene(gaussians=g, source=str(p), run_dir=run_dir, cameras=cameras,
+                 background=background or (1.0, 1.0, 1.0), meta=meta, background_default=not background)
 
 
 def _run_background(run_dir) -> tuple:
-    """The run's [data] background from its config.toml (white when unknown)."""
+    """The background the run trained on, from its checkpoint (() when unknown)."""
     if run_dir is not None and (run_dir / "checkpoint.npz").is_file():
         try:
             from ..trainer import read_checkpoint
@@ -150,4 +154,4 @@ def _run_background(run_dir) -> tuple:
                 return tuple(float(x) for x in bg)
         except (OSError, ValueError):
             pass
-    return (1.0, 1.0, 1.0)
+    return ()

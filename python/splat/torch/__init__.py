@@ -25,6 +25,6 @@ except ImportError as exc:  # pragma: no cover - exercised where torch is absent
     raise ImportError(f"[splat] splat.torch needs PyTorch; {_install_hint()}") from exc
 
 from ._gsplat import rasterization  # noqa: E402
-from ._render import rasterize, rasterizer_pool  # noqa: E402
+from ._render import empty_cache, rasterize, rasterizer_pool  # noqa: E402
 
-__all__ = ["rasterization", "rasterize", "rasterizer_pool"]
+__all__ = ["empty_cache", "rasterization", "rasterize", "rasterizer_pool"]

@@ -56,6 +56,18 @@ def rasterizer_pool(device, config=None) -> NativePool:
     return pool
 
 
+def empty_cache() -> None:
+    """Give back the device memory splat.torch keeps between calls: the pools of
+    native rasterizers, each holding buffers sized to the largest call it has
+    rendered. A pool with a pass still waiting for its backward stays until the
+    next empty_cache(). The next call makes new natives (the compiled kernels
+    stay loaded in the process). Never needed for correctness, as
+    torch.cuda.empty_cache()."""
+    with _POOLS_LOCK:
+        for key in [k for k, pool in _POOLS.items() if not pool.busy()]:
+            del _POOLS[key]
+
+
 def _queue(device: torch.device) -> int:
     return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
 
@@ -88,7 +100,9 @@ class _RasterizeView(torch.autograd.Function):
         alpha = torch.empty((cam.height, cam.width), dtype=torch.float32, device=dev)
         radii = torch.empty((n,), dtype=torch.int32, device=dev)
         params = (means.detach(), log_scales.detach(), quats.detach(), opacity_logits.detach(), sh.detach())
-        token = _native_forward(native, params, cam, sh_degree, background, antialiased, image, alpha, radii, dev)
+        with pool.slot_lock(lease.slot):
+            token = _native_forward(native, params, cam, sh_degree, background, antialiased, image, alpha, radii,
+                                    dev)
         ctx.save_for_backward(means, quats, log_scales, opacity_logits, sh)
         # The graph holds the pool weakly: a graph kept to the interpreter's exit (outputs
         # in a script's globals) must not keep the natives past the atexit clear below,
@@ -111,23 +125,24 @@ class _RasterizeView(torch.autograd.Function):
         if pool is None:
             raise RuntimeError("[splat.torch] backward: the rasterizers were released (the interpreter is exiting)")
         native = pool.native(ctx.lease.slot)
-        params = (means.detach(), log_scales.detach(), quats.detach(), opacity_logits.detach(), sh.detach())
-        if native.last_token != ctx.token:
-            # The device has rendered something else since: render this view again.
-            cam = ctx.cam
-            scratch = (torch.empty((cam.height, cam.width, 3), dtype=torch.float32, device=dev),
-                       torch.empty((cam.height, cam.width), dtype=torch.float32, device=dev),
-                       torch.empty((n,), dtype=torch.int32, device=dev))
-            ctx.token = _native_forward(native, params, cam, ctx.sh_degree, ctx.background, ctx.antialiased, *scratch,
-                                        dev)
-        if d_image is None:
-            d_image = torch.zeros((ctx.cam.height, ctx.cam.width, 3), dtype=torch.float32, device=dev)
-        d_image = d_image.to(torch.float32).contiguous()
-        if d_alpha is not None:
-            d_alpha = d_alpha.to(torch.float32).contiguous()
-        g = [torch.empty_like(p) for p in params]
-        g_means2d = torch.empty((n, 2), dtype=torch.float32, device=dev)
-        native.backward(d_image, d_alpha, g[0], g[1], g[2], g[3], g[4], g_means2d, ctx.token, _queue(dev))
+        with pool.slot_lock(ctx.lease.slot):
+            params = (means.detach(), log_scales.detach(), quats.detach(), opacity_logits.detach(), sh.detach())
+            if native.last_token != ctx.token:
+                # The device has rendered something else since: render this view again.
+                cam = ctx.cam
+                scratch = (torch.empty((cam.height, cam.width, 3), dtype=torch.float32, device=dev),
+                           torch.empty((cam.height, cam.width), dtype=torch.float32, device=dev),
+                           torch.empty((n,), dtype=torch.int32, device=dev))
+                ctx.token = _native_forward(native, params, cam, ctx.sh_degree, ctx.background, ctx.antialiased,
+                                            *scratch, dev)
+            if d_image is None:
+                d_image = torch.zeros((ctx.cam.height, ctx.cam.width, 3), dtype=torch.float32, device=dev)
+            d_image = d_image.to(torch.float32).contiguous()
+            if d_alpha is not None:
+                d_alpha = d_alpha.to(torch.float32).contiguous()
+            g = [torch.empty_like(p) for p in params]
+            g_means2d = torch.empty((n, 2), dtype=torch.float32, device=dev)
+            native.backward(d_image, d_alpha, g[0], g[1], g[2], g[3], g[4], g_means2d, ctx.token, _queue(dev))
         ctx.lease.done = True
         g_means, g_log_scales, g_quats, g_opacity, g_sh = g
         return (g_means, g_quats, g_log_scales, g_opacity, g_sh, g_means2d if ctx.has_means2d else None,

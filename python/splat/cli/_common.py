@@ -41,7 +41,7 @@ def finite(v):
 
 def write_json(path, obj) -> None:
     """Atomically, creating the folder."""
-    from .io.atomic import atomic_write_text
+    from ..io.atomic import atomic_write_text
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(finite(obj), indent=2, allow_nan=False) + "\n")

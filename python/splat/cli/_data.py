@@ -5,37 +5,64 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
+from collections import Counter
 from pathlib import Path
 
 CAPTURE_RUNS = "runs"           # `splat train PATH` without a config: runs/<scene name>
 
 
 def _safe_name(name: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._")
+    """A portable file name: accents dropped (café -> cafe), every run of other
+    characters outside A-Z a-z 0-9 . _ - made one '_', no leading or trailing '.' / '_'."""
+    text = "".join(c for c in unicodedata.normalize("NFKD", str(name)) if not unicodedata.combining(c))
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")
     return stem or "view"
 
 
-def render_files(names) -> dict:
-    """{view name: PNG file name}: the image's name with its image extension
-    replaced (0000.jpg -> 0000.png; a folder all names share left out, other
+def render_stems(names) -> list:
+    """One file stem per view name (PNG renders are <stem>.png), never two alike,
+    not even where the file system ignores case: the image's name with its image
+    extension dropped (0000.jpg -> 0000; a folder all names share left out, other
     folders flattened with '_'); names that would then collide keep their
-    extension (a.jpg -> a_jpg.png)."""
-    from .data.images import IMAGE_EXTENSIONS
+    extension (a.jpg -> a.jpg, a.png -> a.png), and those that still collide
+    (é.jpg, ë.jpg) get their index in `names` (e_0, e_1)."""
+    from ..data.images import IMAGE_EXTENSIONS
 
     def stem(name):
-        base, ext = os.path.splitext(str(name))
-        return base if ext.lower() in IMAGE_EXTENSIONS else str(name)
+        base, ext = os.path.splitext(name)
+        return base if ext.lower() in IMAGE_EXTENSIONS else name
 
-    names = list(names)
+    names = [str(n) for n in names]
     # a folder every name shares (nerfstudio's "images/") says nothing: left out
-    dirs = {os.path.dirname(str(n)) for n in names}
+    dirs = {os.path.dirname(n) for n in names}
     shared = dirs.pop() if len(dirs) == 1 else ""
-    short = [str(n)[len(shared) + 1:] if shared else str(n) for n in names]
-    stems = [_safe_name(stem(n)) for n in short]
-    counts: dict = {}
-    for st in stems:
-        counts[st] = counts.get(st, 0) + 1
-    return {n: f"{st if counts[st] == 1 else _safe_name(sh)}.png" for n, sh, st in zip(names, short, stems)}
+    short = [n[len(shared) + 1:] if shared else n for n in names]
+    key = str.lower     # one file on case-insensitive file systems (macOS, Windows)
+    out: list = [None] * len(names)
+    used: set = set()
+    for tries in ([_safe_name(stem(n)) for n in short], [_safe_name(n) for n in short]):
+        counts = Counter(key(t) for i, t in enumerate(tries) if out[i] is None)
+        for i, t in enumerate(tries):
+            if out[i] is None and counts[key(t)] == 1 and key(t) not in used:
+                out[i] = t
+                used.add(key(t))
+    for i, n in enumerate(short):
+        if out[i] is None:
+            base = _safe_name(stem(n))
+            cand, extra = f"{base}_{i}", 0
+            while key(cand) in used:
+                extra += 1
+                cand = f"{base}_{i}_{extra}"
+            out[i] = cand
+            used.add(key(cand))
+    return out
+
+
+def render_files(names) -> dict:
+    """{view name: PNG file name} of distinct view names (see render_stems)."""
+    names = [str(n) for n in names]
+    return {n: f"{s}.png" for n, s in zip(names, render_stems(names))}
 
 
 def scene_arg(args) -> str | None:
@@ -51,7 +78,7 @@ def scene_arg(args) -> str | None:
 
 def _parse_value(text: str):
     """A --set value: a TOML value (3, 0.5, true, [0, 0, 0], "x"), else the text itself."""
-    from .config import _toml
+    from ..config import _toml
     try:
         return _toml.loads(f"v = {text}")["v"]
     except _toml.TOMLDecodeError:
@@ -79,7 +106,7 @@ def run_config(args):
     and every --set written over it, validated in one pass like a file. A
     scene without a config trains with the defaults (the 3DGS recipe; black
     background for captures) into runs/<scene name>."""
-    from .config import Config, load_config
+    from ..config import Config, load_config
     overrides = parse_overrides(getattr(args, "set", None))
     scene = scene_arg(args)
     if scene is not None:

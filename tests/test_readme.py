@@ -1,0 +1,54 @@
+"""The README's Python examples run as written: each ```python block runs in a fresh
+interpreter, in an empty temporary folder, with a time limit.
+
+A block that must not run (a fragment, one needing a GPU or data from outside) starts
+with the line `# readme: not run` and says why after it; a block needing an optional
+package that is missing here (torch, viser, ...) is skipped with that reason."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pkg import INSTALLED, NATIVE, ROOT  # noqa: E402
+
+NOT_RUN = "# readme: not run"
+OPTIONAL = ("torch", "viser", "lpips", "tifffile", "imageio_ffmpeg")
+README = os.path.join(os.environ.get("SPLAT_SOURCE_ROOT") or ROOT, "README.md")
+
+
+def python_blocks() -> list[tuple[int, str]]:
+    """(line number, code) of every ```python block of the README."""
+    if not os.path.isfile(README):
+        return []
+    text = open(README, encoding="utf-8").read()
+    return [(text[:m.start()].count("\n") + 1, m.group(1))
+            for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+def test_the_readme_has_python_examples():
+    if not os.path.isfile(README):
+        pytest.skip(f"no README.md at {README}")
+    assert len(python_blocks()) >= 3
+
+
+@pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
+@pytest.mark.parametrize("line, code", python_blocks(), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
+def test_readme_python_block_runs(line, code, tmp_path):
+    if code.lstrip().startswith(NOT_RUN):
+        pytest.skip(f"README line {line}: marked {NOT_RUN!r}")
+    for module in OPTIONAL:
+        if re.search(rf"^\s*(from|import) {module}\b|splat\.{module}\b|from splat\.{module}\b", code, re.M) \
+                and importlib.util.find_spec(module) is None:
+            pytest.skip(f"README line {line}: needs {module}, not installed here")
+    env = dict(os.environ)
+    if not INSTALLED:   # the source tree's package, as the other tests import it
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "python"), env.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, f"README line {line}:\n{proc.stderr[-3000:]}"

@@ -1,0 +1,162 @@
+"""Native entry points called from several Python threads (docs/architecture.md,
+"Threads"): each native object serves one call at a time and the CPU
+backend's thread pool takes one job at a time, so two threads on one
+Rasterizer, on two Rasterizers, through splat.torch, or a Trainer stepping
+beside a render give every call the result it gets alone: no crash, no hang,
+no corrupted state. Each case runs in a fresh process under a timeout (a hang
+fails the test instead of the suite), many rounds each; the CUDA twins run
+on a GPU.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import splat
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+PRELUDE = textwrap.dedent("""
+    import sys, threading
+    import numpy as np
+    import splat
+    from _scenes import make_rng
+    from _parity import scene_for, to_splat
+    backend = sys.argv[1]
+    rounds = int(sys.argv[2])
+    cfg = splat.BackendConfig(backend=backend)
+    rng, seed = make_rng()
+
+    def scene(n, w, h):
+        return to_splat(scene_for(rng, n, w, h, 2))
+
+    def in_threads(*fns):
+        errors = []
+        def run(fn):
+            try:
+                fn()
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=run, args=(fn,)) for fn in fns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def same(a, b, what):
+        assert np.array_equal(a, b), f"{what}: differs from the render alone; seed {seed}"
+""")
+
+CASES = {
+    "one_rasterizer": """
+        scenes = [scene(3000, 96, 80), scene(2000, 64, 48)]
+        alone = splat.Rasterizer(cfg)
+        want = []
+        for g, cam in scenes:
+            out = alone.forward(g, cam, sh_degree=2)
+            want.append((out.image.copy(), out.radii.copy()))
+        shared = splat.Rasterizer(cfg)
+        def loop(i):
+            g, cam = scenes[i]
+            for _ in range(rounds):
+                out = shared.forward(g, cam, sh_degree=2)
+                same(out.image, want[i][0], f"thread {i} image")
+                same(out.radii, want[i][1], f"thread {i} radii")
+        in_threads(lambda: loop(0), lambda: loop(1))
+    """,
+    "two_rasterizers": """
+        scenes = [scene(3000, 96, 80), scene(2000, 64, 48)]
+        want = []
+        for g, cam in scenes:
+            r = splat.Rasterizer(cfg)
+            out = r.forward(g, cam, sh_degree=2)
+            grads = r.backward(np.ones_like(out.image))
+            want.append((out.image.copy(), grads.means.copy()))
+        def loop(i):
+            r = splat.Rasterizer(cfg)
+            g, cam = scenes[i]
+            for _ in range(rounds):
+                out = r.forward(g, cam, sh_degree=2)
+                grads = r.backward(np.ones_like(out.image))
+                same(out.image, want[i][0], f"thread {i} image")
+                # float atomics on a GPU reorder sums: the CPU's are fixed
+                if backend == "cpu":
+                    same(grads.means, want[i][1], f"thread {i} gradient")
+                else:
+                    np.testing.assert_allclose(grads.means, want[i][1], rtol=1e-3, atol=1e-6)
+        in_threads(lambda: loop(0), lambda: loop(1))
+    """,
+    "torch": """
+        import torch
+        import splat.torch as st
+        dev = "cuda" if backend == "cuda" else "cpu"
+        inputs = []
+        for i in range(2):
+            g, cam = scene(1500, 64, 48)
+            t = {k: torch.tensor(getattr(g, k), device=dev) for k in
+                 ("means", "quats", "log_scales", "opacity_logits", "sh")}
+            view = torch.tensor(cam.world_to_camera)[None]
+            K = torch.tensor([[[cam.fx, 0, cam.cx], [0, cam.fy, cam.cy], [0, 0, 1]]], dtype=torch.float32)
+            inputs.append((t, view, K, cam.width, cam.height))
+        def render(i):
+            t, view, K, w, h = inputs[i]
+            leaves = {k: v.clone().requires_grad_(True) for k, v in t.items()}
+            colors, alphas, _ = st.rasterize(leaves["means"], leaves["quats"], leaves["log_scales"],
+                                             leaves["opacity_logits"], leaves["sh"], view, K, w, h, sh_degree=2)
+            (colors.sum() + alphas.sum()).backward()
+            return colors.detach().cpu().numpy(), leaves["opacity_logits"].grad.cpu().numpy()
+        want = [render(i) for i in range(2)]
+        def loop(i):
+            for _ in range(rounds):
+                img, grad = render(i)
+                same(img, want[i][0], f"thread {i} image")
+                np.testing.assert_allclose(grad, want[i][1], rtol=1e-3, atol=1e-6)
+        in_threads(lambda: loop(0), lambda: loop(1))
+    """,
+    "trainer_and_render": """
+        from splat.data import synthetic
+        train, _ = synthetic.make_scene()
+        tc = synthetic.default_train_config(rounds, image_size=train.width)
+        trainer = splat.Trainer.from_dataset(train, tc, cfg)
+        g, cam = scene(3000, 96, 80)
+        want = splat.Rasterizer(cfg).forward(g, cam, sh_degree=2).image.copy()
+        r = splat.Rasterizer(cfg)
+        losses = []
+        def steps():
+            for _ in range(rounds):
+                losses.append(trainer.step().loss)
+        def renders():
+            for _ in range(rounds):
+                same(r.forward(g, cam, sh_degree=2).image, want, "render beside training")
+                trainer.render(train.cameras[0])  # the trainer's own render between its steps
+        in_threads(steps, renders)
+        assert trainer.step_count == rounds and all(np.isfinite(losses)), (trainer.step_count, seed)
+        assert trainer.num_gaussians > 0
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_threads(backend, case):
+    ok, why = splat.backend_available(backend)
+    if not ok:
+        pytest.skip(f"{backend} backend not available: {why}")
+    if case == "torch":
+        pytest.importorskip("torch", reason="torch is not installed")
+    rounds = 40 if backend == "cpu" else 200
+    code = PRELUDE + textwrap.dedent(CASES[case])
+    try:
+        p = subprocess.run([sys.executable, "-c", code, backend, str(rounds)], capture_output=True, text=True,
+                           timeout=240, cwd=TESTS,
+                           env=dict(os.environ, PYTHONPATH=TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{case} on {backend}: no result in 240 s (a hang)")
+    assert p.returncode == 0, f"{case} on {backend}: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
