@@ -104,7 +104,7 @@ def test_streamed_images_train_as_resident_ones():
     ds = mixed_dataset(rng, random_gaussians(rng, 100))
     cfg = splat.TrainConfig(steps=80, sh_degree=1, sh_degree_interval=20, densify_from=10, densify_until=60,
                             densify_every=10, opacity_reset_every=40)
-    states = []
+    states, grown = [], []
     for budget in (0, 1):
         tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda", deterministic=True),
                                         image_budget=budget)
@@ -112,10 +112,13 @@ def test_streamed_images_train_as_resident_ones():
         for _ in range(cfg.steps):
             tr.step(read_loss=False)
         states.append(tr.state())
-        if budget == 1:
-            warm = tr._native.allocation_count
-            for _ in range(len(ds)):
-                tr.step(read_loss=False)
-            assert tr._native.allocation_count == warm
+        # Streaming allocates nothing a step: over another pass the streamed trainer
+        # allocates what the resident one does (the same Gaussians, so the same pair
+        # buffers grow when a view's pairs outgrow them).
+        warm = tr._native.allocation_count
+        for _ in range(len(ds)):
+            tr.step(read_loss=False)
+        grown.append(tr._native.allocation_count - warm)
+    assert grown[1] == grown[0], (grown, seed)
     for k in states[0]:
         assert states[0][k].tobytes() == states[1][k].tobytes(), (k, seed)

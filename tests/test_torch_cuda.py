@@ -211,8 +211,8 @@ def test_parity_with_gsplat(opaque):
     report["d means2d"] = rel_err(m0["means2d"].grad.cpu().numpy(), m1["means2d"].grad.cpu().numpy())
     msg = f"seed {seed}, opaque={opaque}: " + ", ".join(f"{k} {v:.3g}" for k, v in report.items())
     print(msg)
-    assert report["gsplat-drawn splat skips"] == 0, msg
     if not opaque:
+        assert report["gsplat-drawn splat skips"] == 0, msg
         # Measured on the H200 (gsplat 1.5.3, 3 seeds, centred principal point): no pixel
         # but one of 19200 off by > 1e-4 (max 8.7e-4), alpha 1.65e-3 at that pixel (a splat
         # on either side of alpha = 1/255: one flip moves alpha by < 1/255), gradients
@@ -223,7 +223,9 @@ def test_parity_with_gsplat(opaque):
         for k in list(base) + ["means2d"]:
             assert report[f"d {k}"] <= 1e-3, msg
     else:  # splat's 3-sigma radius against gsplat's 3.33: edges of opaque splats differ slightly
-        # almost everywhere an opaque splat's faint skirt reaches (measured: max 0.0028, half the pixels > 1e-4)
+        # where an opaque splat's faint skirt (3 to 3.33 sigma, alpha < 0.011) reaches: gsplat
+        # draws a few Gaussians splat's square misses. Measured on the H200 (centred principal
+        # point): image max 0.0036, 0.7% of pixels > 1e-4, gradients 6.7e-4 at most.
         assert report["image max"] <= 1e-2 and report["alpha max"] <= 1e-2, msg
         for k in list(base) + ["means2d"]:
             assert report[f"d {k}"] <= 5e-2, msg
