@@ -269,7 +269,8 @@ def test_torch_training_loop_reaches_trainer_psnr():
     if not path:
         pytest.skip("set SPLAT_LEGO400 to the lego_400 scene folder")
     steps = 2000
-    train, test = splat.load_dataset(path, "train"), splat.load_dataset(path, "test")
+    # The even test views (what tools/gpu_check.sh stages) judge a 0.3 dB difference as well as all 200.
+    train, test = splat.load_dataset(path, "train"), splat.load_dataset(path, "test", frames="0::2")
     # Densification and opacity resets off on both sides: the loop below is plain Adam.
     cfg = splat.TrainConfig(steps=steps, densify_from=10 * steps, densify_until=10 * steps,
                             opacity_reset_every=10 * steps)

@@ -12,8 +12,9 @@
 #
 # Logs go to $GPU_CHECK_OUT (default: gpu_check_out/): cuda_tests.log,
 # cuda_tests.xml (JUnit, with each test's duration), gate.log, summary.txt.
-# Wheels under .whl/ (gsplat's, for the parity test) are installed into a
-# scratch folder first; gsplat compiles its kernels at first import, which
+# Wheels under .whl/ (gsplat's for the parity tests; viser, lpips, plyfile and
+# what they need for the tests that use them) are installed into a scratch
+# folder first; gsplat compiles its kernels at first import, which
 # runs in the background while the suite runs, and its parity tests run last.
 # Exit status: that of the test run (0 when every cuda test passed), else the gate's.
 set -uo pipefail
@@ -66,6 +67,8 @@ if ! "$PY" -m pip install -q --no-build-isolation --no-deps . >"$OUT/build.log" 
 fi
 build_s=$(( $(date +%s) - t0 ))
 
+# The splat.torch training-loop test trains on the staged lego_400.
+[ -d "$STAGED/lego_400" ] && export SPLAT_LEGO400="$PWD/$STAGED/lego_400"
 echo "gpu_check: cuda tests"
 t0=$(date +%s)
 deselect=()
