@@ -365,11 +365,11 @@ def test_resume_of_a_run_killed_at_its_last_step(root, baseline, tmp_path):
 
 
 def test_a_run_that_fails_at_setup_leaves_the_folder_reusable(root, tmp_path, monkeypatch, capsys):
-    """A new run that stops before it has a result (here: the kernels fail at warm-up,
-    after config.toml and cameras.json are written; or --view without viser) leaves no run
-    files, so the same command runs again without --overwrite. A resumed run keeps its
-    files whatever happens."""
-    from splat import cli, warmup
+    """A new run that stops before it has a result (here: the kernels fail at warm-up, or
+    at the first step, after config.toml and cameras.json are written; or --view without
+    viser) leaves no run files, so the same command runs again without --overwrite. A
+    resumed run keeps its files whatever happens."""
+    from splat import cli, trainer, warmup
     from _cli import assert_user_error, without_warnings
     out = tmp_path / "run"
     config = write_config(root, "setup", out, steps=30, checkpoints=[])
@@ -378,12 +378,20 @@ def test_a_run_that_fails_at_setup_leaves_the_folder_reusable(root, tmp_path, mo
         return without_warnings(capsys.readouterr().err)
 
     def broken(*args, **kwargs):
-        assert (out / "config.toml").is_file() and (out / "cameras.json").is_file()   # written by now
         raise RuntimeError("[splat] kernel compilation failed (injected)")
+
+    def broken_step(*args, **kwargs):
+        assert (out / "config.toml").is_file() and (out / "cameras.json").is_file()   # written by now
+        raise RuntimeError("[splat] kernel launch failed (injected)")
 
     monkeypatch.setattr(warmup, "warm_up", broken)
     assert_user_error(cli.main(["train", "--config", str(config), "--quiet"]), errors(), "kernel compilation failed")
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == []
+    monkeypatch.undo()
+    monkeypatch.setattr(trainer.Trainer, "step", broken_step)
+    assert_user_error(cli.main(["train", "--config", str(config), "--quiet"]), errors(), "kernel launch failed")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == []
+    monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "viser", None)   # `import viser` fails as where it is not installed
     assert_user_error(cli.main(["train", "--config", str(config), "--quiet", "--view"]), errors(), "needs viser",
                       "splat-gs[view]")

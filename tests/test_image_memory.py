@@ -1,5 +1,5 @@
 """Memory that matches the data: `splat train` keeps one copy of the training images on
-the host once its trainer holds its own (Dataset.release_images), and `splat check`
+the host, its trainer dropping the dataset's views as it copies them (release_images), and `splat check`
 reports their footprint from the image headers without decoding any
 (splat.data.view_sizes). Measured in subprocesses (VmRSS / VmHWM of the child) on
 generated scenes, against a baseline of the same image size with few views, so what
@@ -98,9 +98,9 @@ def test_train_keeps_one_copy_of_the_images(scenes, tmp_path):
     print(f"per decoded byte of {MANY - FEW} more views ({grown / 2**20:.1f} MiB): while training {training:.2f}, "
           f"peak {peak:.2f}")
     assert training <= ONE_COPY, (training, peak)
-    # The native trainer copies the images from the dataset's arrays as it starts: for
-    # that moment both copies exist, so the peak may reach two copies but no more.
-    assert peak <= 2.0 + (ONE_COPY - 1.0), (training, peak)
+    # The trainer drops each of the dataset's views as it copies it (release_images):
+    # the peak holds one copy too, not two for a moment.
+    assert peak <= ONE_COPY, (training, peak)
 
 
 def test_check_reports_the_footprint_without_decoding(scenes):
@@ -140,3 +140,32 @@ def test_view_sizes_are_the_loaded_sizes(tmp_path_factory, seed, model, downscal
     assert [(sw, sh) for sw, sh, _ in sizes] == ds.sizes
     masked = [False] * len(ds) if ds.masks is None else [m is not None for m in ds.masks]
     assert all(flag or not m for (_, _, flag), m in zip(sizes, masked))
+
+
+def test_release_images_drops_each_view_and_trains_the_same():
+    """Trainer(release_images=True): every view's arrays are gone once the trainer
+    holds its copy (no reference left, no collection needed), the dataset says so
+    when read, and training is the same as from a dataset that keeps its images."""
+    import weakref
+
+    import splat
+    from _scenes import make_rng
+    from test_training import make_dataset, random_gaussians, small_config
+    rng, seed = make_rng()
+    keep = make_dataset(rng, random_gaussians(rng, 80), n_views=5)
+    drop = keep.subset(list(range(len(keep))))
+    drop.images = [im.copy() for im in drop.images]   # its own arrays, nothing else refers to
+    refs = [weakref.ref(im) for im in drop.images]
+    cfg, bc = small_config(seed=3), splat.BackendConfig(backend="cpu")
+    a = splat.Trainer.from_dataset(keep, cfg, bc)
+    b = splat.Trainer.from_dataset(drop, cfg, bc, release_images=True)
+    assert all(r() is None for r in refs), seed
+    with pytest.raises(RuntimeError, match="released"):
+        drop.images[0]
+    for _ in range(4):
+        la, lb = a.step().loss, b.step().loss
+        assert lb == pytest.approx(la, rel=1e-5), seed
+    for k, v in a.state().items():
+        np.testing.assert_allclose(b.state()[k], v, rtol=1e-5, atol=1e-6, err_msg=f"{k}; seed {seed}")
+    with pytest.raises(TypeError, match="release_images"):
+        splat.Trainer.from_dataset(keep, cfg, bc, release_images="yes")

@@ -185,7 +185,7 @@ TrainSettings settings_from_dict(nb::dict d) {
 
 // The training views: uint8 [H,W,3] images (one per camera, each its own
 // size) and optional uint8 [H,W] masks (None: every pixel counts).
-std::vector<TrainingImage> images_from(nb::list images, nb::object masks, size_t views) {
+std::vector<TrainingImage> images_from(nb::list images, nb::object masks, size_t views, nb::object copied) {
   if (images.size() != views) throw ConfigError("[trainer] images: expected one uint8 [H,W,3] image per camera");
   const bool have_masks = !masks.is_none();
   nb::list mask_list = have_masks ? nb::cast<nb::list>(masks) : nb::list();
@@ -198,6 +198,9 @@ std::vector<TrainingImage> images_from(nb::list images, nb::object masks, size_t
     out[v].rgb = im.data();
     out[v].height = static_cast<uint32_t>(im.shape(0));
     out[v].width = static_cast<uint32_t>(im.shape(1));
+    // Called during the upload, in this thread with the GIL held (the
+    // constructor keeps it): the caller may drop view v's arrays.
+    if (!copied.is_none()) out[v].copied = [copied, v]() { copied(v); };
     if (!have_masks || mask_list[v].is_none()) continue;
     ByteIn m;
     if (!nb::try_cast(mask_list[v], m, false) || m.ndim() != 2 || m.shape(0) != im.shape(0) || m.shape(1) != im.shape(1))
@@ -225,9 +228,9 @@ std::vector<CameraParams> cameras_from(FloatIn w2c, FloatIn intrinsics, const st
 class PyTrainer {
  public:
   PyTrainer(const BackendConfig& config, nb::dict settings, FloatIn w2c, FloatIn intrinsics, nb::list images,
-            nb::object masks, nb::dict state, uint32_t step) {
+            nb::object masks, nb::dict state, uint32_t step, nb::object copied) {
     if (w2c.ndim() != 3) throw ConfigError("[trainer] world_to_camera: expected [V,4,4]");
-    std::vector<TrainingImage> views = images_from(images, masks, w2c.shape(0));
+    std::vector<TrainingImage> views = images_from(images, masks, w2c.shape(0), copied);
     auto cams = cameras_from(w2c, intrinsics, views);
     TrainingState initial = state_from_dict(state);
     TrainSettings s = settings_from_dict(settings);
@@ -399,12 +402,14 @@ class PyTrainer {
 
 void bind_trainer(nb::module_& m) {
   nb::class_<PyTrainer>(m, "Trainer")
-      .def(nb::init<const BackendConfig&, nb::dict, FloatIn, FloatIn, nb::list, nb::object, nb::dict, uint32_t>(),
+      .def(nb::init<const BackendConfig&, nb::dict, FloatIn, FloatIn, nb::list, nb::object, nb::dict, uint32_t,
+                    nb::object>(),
            nb::arg("config"), nb::arg("settings"), nb::arg("world_to_camera").noconvert(),
            nb::arg("intrinsics").noconvert(), nb::arg("images"), nb::arg("masks").none(), nb::arg("state"),
-           nb::arg("step") = 0,
+           nb::arg("step") = 0, nb::arg("copied").none() = nb::none(),
            "images: a list of uint8 [H,W,3] arrays, one per camera, each its own size; masks: None or a list of "
-           "None / uint8 [H,W] (0: the pixel is left out of the loss)")
+           "None / uint8 [H,W] (0: the pixel is left out of the loss); copied: None or a callable given each view's "
+           "index once the device holds its own copy of it (the caller may drop that view's arrays)")
       .def("step", &PyTrainer::step, nb::arg("read_loss") = true)
       .def("run", &PyTrainer::run, nb::arg("n"))
       .def("state", &PyTrainer::state)

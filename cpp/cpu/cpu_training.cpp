@@ -40,13 +40,14 @@ void CpuTraining::upload_images(const std::vector<TrainingImage>& images, size_t
     }
     storage_.device_bytes = 2 * (3 * layout_.max_pixels + max_mask);
   }
-  grow_vector(images_, layout_.rgb_bytes, allocations_);
-  grow_vector(masks_, layout_.mask_bytes, allocations_);
+  uint8_t* rgb = images_.ensure(std::max<size_t>(layout_.rgb_bytes, 1), allocations_);
+  uint8_t* masks = masks_.ensure(std::max<size_t>(layout_.mask_bytes, 1), allocations_);
   for (size_t v = 0; v < images.size(); ++v) {
     const ImageSlot& slot = layout_.views[v];
     const size_t pixels = static_cast<size_t>(slot.width) * slot.height;
-    std::memcpy(images_.data() + slot.rgb_offset, images[v].rgb, 3 * pixels);
-    if (slot.has_mask) std::memcpy(masks_.data() + slot.mask_offset, images[v].mask, pixels);
+    std::memcpy(rgb + slot.rgb_offset, images[v].rgb, 3 * pixels);
+    if (slot.has_mask) std::memcpy(masks + slot.mask_offset, images[v].mask, pixels);
+    if (images[v].copied) images[v].copied();
   }
   // Sized once for the largest view: steps on smaller ones use a prefix.
   grow_vector(rendered_, 3 * layout_.max_pixels, allocations_);

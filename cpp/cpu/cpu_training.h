@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu_loss.h"
+#include "grow_buffer.h"
 #include "cpu_rasterizer.h"
 #include "splat/training.h"
 
@@ -61,7 +62,9 @@ class CpuTraining {
   std::vector<int32_t> radii_;
   // Every view's RGB packed one after the other, and the masks of the views
   // that have one (layout_ says where).
-  std::vector<uint8_t> images_, masks_;
+  // Uninitialised until written, so a page counts once its view is copied in
+  // (the caller frees its copy view by view: TrainingImage::copied).
+  GrowBuffer<uint8_t> images_, masks_;
   ImageLayout layout_;
   ImageStorage storage_;
   // Streamed: two slots of the largest view (RGB and mask), the view each

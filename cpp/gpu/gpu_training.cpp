@@ -78,6 +78,10 @@ void GpuDevice::upload_images(const std::vector<TrainingImage>& images, size_t b
       const size_t pixels = static_cast<size_t>(slot.width) * slot.height;
       launcher_->upload(BufferRef{rgb.handle, slot.rgb_offset}, images[v].rgb, 3 * pixels);
       if (slot.has_mask) launcher_->upload(BufferRef{masks.handle, slot.mask_offset}, images[v].mask, pixels);
+      if (images[v].copied) {
+        launcher_->synchronize();  // the copies out of the caller's memory are done
+        images[v].copied();
+      }
     }
     st.device_bytes = st.image_bytes;
   } else {
@@ -91,6 +95,7 @@ void GpuDevice::upload_images(const std::vector<TrainingImage>& images, size_t b
         std::memcpy(host_images_ + layout.rgb_bytes + slot.mask_offset, images[v].mask, pixels);
         max_mask = std::max(max_mask, pixels);
       }
+      if (images[v].copied) images[v].copied();
     }
     const auto align = [](size_t x) { return (x + ImageLayout::kImageAlign - 1) & ~(ImageLayout::kImageAlign - 1); };
     slot_rgb_bytes_ = align(3 * layout.max_pixels);

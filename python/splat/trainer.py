@@ -136,6 +136,25 @@ def packed_bytes(sizes) -> tuple[int, int]:
     return int(rgb), int(mask)
 
 
+def _releaser(dataset, images: list, masks: list | None):
+    """The native trainer's `copied(v)`: drops every reference to view v's arrays
+    (the list passed to it and the dataset's own), so its pages go back as soon
+    as the device holds its copy."""
+    own = dataset.images if isinstance(dataset.images, list) else None
+    own_masks = getattr(dataset, "masks", None)
+    own_masks = own_masks if isinstance(own_masks, list) else None
+
+    def copied(v: int) -> None:
+        images[v] = None
+        if masks is not None:
+            masks[v] = None
+        if own is not None:
+            own[v] = None
+        if own_masks is not None:
+            own_masks[v] = None
+    return copied
+
+
 def _check_dataset(dataset) -> None:
     from .data.dataset import Dataset
     if not isinstance(dataset, Dataset):
@@ -147,8 +166,13 @@ class Trainer:
     """Trains Gaussians on a dataset; every step runs natively with the GIL released."""
 
     def __init__(self, dataset, train_config: TrainConfig, backend_config, state: dict, step: int = 0,
-                 *, scene_extent: float | None = None, image_budget: int = 0):
+                 *, scene_extent: float | None = None, image_budget: int = 0, release_images: bool = False):
+        """release_images: drop the dataset's images view by view as the trainer copies
+        them (Dataset.release_images at the end), so the host never holds two copies of
+        every view; the dataset keeps its cameras and names, not its pixels."""
         _check_dataset(dataset)
+        if not isinstance(release_images, bool):
+            raise TypeError(f"[splat] release_images: expected True or False, got {release_images!r}")
         if not isinstance(train_config, TrainConfig):
             raise TypeError(f"[splat] train_config: expected splat.TrainConfig, got {type(train_config).__name__}")
         errors = train_config.errors()  # attributes may have been assigned since construction
@@ -175,16 +199,20 @@ class Trainer:
         w2c, intr = _camera_arrays(dataset.cameras)
         images, masks = _native_images(dataset)
         self.masked_views = 0 if masks is None else sum(m is not None for m in masks)
-        self._native = _core.Trainer(backend_config, settings, w2c, intr, images, masks, state, step)
+        copied = _releaser(dataset, images, masks) if release_images else None
+        self._native = _core.Trainer(backend_config, settings, w2c, intr, images, masks, state, step, copied)
+        if release_images:
+            dataset.release_images()
         self.history: list[tuple[int, float, int]] = []  # (step, loss, #Gaussians)
 
     @classmethod
     def from_dataset(cls, dataset, train_config: TrainConfig | None = None, backend_config=None,
-                     *, initial: Gaussians | None = None, image_budget: int = 0) -> "Trainer":
+                     *, initial: Gaussians | None = None, image_budget: int = 0,
+                     release_images: bool = False) -> "Trainer":
         """A trainer initialised from the dataset's point cloud (random points when it has none).
         image_budget: device bytes the training images may take before they are streamed from
         host memory a view a step ahead (0: the backend's default, half the free device memory;
-        the cpu backend streams only when given one)."""
+        the cpu backend streams only when given one). release_images: see Trainer()."""
         _check_dataset(dataset)
         config = train_config if train_config is not None else TrainConfig()
         if not isinstance(config, TrainConfig):
@@ -204,7 +232,7 @@ class Trainer:
             raise TypeError(f"[splat] initial: expected splat.Gaussians, got {type(initial).__name__}")
         state = dict(means=initial.means, log_scales=initial.log_scales, quats=initial.quats,
                      opacity_logits=initial.opacity_logits, sh=initial.sh)
-        return cls(dataset, config, backend_config, state, image_budget=image_budget)
+        return cls(dataset, config, backend_config, state, image_budget=image_budget, release_images=release_images)
 
     # ------------------------------------------------------------------ stepping
     @property

@@ -3,6 +3,7 @@
 // Trainer; a device only keeps the state resident and runs each op.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ struct TrainingImage {
   const uint8_t* rgb = nullptr;   // [height, width, 3]
   const uint8_t* mask = nullptr;  // [height, width], nonzero: the pixel counts; null: every pixel counts
   uint32_t width = 0, height = 0;
+  // Called by upload_images once the device holds its own copy of this view:
+  // the caller may free rgb and mask then, so the host never holds two copies
+  // of every view at once. The device reads neither afterwards.
+  std::function<void()> copied;
 };
 
 // Where a view lives in the packed image storage of a device: one uint8

@@ -244,8 +244,11 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             raise UserError(f"run folder {out}: finished at step {start[0]['step']}; pass --steps N "
                             f"(N > {start[0]['step']}) to train on")
     budget = 0 if synthetic else int(cfg.data.device_image_budget * (1 << 30))
+    # Before the trainer: the warm-up trains on two of the views, which the trainer
+    # then drops from the dataset as it copies them (one copy of the images on the host).
+    seconds = warm_up(train, bc, cfg.train)
     if start is None:
-        trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget)
+        trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget, release_images=True)
         if resume and not restart:
             print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
             earlier = {}
@@ -256,7 +259,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         except ValueError as exc:
             raise UserError(_clean(str(exc))) from None
         trainer = Trainer(train, cfg.train, bc, arrays, step=meta["step"], scene_extent=meta["scene_extent"],
-                          image_budget=budget)
+                          image_budget=budget, release_images=True)
         at = trainer.step_count
         evals = [e for e in earlier.get("evals", []) if e.get("step", 0) <= at]
         trainer.history = [tuple(h) for h in earlier.get("history", []) if h and h[0] <= at]
@@ -275,10 +278,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
 
-    seconds = warm_up(train, bc, cfg.train)
     if seconds is not None:
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
-    train.release_images()   # the trainer holds its own copy: one copy of the images on the host
     load_seconds = time.perf_counter() - t_begin
     show = [test.names[i] for i in _pick_views(len(test), cfg.output.render_views)]
     train_seconds = 0.0
