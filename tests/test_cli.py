@@ -55,12 +55,17 @@ render_views = 2
 """
 
 
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli")
+def make_scene_dir(tmp_path_factory, name="cli"):
+    """A folder with a small Blender scene (scene/) and room for configs (configs/)."""
+    root = tmp_path_factory.mktemp(name)
     write_blender_scene(root / "scene", SIZE, n_test_views=4)
     (root / "configs").mkdir()
     return root
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory):
+    return make_scene_dir(tmp_path_factory)
 
 
 def write_config(scene_dir, name, out, text=TRAIN_TOML):

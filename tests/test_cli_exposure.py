@@ -11,8 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE  # noqa: E402
-from test_cli import SIZE, TRAIN_TOML, assert_user_error, run_cli, write_config  # noqa: E402
-from _scenes import write_blender_scene  # noqa: E402
+from test_cli import TRAIN_TOML, assert_user_error, make_scene_dir, run_cli, write_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
 
@@ -25,10 +24,7 @@ if NATIVE:
 
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli_exposure")
-    write_blender_scene(root / "scene", SIZE, n_test_views=4)
-    (root / "configs").mkdir()
-    return root
+    return make_scene_dir(tmp_path_factory, "cli_exposure")
 
 
 EXPOSURE_TOML = TRAIN_TOML.replace("[backend]", "exposure = true\nabsgrad = true\n\n[backend]")

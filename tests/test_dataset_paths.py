@@ -20,23 +20,19 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import example, given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402,F401
 import _captures as cap  # noqa: E402
+from _hypo import quick  # noqa: E402
 from _cli import assert_user_error, run_cli  # noqa: E402
 
 from splat.data import DatasetError, load_dataset  # noqa: E402
 
 W, H = 16, 12
 RULE = "allow_outside_paths"
-
-
-def quick(n: int):
-    return settings(max_examples=n, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 def pixels(seed: int) -> np.ndarray:

@@ -12,22 +12,18 @@ import pytest
 from PIL import Image
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pkg import NATIVE, splat  # noqa: E402,F401
 import _captures as cap  # noqa: E402
+from _hypo import quick  # noqa: E402
 
 from splat.data import DatasetError, load_dataset  # noqa: E402
 
 W, H = 16, 12
 LABEL = "label masks"
-
-
-def quick(n: int):
-    return settings(max_examples=n, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 def save_mask(path, values: np.ndarray, bits: int) -> None:
