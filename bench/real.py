@@ -6,6 +6,7 @@ nerfstudio scenes, one table.
     python bench/real.py --gsplat --max-seconds 540        # with gsplat, stop before 9 minutes
     python bench/real.py path/to/capture --backend cpu --steps 50 --set train.init_points=500
     python bench/real.py --scenes room --steps 30000 --breakdown   # and the ts_* of a step at the end
+    python bench/real.py --scenes thermos --steps 30000 --seeds 4  # train.seed 0..3: mean, std, worst
 
 Per scene and step count (7000 and 30000 by default): the test PSNR and SSIM
 (splat.metrics on both trainers' renders), the number of Gaussians, the
@@ -21,6 +22,12 @@ views in shuffled passes; gsplat densifies with its DefaultStrategy
 (bench/gsplat_side.py). With --gsplat the
 ratios gsplat / splat follow the table.
 
+--seeds N trains every scene N times, with train.seed = S, S + 1, ... (S: the
+config's seed, --set train.seed=S), for splat and for gsplat alike (its view
+order, initialisation and torch generator follow the seed), and adds a table
+per scene, trainer and step count: the mean PSNR over the seeds, its standard
+deviation (n - 1), the worst and best seed's PSNR and the mean time.
+
 --max-seconds bounds the whole command: a run still training when it is
 reached stops at once and is evaluated at the step it got to (marked '*');
 runs not started are listed as skipped. --steps, --scenes and --max-seconds
@@ -33,6 +40,8 @@ import math
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 
 import splat
@@ -103,6 +112,13 @@ def _memory_peak(backend: str):
         return None
 
 
+def with_seed(overrides: dict, seed) -> dict:
+    """The overrides with train.seed set (unchanged for seed None)."""
+    if seed is None:
+        return overrides
+    return dict(overrides, train=dict(overrides.get("train", {}), seed=int(seed)))
+
+
 def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None):
     cfg = train_config(marks[-1], overrides)
     if backend != "cpu":
@@ -126,8 +142,9 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
         ev = splat.evaluate(trainer, test)
         rows.append(dict(scene=scene, trainer="splat", steps=trainer.step_count, target=mark, stopped=stopped,
                          psnr=ev.psnr, ssim=ev.ssim, gaussians=trainer.num_gaussians, seconds=seconds,
-                         peak_bytes=_memory_peak(backend)))
-        log(f"[{scene}] splat {trainer.step_count} steps{' (stopped)' if stopped else ''}: PSNR {ev.psnr:.2f} "
+                         peak_bytes=_memory_peak(backend), seed=cfg.seed))
+        log(f"[{scene}] splat seed {cfg.seed} {trainer.step_count} steps{' (stopped)' if stopped else ''}: "
+            f"PSNR {ev.psnr:.2f} "
             f"SSIM {ev.ssim:.4f} {trainer.num_gaussians:,} Gaussians {seconds:.1f} s")
         if stopped:
             break
@@ -162,7 +179,36 @@ def gsplat_available() -> tuple[bool, str]:
 def run_gsplat(scene, train, test, marks, overrides, budget, log):
     from gsplat_side import train_gsplat
     cfg = train_config(marks[-1], overrides)
-    return train_gsplat(scene, train, test, marks, cfg, budget, log)
+    rows = train_gsplat(scene, train, test, marks, cfg, budget, log)
+    return [dict(r, seed=cfg.seed) for r in rows]
+
+
+def seed_summary(rows) -> list[dict]:
+    """Per scene, trainer and step count asked for: the PSNR over the seeds (rows
+    stopped by --max-seconds left out)."""
+    groups: dict = {}
+    for r in rows:
+        if not r["stopped"]:
+            groups.setdefault((r["scene"], r["trainer"], r["target"]), []).append(r)
+    out = []
+    for (scene, trainer, target), rs in groups.items():
+        psnr = np.array([r["psnr"] for r in rs], np.float64)
+        out.append(dict(scene=scene, trainer=trainer, target=target, seeds=[r["seed"] for r in rs],
+                        mean=float(psnr.mean()), std=float(psnr.std(ddof=1)) if len(rs) > 1 else 0.0,
+                        worst=float(psnr.min()), best=float(psnr.max()),
+                        seconds=float(np.mean([r["seconds"] for r in rs]))))
+    return out
+
+
+def print_seed_summary(summary, out=sys.stdout):
+    head = (f"{'scene':<10} {'trainer':<7} {'steps':>6} {'seeds':>5} {'mean PSNR':>9} {'std':>6} {'worst':>6} "
+            f"{'best':>6} {'mean s':>7}")
+    print("\nover seeds (PSNR in dB; std with n - 1)", file=out)
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for g in summary:
+        print(f"{g['scene']:<10} {g['trainer']:<7} {g['target']:>6} {len(g['seeds']):>5} {g['mean']:>9.2f} "
+              f"{g['std']:>6.2f} {g['worst']:>6.2f} {g['best']:>6.2f} {g['seconds']:>7.1f}", file=out)
 
 
 def gib(n) -> str:
@@ -170,19 +216,21 @@ def gib(n) -> str:
 
 
 def print_table(rows, skipped, out=sys.stdout):
+    seeded = len({r.get("seed") for r in rows}) > 1
     head = (f"{'scene':<10} {'trainer':<7} {'steps':>6} {'PSNR':>6} {'SSIM':>6} {'#Gaussians':>11} "
-            f"{'train s':>8} {'peak GiB':>9}")
+            f"{'train s':>8} {'peak GiB':>9}" + (f" {'seed':>5}" if seeded else ""))
     print(head, file=out)
     print("-" * len(head), file=out)
     for r in rows:
         steps = f"{r['steps']}{'*' if r['stopped'] else ''}"
         print(f"{r['scene']:<10} {r['trainer']:<7} {steps:>6} {r['psnr']:>6.2f} {r['ssim']:>6.4f} "
-              f"{r['gaussians']:>11,} {r['seconds']:>8.1f} {gib(r['peak_bytes']):>9}", file=out)
+              f"{r['gaussians']:>11,} {r['seconds']:>8.1f} {gib(r['peak_bytes']):>9}"
+              + (f" {r.get('seed')!s:>5}" if seeded else ""), file=out)
     pairs = {}
     for r in rows:
-        pairs.setdefault((r["scene"], r["target"]), {})[r["trainer"]] = r
+        pairs.setdefault((r["scene"], r["target"], r.get("seed")), {})[r["trainer"]] = r
     ratio_lines = []
-    for (scene, target), by in pairs.items():
+    for (scene, target, _seed), by in pairs.items():
         a, b = by.get("splat"), by.get("gsplat")
         if a is None or b is None:
             continue
@@ -236,6 +284,8 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", metavar="train.KEY=VALUE", help="recipe / data override (repeatable)")
     p.add_argument("--breakdown", action="store_true",
                    help="after each splat run, the ts_* GPU time per step at its final size (bench/gate.py)")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="train each scene N times, train.seed S..S+N-1 (S: the config's seed), and summarise")
     p.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = p.parse_args(argv)
     try:
@@ -245,6 +295,10 @@ def main(argv=None) -> int:
     if not marks or marks[0] < 1:
         raise SystemExit("real.py: error: --steps: need positive step counts")
     overrides = parse_sets(args.set)
+    if args.seeds < 1:
+        raise SystemExit(f"real.py: error: --seeds: need at least 1, got {args.seeds}")
+    first_seed = train_config(marks[-1], overrides).seed
+    seeds = [None] if args.seeds == 1 else [first_seed + i for i in range(args.seeds)]
     scenes = find_scenes(args.paths, args.root or default_root(), args.scenes.split(",") if args.scenes else None)
     backend = splat.resolve_backend(args.backend)
     budget = Budget(args.max_seconds)
@@ -269,19 +323,29 @@ def main(argv=None) -> int:
         log(f"[{path.name}] {len(train)} train views ({train.size_summary()}), {len(test)} test views, "
             f"{0 if train.points is None else len(train.points):,} SfM points, background "
             f"{train.background}; loaded in {time.perf_counter() - t0:.1f} s")
-        if not args.no_splat:
-            rows += run_splat(path.name, train, test, marks, overrides, backend, budget, log, breakdowns)
-        if use_gsplat:
-            if budget.spent():
-                skipped.append(f"{path.name} gsplat (--max-seconds reached)")
-            else:
-                rows += run_gsplat(path.name, train, test, marks, overrides, budget, log)
+        for seed in seeds:
+            label = path.name if seed is None else f"{path.name} seed {seed}"
+            run = with_seed(overrides, seed)
+            if not args.no_splat:
+                if budget.spent():
+                    skipped.append(f"{label} splat (--max-seconds reached)")
+                else:
+                    rows += run_splat(path.name, train, test, marks, run, backend, budget, log, breakdowns)
+            if use_gsplat:
+                if budget.spent():
+                    skipped.append(f"{label} gsplat (--max-seconds reached)")
+                else:
+                    rows += run_gsplat(path.name, train, test, marks, run, budget, log)
     print_table(rows, skipped)
+    summary = seed_summary(rows) if len(seeds) > 1 else []
+    if summary:
+        print_seed_summary(summary)
     if breakdowns:
         print_breakdowns(breakdowns)
     if args.json:
         from splat.cli._common import write_json
-        write_json(args.json, {"backend": backend, "marks": marks, "rows": rows, "skipped": skipped})
+        write_json(args.json, {"backend": backend, "marks": marks, "rows": rows, "skipped": skipped,
+                               "seeds": summary})
     return 0
 
 

@@ -91,3 +91,32 @@ def test_real_bench_gsplat_side_by_side(tmp_path, capsys):
     for r in rows:
         assert np.isfinite(r["psnr"]) and r["gaussians"] > 0 and r["peak_bytes"]
     assert "splat against gsplat" in capsys.readouterr().out
+
+
+def test_real_bench_seeds_summarise_each_seed(tmp_path, capsys):
+    """--seeds 3: each scene trained with train.seed S, S+1, S+2 (S from --set), each run
+    as the same command with that seed alone would give, and a summary whose mean, std
+    (n - 1), worst and best are those of the rows."""
+    root = tmp_path / "captures"
+    make_scene(root / "alpha")
+    out = tmp_path / "seeds.json"
+    rc = _real().main(["--root", str(root), "--steps", "6", "--backend", "cpu", "--seeds", "3", "--set",
+                       "train.seed=5", "--json", str(out), *TINY])
+    assert rc == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert [r["seed"] for r in rows] == [5, 6, 7]
+    psnr = np.array([r["psnr"] for r in rows])
+    assert len(set(np.round(psnr, 6))) > 1    # the seeds train differently
+    (g,) = data["seeds"]
+    assert g["seeds"] == [5, 6, 7] and g["trainer"] == "splat" and g["target"] == 6
+    assert g["mean"] == pytest.approx(psnr.mean()) and g["std"] == pytest.approx(psnr.std(ddof=1))
+    assert g["worst"] == pytest.approx(psnr.min()) and g["best"] == pytest.approx(psnr.max())
+    assert "over seeds" in text and "mean PSNR" in text
+    single = tmp_path / "one.json"
+    assert _real().main(["--root", str(root), "--steps", "6", "--backend", "cpu", "--set", "train.seed=6",
+                         "--json", str(single), *TINY]) == 0
+    assert json.loads(single.read_text())["rows"][0]["psnr"] == pytest.approx(rows[1]["psnr"], abs=1e-4)
+    with pytest.raises(SystemExit, match="--seeds"):
+        _real().main(["--root", str(root), "--seeds", "0", "--backend", "cpu"])
