@@ -289,9 +289,20 @@ def test_check_takes_the_train_command_line(scene_dir, tmp_path, capsys):
                                "--set", "train.densify_every=x")
     assert_user_error(rc, err, "train.sh_degree", "train.densify_every", "2 problems", lines=3)
     assert printed == ""
-    # overrides with nothing to override, and a config given where a scene belongs
-    rc, _, err = run_cli(capsys, "check", "--steps", "5")
-    assert_user_error(rc, err, "--steps", "--config")
+    # no config and no scene: the built-in scene, as splat train runs it
+    out = (tmp_path / "builtin_run").resolve()
+    argv = ["--set", "train.steps=6", "--set", f"output.dir={json.dumps(str(out))}", "--set", "output.eval_steps=[]",
+            "--backend", "cpu"]
+    rc, printed, err = run_cli(capsys, "check", *argv)
+    assert rc == 0, err
+    checked = tomllib.loads(printed)
+    assert checked["train"]["steps"] == 6 and "path" not in checked["data"]
+    rc, _, err = run_cli(capsys, "train", *argv, "--quiet")
+    assert rc == 0, err
+    assert tomllib.loads((out / "config.toml").read_text()) == checked
+    rc, _, err = run_cli(capsys, "check", "--set", "data.downscale=2")
+    assert_user_error(rc, err, "data.downscale", "built-in scene")
+    # a config given where a scene belongs
     cfg = write_config(scene_dir, "positional.toml", tmp_path / "unused")
     for command in ("check", "train"):
         rc, _, err = run_cli(capsys, command, cfg)

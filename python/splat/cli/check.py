@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ._common import warn
-from ._shared import UserError, _bytes, _clean, _config_setup, _err
+from ._shared import _bytes, _clean, _config_setup, _err
 
 
 def _check_backends() -> int:
@@ -32,16 +32,16 @@ def cmd_check(args) -> int:
     from .. import backend_available, resolve_backend
     from ._data import scene_arg
     from ..config import ConfigError
+    from .train import _sets_data_path, _synthetic_setup
     scene = scene_arg(args)
-    if args.config is None and scene is None:
-        given = [flag for flag, value in (("--set", args.set), ("--steps", args.steps), ("--backend", args.backend))
-                 if value]
-        if given:
-            raise UserError(f"{', '.join(given)} without a config: give --config X.toml or a scene PATH")
+    given = any((args.set, args.steps, args.backend))
+    if args.config is None and scene is None and not given:
         return _check_backends()
-    source = args.config or scene
+    # As splat train decides: no config, no scene folder and no --set data.path is the built-in scene.
+    synthetic = args.config is None and scene is None and not _sets_data_path(args)
+    source = args.config or scene or ("the built-in scene" if synthetic else "--set data.path")
     try:
-        cfg = _config_setup(args)
+        cfg = _synthetic_setup(args) if synthetic else _config_setup(args)
     except ConfigError as exc:
         for e in exc.errors:
             _err(e)
