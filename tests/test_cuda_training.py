@@ -118,6 +118,31 @@ def test_antialiased_steps_match_cpu():
     assert np.abs(classic.render(cam) - gpu.render(cam)).max() > 1e-3, seed
 
 
+def test_visible_adam_steps_match_cpu():
+    """[train] visible_adam on the GPU (the adam kernel's visible_only): the same states as
+    the CPU backend's over steps whose views leave Gaussians unseen, and an unseen
+    Gaussian's parameters and moments unchanged to the bit."""
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 150), n_views=4, width=40, height=32)
+    cfg = small_config(sh_degree_interval=1, densify_from=10_000, densify_until=10_000, visible_adam=True)
+    cpu, gpu = trainers(ds, cfg, initial=random_gaussians(rng, 400, spread=1.6))
+    raster = splat.Rasterizer(splat.BackendConfig(backend="cuda"))  # the training step's projection
+    unseen = 0
+    for t in range(1, 6):
+        prev = gpu.state()
+        g = splat.Gaussians(*(prev[k] for k in PARAMS))
+        seen = raster.forward(g, ds.cameras[gpu._native.view_for_step(t)], sh_degree=0).radii > 0
+        a, b = cpu.step(), gpu.step()
+        assert abs(a.loss - b.loss) <= 1e-5 * abs(a.loss), (t, a.loss, b.loss, seed)
+        cur = gpu.state()
+        for name in PARAMS:
+            for k in (name, "adam_m." + name, "adam_v." + name):
+                np.testing.assert_array_equal(cur[k][~seen], prev[k][~seen], err_msg=f"{k} unseen; seed {seed}")
+        unseen += int((~seen).sum())
+        assert_states_close(cpu.state(), cur, seed, f"visible_adam step {t}")
+    assert unseen > 0, seed
+
+
 def test_densification_and_opacity_reset_match_cpu():
     """A step that densifies (clone, split with the counter-based RNG, prune)
     and resets opacity: the same Gaussians in the same order, new ones with

@@ -203,6 +203,16 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["values"]) == 3 * n * (11 + sh_width), got
         assert int(got["differ"]) == 0, (got, n, k_count, seed)
+    # visible_only (train.visible_adam): the unseen Gaussians' parameters and moments
+    # stay to the bit, the seen ones step as above; quads that straddle both included.
+    for n, share in ((1, 0.0), (7, 0.5), (int(rng.integers(64, 700)), 0.3), (int(rng.integers(64, 700)), 0.9)):
+        k_count = int(rng.integers(1, sh_width // 3 + 1))
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_width), str(k_count), str(share)],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got = dict(line.split() for line in p.stdout.splitlines())
+        assert int(got["differ"]) == 0, (got, n, share, seed)
+        assert (int(got["unseen"]) == n) if share == 0.0 else 0 < int(got["unseen"]) < n or n < 10, got
 
 
 def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):

@@ -144,6 +144,53 @@ def test_fused_adam_matches_numpy_adam_over_several_steps():
     assert np.isclose(tr._native.means_lr(cfg.steps // 2), mid, rtol=1e-5)
 
 
+def test_visible_adam_steps_only_the_gaussians_the_view_saw():
+    """train.visible_adam: a Gaussian the step's view did not see (radius 0 in its
+    projection, as a Rasterizer gives it for the state before the step) keeps its
+    parameters and both moments to the bit, momentum included; every seen one
+    takes the Adam step of its gradient (numpy, from the step's gradients)."""
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 60), n_views=4)
+    g = random_gaussians(rng, 300, spread=1.6)   # many outside one view or another
+    start = dict(means=g.means, log_scales=g.log_scales, quats=g.quats, opacity_logits=g.opacity_logits, sh=g.sh)
+    cfg = small_config(visible_adam=True, densify_from=10_000, densify_until=10_000)
+    tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), start)
+    b1, b2, eps = cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps
+    lrs = dict(log_scales=cfg.log_scales_lr, quats=cfg.quats_lr, opacity_logits=cfg.opacity_lr)
+    raster = splat.Rasterizer(splat.BackendConfig(backend="cpu"))
+    prev, unseen, moved_unseen_before = tr.state(), 0, 0
+    for t in range(1, 9):
+        before = splat.Gaussians(*(prev[k] for k in ("means", "log_scales", "quats", "opacity_logits", "sh")))
+        seen = raster.forward(before, ds.cameras[tr._native.view_for_step(t)], sh_degree=0).radii > 0
+        tr.step()
+        cur, snap = tr.state(), tr._native.debug_snapshot()
+        unseen += int((~seen).sum())
+        moved_unseen_before += int(np.any(prev["adam_m.means"][~seen] != 0))
+        for name in ("means", "log_scales", "quats", "opacity_logits", "sh"):
+            for k in (name, "adam_m." + name, "adam_v." + name):
+                np.testing.assert_array_equal(cur[k][~seen], prev[k][~seen], err_msg=f"{k} unseen; seed {seed}")
+            grad = snap["grad." + name].reshape(cur[name].shape).astype(np.float64)
+            m1 = b1 * prev["adam_m." + name] + (1 - b1) * grad
+            v1 = b2 * prev["adam_v." + name] + (1 - b2) * grad * grad
+            if name == "means":
+                lr = np.float64(tr._native.means_lr(t))
+            elif name == "sh":
+                lr = np.full(m1.shape, cfg.sh_rest_lr)
+                lr[:, 0, :] = cfg.sh_dc_lr
+            else:
+                lr = lrs[name]
+            p1 = prev[name] - lr * (m1 / (1 - b1 ** t)) / (np.sqrt(v1 / (1 - b2 ** t)) + eps)
+            lr_seen = lr[seen] if np.ndim(lr) else lr
+            # float32 sums of b1 m and (1 - b1) g: rounding relative to the group's largest moment
+            np.testing.assert_allclose(cur["adam_m." + name][seen], m1[seen], rtol=1e-5,
+                                       atol=1e-6 * np.abs(m1).max() + 1e-30, err_msg=f"{name} m; seed {seed}")
+            np.testing.assert_allclose(cur[name][seen], p1[seen], rtol=1e-5, atol=1e-6 * np.max(lr_seen) / 1e-3,
+                                       err_msg=f"{name} params; seed {seed}")
+        prev = cur
+    # the test saw what it is about: unseen Gaussians, some with momentum they kept
+    assert 0 < unseen < 8 * len(g) and moved_unseen_before > 0, (unseen, moved_unseen_before, seed)
+
+
 # ----------------------------------------------------------------------------- densification
 def hash_u32(x):
     x = np.asarray(x, dtype=np.uint64)

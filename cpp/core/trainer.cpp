@@ -144,7 +144,7 @@ StepStats Trainer::step(bool read_loss) {
   const McmcStepSettings mcmc{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t};
   if (s.mcmc) device_->mcmc_regularize(mcmc);
   AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
-                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f};
+                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam};
   device_->adam_step(adam);
 
   if (s.mcmc) {

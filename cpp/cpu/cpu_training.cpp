@@ -272,6 +272,8 @@ void CpuTraining::adam_step(const AdamSettings& s) {
   base.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
   const float lrs[4] = {s.lr_means, s.lr_log_scales, s.lr_quats, s.lr_opacity};
   const uint32_t sh_width = 3 * sh_stride_;
+  const int32_t* radii = radii_.data();
+  const bool visible_only = s.visible_only;
   pool_.parallel_for(count_, 2048, [&](size_t lo, size_t hi) {
     for (int a = 0; a < 5; ++a) {
       const uint32_t w = param_width(a, sh_stride_);
@@ -281,6 +283,7 @@ void CpuTraining::adam_step(const AdamSettings& s) {
       const float* g = grads_[a].data();
       AdamStep step = base;
       for (size_t i = lo * w; i < hi * w; ++i) {
+        if (visible_only && radii[i / w] <= 0) continue;  // unseen: parameters and moments as they were
         if (a < 4)
           step.lr = lrs[a];
         else

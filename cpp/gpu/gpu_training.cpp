@@ -381,6 +381,7 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   p.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
   p.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
   p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
+  p.visible_only = s.visible_only ? 1u : 0u;
   if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
     throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
   const size_t total = adam_quads(p.count, p.sh_width);
@@ -392,7 +393,8 @@ void GpuDevice::adam_step(const AdamSettings& s) {
           KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
           KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
           KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
-          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)), KernelArg::buf(ref(kShFactors))});
+          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)), KernelArg::buf(ref(kShFactors)),
+          KernelArg::buf(ref(kRadius))});
   if (options_.exposure && exposure_view_ >= 0) {
     // Every view's correction steps (zero gradient but the last step's view's).
     ExposureParams xp{};

@@ -193,6 +193,8 @@ class TrainConfig(_Section):
     exposure_lr: float = _f(1e-2, "float", lo=0.0, doc="initial exposure-correction lr")
     exposure_lr_final: float = _f(1e-3, "float", lo=0.0,
                                   doc="final exposure-correction lr (exponential decay over `steps`)")
+    visible_adam: bool = _f(False, "bool", doc="Adam steps only the Gaussians the step's view saw; the others keep "
+                                                "their parameters and moments (gsplat's visible_adam, Taming 3DGS)")
 
     @classmethod
     def _cross_check(cls, v, bad):

@@ -141,7 +141,8 @@ struct AdamParams {
   float beta1, beta2, eps;
   float bias1, bias2;  // 1 - beta^t, as the host computes them
   uint32_t sh_k_count;  // active SH coefficients of the gradient (its factors, sh.h)
-  uint32_t pad1, pad2;
+  uint32_t visible_only;  // 1: only Gaussians with radius > 0 in the step's view (train.visible_adam)
+  uint32_t pad;
 };
 SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 64, "AdamParams layout");
 

@@ -32,9 +32,11 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_adam(AdamParams p, float* means, float* log_scales, float* quats, float* opacity, float* sh,
                float* m_means, float* m_log_scales, float* m_quats, float* m_opacity, float* m_sh, float* v_means,
                float* v_log_scales, float* v_quats, float* v_opacity, float* v_sh, const float* g_means,
-               const float* g_log_scales, const float* g_quats, const float* g_opacity, const float* sh_factors) {
+               const float* g_log_scales, const float* g_quats, const float* g_opacity, const float* sh_factors,
+               const int32_t* radius) {
   adam_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, sh, m_means, m_log_scales, m_quats, m_opacity,
-            m_sh, v_means, v_log_scales, v_quats, v_opacity, v_sh, g_means, g_log_scales, g_quats, g_opacity, sh_factors);
+            m_sh, v_means, v_log_scales, v_quats, v_opacity, v_sh, g_means, g_log_scales, g_quats, g_opacity, sh_factors,
+            radius);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

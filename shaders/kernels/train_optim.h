@@ -13,7 +13,9 @@ SPLAT_FUNC float vec4_at(vec4 v, uint32_t r) { return r == 0u ? v.x : r == 1u ? 
 // params.h), every group read and written with 16-byte vector accesses (a group's tail
 // quad element by element), all in one dispatch. SH DC (the first 3 floats of
 // a Gaussian's sh) and the rest have their own rates. The SH gradient is
-// expanded from its factors (sh.h), never stored.
+// expanded from its factors (sh.h), never stored. With p.visible_only, a
+// Gaussian the step's view did not see (radius <= 0) keeps its parameters and
+// moments, and a quad of such Gaussians alone reads and writes nothing.
 SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_DEVICE_MEM float* means,
                           SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* quats,
                           SPLAT_DEVICE_MEM float* opacity, SPLAT_DEVICE_MEM float* sh,
@@ -24,7 +26,7 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
                           SPLAT_DEVICE_MEM float* v_opacity, SPLAT_DEVICE_MEM float* v_sh,
                           SPLAT_DEVICE_MEM const float* g_means, SPLAT_DEVICE_MEM const float* g_log_scales,
                           SPLAT_DEVICE_MEM const float* g_quats, SPLAT_DEVICE_MEM const float* g_opacity,
-                          SPLAT_DEVICE_MEM const float* sh_factors) {
+                          SPLAT_DEVICE_MEM const float* sh_factors, SPLAT_DEVICE_MEM const int32_t* radius) {
   const uint32_t n = p.count;
   // The groups' first quads (params.h, adam_quads).
   const uint32_t q_scales = float_quads(3u * n), q_quats = 2u * q_scales, q_opacity = q_quats + n,
@@ -34,26 +36,36 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
   SPLAT_DEVICE_MEM float* m;
   SPLAT_DEVICE_MEM float* v;
   SPLAT_DEVICE_MEM const float* g = g_means;
-  uint32_t len;
+  uint32_t len, width;  // the group's floats, and per Gaussian
   float lr = 0.f;
   bool sh_group = false;
   if (q < q_scales) {
-    param = means, m = m_means, v = v_means, lr = p.lr_means, len = 3u * n;
+    param = means, m = m_means, v = v_means, lr = p.lr_means, len = 3u * n, width = 3u;
   } else if (q < q_quats) {
     q -= q_scales;
-    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.lr_log_scales, len = 3u * n;
+    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.lr_log_scales, len = 3u * n,
+    width = 3u;
   } else if (q < q_opacity) {
     q -= q_quats;
-    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.lr_quats, len = 4u * n;
+    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.lr_quats, len = 4u * n, width = 4u;
   } else if (q < q_sh) {
     q -= q_opacity;
-    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.lr_opacity, len = n;
+    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.lr_opacity, len = n, width = 1u;
   } else {
     q -= q_sh;
-    param = sh, m = m_sh, v = v_sh, sh_group = true, len = n * p.sh_width;
+    param = sh, m = m_sh, v = v_sh, sh_group = true, len = n * p.sh_width, width = p.sh_width;
   }
   const uint32_t e0 = 4u * q;
   if (e0 >= len) return;
+  bool seen[4] = {true, true, true, true};
+  if (p.visible_only != 0u) {
+    bool any = false;
+    SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
+      seen[r] = e0 + r < len && radius[(e0 + r) / width] > 0;
+      any = any || seen[r];
+    }
+    if (!any) return;
+  }
   AdamStep step;
   step.lr = lr;
   step.beta1 = p.beta1;
@@ -82,7 +94,7 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
       grad = full ? vec4_at(gv, r) : g[e];
     }
     float pe = full ? vec4_at(pv, r) : param[e], me = full ? vec4_at(mv, r) : m[e], ve = full ? vec4_at(vv, r) : v[e];
-    adam_update(step, grad, pe, me, ve);
+    if (seen[r]) adam_update(step, grad, pe, me, ve);
     out_p[r] = pe;
     out_m[r] = me;
     out_v[r] = ve;

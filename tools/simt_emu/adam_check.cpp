@@ -3,9 +3,11 @@
 // gradient expanded from its factors) on the SIMT emulator, against a plain
 // loop of adam_update (shaders/common/adam.h) over every element with its
 // group's rate. Prints how many of the updated values differ in their bits,
-// for tests/test_simt_emulation.py.
+// for tests/test_simt_emulation.py. With VISIBLE (0..1), p.visible_only: that
+// share of the Gaussians at random have a radius > 0, and the reference steps
+// only theirs (the others' parameters and moments stay to the bit).
 //
-//   adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS
+//   adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS [VISIBLE]
 #include "simt_emu.h"
 #include "bit_compare.h"
 // The kernel bodies, after the emulator.
@@ -39,10 +41,12 @@ Group random_group(std::mt19937& rng, size_t len) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS\n");
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS [VISIBLE]\n");
     return 2;
   }
+  const bool visible_only = argc == 6;
+  const float visible = visible_only ? (float)atof(argv[5]) : 1.f;
   std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
   const uint32_t n = (uint32_t)atoi(argv[2]), sh_width = (uint32_t)atoi(argv[3]), k_count = (uint32_t)atoi(argv[4]);
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -62,18 +66,24 @@ int main(int argc, char** argv) {
   p.bias1 = 1.f - 0.9f * 0.9f * 0.9f;
   p.bias2 = 1.f - 0.999f * 0.999f * 0.999f;
   p.sh_k_count = k_count;
+  p.visible_only = visible_only ? 1u : 0u;
 
   Group groups[5] = {random_group(rng, 3u * n), random_group(rng, 3u * n), random_group(rng, 4u * n),
                      random_group(rng, n), random_group(rng, (size_t)n * sh_width)};
   std::vector<float> factors((size_t)SPLAT_SH_FACTOR_FLOATS * n);
   for (float& f : factors) f = normal(rng);
   const float rates[4] = {p.lr_means, p.lr_log_scales, p.lr_quats, p.lr_opacity};
+  std::uniform_real_distribution<float> uniform(0.f, 1.f);
+  std::vector<int32_t> radius(n);
+  for (int32_t& r : radius) r = uniform(rng) < visible ? 1 + (int32_t)(uniform(rng) * 20.f) : 0;
+  const uint32_t widths[5] = {3u, 3u, 4u, 1u, sh_width};
 
   // The reference: every element in turn.
   Group want[5] = {groups[0], groups[1], groups[2], groups[3], groups[4]};
   AdamStep step{0.f, p.beta1, p.beta2, p.eps, p.bias1, p.bias2};
   for (int k = 0; k < 5; ++k)
     for (size_t e = 0; e < want[k].param.size(); ++e) {
+      if (visible_only && radius[e / widths[k]] <= 0) continue;
       float grad = want[k].grad[e];
       step.lr = k < 4 ? rates[k] : 0.f;
       if (k == 4) {
@@ -90,7 +100,7 @@ int main(int argc, char** argv) {
               groups[4].param.data(), groups[0].m.data(), groups[1].m.data(), groups[2].m.data(), groups[3].m.data(),
               groups[4].m.data(), groups[0].v.data(), groups[1].v.data(), groups[2].v.data(), groups[3].v.data(),
               groups[4].v.data(), groups[0].grad.data(), groups[1].grad.data(), groups[2].grad.data(),
-              groups[3].grad.data(), factors.data());
+              groups[3].grad.data(), factors.data(), radius.data());
   });
 
   size_t values = 0, differ = 0;
@@ -99,6 +109,8 @@ int main(int argc, char** argv) {
     differ += count_bit_differences(groups[k].param, want[k].param) + count_bit_differences(groups[k].m, want[k].m) +
               count_bit_differences(groups[k].v, want[k].v);
   }
-  printf("values %zu\ndiffer %zu\n", values, differ);
+  size_t unseen = 0;
+  for (int32_t r : radius) unseen += r <= 0;
+  printf("values %zu\ndiffer %zu\nunseen %zu\n", values, differ, unseen);
   return 0;
 }

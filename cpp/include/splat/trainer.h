@@ -44,6 +44,8 @@ struct TrainSettings {
   float absgrad_grad_threshold = 8e-4f;
   bool exposure = false;
   float exposure_lr = 1e-2f, exposure_lr_final = 1e-3f;  // exponential decay over `steps`
+  // Adam on the Gaussians each step's view saw only (AdamSettings::visible_only).
+  bool visible_adam = false;
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};

@@ -89,6 +89,9 @@ struct AdamSettings {
   float beta1, beta2, eps;
   uint32_t step;  // 1-based Adam step count (bias correction)
   float lr_exposure = 0.f;  // the per-view colour corrections (TrainingOptions::exposure)
+  // Only the Gaussians the step's view saw (radius > 0 in its forward) move;
+  // the others keep their parameters and moments (train.visible_adam).
+  bool visible_only = false;
 };
 
 // What a training run adds to the 3DGS recipe (docs/training_modes.md,
