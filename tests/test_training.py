@@ -109,31 +109,38 @@ def small_config(**over):
 
 
 # ----------------------------------------------------------------------------- Adam
+def adam_params(tr, cfg, name, t, p0, m1, v1):
+    """(learning rate, parameters) after numpy's Adam step t of group `name` from p0 with
+    the new moments m1, v1: the recipe's rate per group (SH DC and rest apart, the means'
+    scheduled)."""
+    if name == "means":
+        lr = np.float64(tr._native.means_lr(t))
+    elif name == "sh":
+        lr = np.full(m1.shape, cfg.sh_rest_lr)
+        lr[:, 0, :] = cfg.sh_dc_lr
+    else:
+        lr = dict(log_scales=cfg.log_scales_lr, quats=cfg.quats_lr, opacity_logits=cfg.opacity_lr)[name]
+    b1, b2 = cfg.adam_beta1, cfg.adam_beta2
+    return lr, p0 - lr * (m1 / (1 - b1 ** t)) / (np.sqrt(v1 / (1 - b2 ** t)) + cfg.adam_eps)
+
+
 def test_fused_adam_matches_numpy_adam_over_several_steps():
     rng, seed = make_rng()
     ds = make_dataset(rng, random_gaussians(rng, 60), n_views=4)
     cfg = small_config(densify_from=10_000, densify_until=10_000)
     tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
-    lrs = dict(log_scales=cfg.log_scales_lr, quats=cfg.quats_lr, opacity_logits=cfg.opacity_lr)
     prev = tr.state()
     for t in range(1, 6):
         tr.step()
         cur = tr.state()
-        b1, b2, eps = cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps
+        b1, b2 = cfg.adam_beta1, cfg.adam_beta2
         for name in ("means", "log_scales", "quats", "opacity_logits", "sh"):
             m0, v0 = prev["adam_m." + name].astype(np.float64), prev["adam_v." + name].astype(np.float64)
             m1 = cur["adam_m." + name].astype(np.float64)
             g = (m1 - b1 * m0) / (1 - b1)  # the step's gradient, recovered from the first moment
             v1 = b2 * v0 + (1 - b2) * g * g
             np.testing.assert_allclose(cur["adam_v." + name], v1, rtol=1e-4, atol=1e-12, err_msg=f"{name} v; seed {seed}")
-            if name == "means":
-                lr = np.float64(tr._native.means_lr(t))
-            elif name == "sh":
-                lr = np.full(m1.shape, cfg.sh_rest_lr)
-                lr[:, 0, :] = cfg.sh_dc_lr
-            else:
-                lr = lrs[name]
-            p1 = prev[name] - lr * (m1 / (1 - b1 ** t)) / (np.sqrt(v1 / (1 - b2 ** t)) + eps)
+            lr, p1 = adam_params(tr, cfg, name, t, prev[name], m1, v1)
             np.testing.assert_allclose(cur[name], p1, rtol=1e-5, atol=1e-6, err_msg=f"{name} params; seed {seed}")
         assert np.any(cur["adam_m.means"] != 0)
         prev = cur
@@ -155,8 +162,7 @@ def test_visible_adam_steps_only_the_gaussians_the_view_saw():
     start = dict(means=g.means, log_scales=g.log_scales, quats=g.quats, opacity_logits=g.opacity_logits, sh=g.sh)
     cfg = small_config(visible_adam=True, densify_from=10_000, densify_until=10_000)
     tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), start)
-    b1, b2, eps = cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps
-    lrs = dict(log_scales=cfg.log_scales_lr, quats=cfg.quats_lr, opacity_logits=cfg.opacity_lr)
+    b1, b2 = cfg.adam_beta1, cfg.adam_beta2
     raster = splat.Rasterizer(splat.BackendConfig(backend="cpu"))
     prev, unseen, moved_unseen_before = tr.state(), 0, 0
     for t in range(1, 9):
@@ -172,14 +178,7 @@ def test_visible_adam_steps_only_the_gaussians_the_view_saw():
             grad = snap["grad." + name].reshape(cur[name].shape).astype(np.float64)
             m1 = b1 * prev["adam_m." + name] + (1 - b1) * grad
             v1 = b2 * prev["adam_v." + name] + (1 - b2) * grad * grad
-            if name == "means":
-                lr = np.float64(tr._native.means_lr(t))
-            elif name == "sh":
-                lr = np.full(m1.shape, cfg.sh_rest_lr)
-                lr[:, 0, :] = cfg.sh_dc_lr
-            else:
-                lr = lrs[name]
-            p1 = prev[name] - lr * (m1 / (1 - b1 ** t)) / (np.sqrt(v1 / (1 - b2 ** t)) + eps)
+            lr, p1 = adam_params(tr, cfg, name, t, prev[name], m1, v1)
             lr_seen = lr[seen] if np.ndim(lr) else lr
             # float32 sums of b1 m and (1 - b1) g: rounding relative to the group's largest moment
             np.testing.assert_allclose(cur["adam_m." + name][seen], m1[seen], rtol=1e-5,
