@@ -32,13 +32,12 @@ def cmd_check(args) -> int:
     from .. import backend_available, resolve_backend
     from ._data import scene_arg
     from ..config import ConfigError
-    from .train import _sets_data_path, _synthetic_setup
+    from .train import _builtin_scene, _synthetic_setup
     scene = scene_arg(args)
     given = any((args.set, args.steps, args.backend))
     if args.config is None and scene is None and not given:
         return _check_backends()
-    # As splat train decides: no config, no scene folder and no --set data.path is the built-in scene.
-    synthetic = args.config is None and scene is None and not _sets_data_path(args)
+    synthetic = _builtin_scene(args)   # as splat train decides
     source = args.config or scene or ("the built-in scene" if synthetic else "--set data.path")
     try:
         cfg = _synthetic_setup(args) if synthetic else _config_setup(args)

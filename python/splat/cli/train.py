@@ -51,9 +51,11 @@ def _synthetic_setup(args):
     return cfg
 
 
-def _sets_data_path(args) -> bool:
-    """Whether --set names the scene folder (data.path): then it is no built-in scene run."""
-    return any(item.partition("=")[0].strip() == "data.path" for item in getattr(args, "set", None) or [])
+def _builtin_scene(args) -> bool:
+    """Whether the command line trains (or checks) the built-in scene: no config, no scene
+    folder (PATH / --data) and no --set data.path."""
+    sets_path = any(item.partition("=")[0].strip() == "data.path" for item in getattr(args, "set", None) or [])
+    return args.config is None and scene_arg(args) is None and not sets_path
 
 
 def _datasets(cfg, synthetic: bool, source=None):
@@ -180,7 +182,7 @@ def _train(args, stop: StopSignals) -> int:
         folder = RunFolder.open(out, resume=True)
         cfg, synthetic = _resume_setup(args, folder)
     else:
-        synthetic = args.config is None and scene_arg(args) is None and not _sets_data_path(args)
+        synthetic = _builtin_scene(args)
         cfg = _synthetic_setup(args) if synthetic else _config_setup(args)
         out = Path(args.out if args.out else cfg.output.dir)
         folder = RunFolder.open(out, overwrite=args.overwrite)
