@@ -4,6 +4,7 @@
     python bench/gate.py --scenes lego_400 --steps 7000
     python bench/gate.py --data /path/to/shared/data --backend cpu --steps 500
     python bench/gate.py --scenes lego_400 --set train.strategy=mcmc --set train.max_gaussians=300000
+    python bench/gate.py --scenes lego_400 --compare pair_sizing=readback   # A/B: each scene twice
 
 Per scene and checkpoint (7000 / 12500 / 30000 steps): the wall time of
 training only (the loop of trainer.step(read_loss=False); the device is
@@ -16,7 +17,14 @@ driver's used memory when the process's first device was made, which holds
 the CUDA context's own reservation (and other processes' use) but no buffer
 of ours. Then the ts_*
 breakdown of one step at the final size (GPU time per label, CUDA events;
-the densification step is included once, as ts_densify).
+the densification step is included once, as ts_densify), beside the wall
+time of a step at that size with timing off (200 steps past densification,
+the loss read once): the ratio wall / kernel sum is the host's share.
+
+--backend-set FIELD=VALUE sets a BackendConfig field for every run;
+--compare FIELD=VALUE runs every scene again with it (repeatable: one more
+run per flag), and the table gives each variant's row and its time ratio
+to the first.
 
 Evaluation (the benchmark data's README): lego_400 on its 200 test views;
 lego_800 on the lego_400 test cameras rendered at 800x800 (focal x2) and
@@ -70,7 +78,8 @@ def gib(n: int) -> str:
     return f"{n / 2 ** 30:.2f}"
 
 
-def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overrides=None, test_frames=None):
+def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overrides=None, test_frames=None,
+              backend_fields=None, variant="default"):
     t0 = time.perf_counter()
     train, test, supersample = scene_data(data, scene, test_frames)
     log(f"[{scene}] {len(train)} train views {train.size_summary()}, {len(test)} test views "
@@ -80,10 +89,11 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
     warm_up(train, backend, cfg)
     log(f"[{scene}] kernel warm-up {time.perf_counter() - t0:.1f}s")
     _core.gpu_memory(reset_peaks=True)
-    bcfg = splat.BackendConfig(backend=backend)
+    fields = dict(backend_fields or {})
+    bcfg = splat.BackendConfig(backend=backend, **fields)
     t0 = time.perf_counter()
     trainer = splat.Trainer.from_dataset(train, cfg, bcfg)
-    log(f"[{scene}] start-up {time.perf_counter() - t0:.1f}s, {trainer.num_gaussians} initial Gaussians, "
+    log(f"[{scene}] variant {variant}: start-up {time.perf_counter() - t0:.1f}s, {trainer.num_gaussians} initial Gaussians, "
         f"backend {trainer.backend}")
 
     marks = sorted({c for c in CHECKPOINTS if c <= steps} | {steps})
@@ -99,7 +109,7 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
         done = mark
         t1 = time.perf_counter()
         ev = splat.evaluate(trainer, test, supersample=supersample)
-        rows.append(dict(scene=scene, step=mark, train_s=train_s, psnr=ev.psnr, ssim=ev.ssim,
+        rows.append(dict(scene=scene, variant=variant, step=mark, train_s=train_s, psnr=ev.psnr, ssim=ev.ssim,
                          gaussians=trainer.num_gaussians, loss=last.loss))
         log(f"[{scene}] step {mark}: {train_s:.1f}s training, PSNR {ev.psnr:.2f}, SSIM {ev.ssim:.4f}, "
             f"{trainer.num_gaussians:,} Gaussians, loss {last.loss:.4f} (eval {time.perf_counter() - t1:.1f}s)")
@@ -109,17 +119,36 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
         r["driver_peak"] = mem.get("driver_peak_used_bytes", 0)
         r["driver_start"] = mem.get("driver_start_used_bytes", 0)
 
-    ts = step_breakdown(train, trainer, cfg, backend) if backend != "cpu" else {}
+    ts = step_breakdown(train, trainer, cfg, backend, fields) if backend != "cpu" else {}
     return rows, ts, trainer.num_gaussians
 
 
-def step_breakdown(train, trainer, cfg, backend: str, steps: int = 6) -> dict:
+def step_wall_ms(train, state, cfg, backend: str, fields: dict, steps: int = 200) -> float:
+    """Wall milliseconds per step at the state's size, timing off: steps past
+    densification and opacity resets, the loss read once at the end."""
+    start = max(cfg.densify_until, 1) + 10
+    tr = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, **fields), state, step=start)
+    for _ in range(20):  # warm: kernels, buffers, the pair capacity
+        tr.step(read_loss=False)
+    tr.step(read_loss=True)
+    t0 = time.perf_counter()
+    for _ in range(steps - 1):
+        tr.step(read_loss=False)
+    tr.step(read_loss=True)
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def step_breakdown(train, trainer, cfg, backend: str, fields=None, steps: int = 6) -> dict:
     """GPU time per ts_* label of a step at the final size: a copy of the final
     state with timing='per_kernel' (chained submission), from the step before
-    the last densification, so one of the measured steps densifies."""
+    the last densification, so one of the measured steps densifies; and the
+    wall time of a step at that size with timing off (step_wall_ms)."""
+    fields = {k: v for k, v in (fields or {}).items() if k != "timing"}
     state = trainer.state()
+    wall_off = step_wall_ms(train, state, cfg, backend, fields)
     start = cfg.densify_until - cfg.densify_every - 2  # the second step (measured) densifies
-    timed = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, timing="per_kernel"), state, step=start)
+    timed = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, timing="per_kernel", **fields), state,
+                          step=start)
     timed.step(read_loss=False)  # warm-up (kernels, buffers)
     _core.gpu_timings(reset=True)
     t0 = time.perf_counter()
@@ -129,6 +158,7 @@ def step_breakdown(train, trainer, cfg, backend: str, steps: int = 6) -> dict:
     wall = (time.perf_counter() - t0) / (steps + 1)
     ts = {k: (v[0] / max(v[2], 1), v[2]) for k, v in _core.gpu_timings(reset=True).items()}
     ts["wall_ms_per_step (timing on)"] = (wall * 1e3, steps + 1)
+    ts["wall_ms_per_step (timing off)"] = (wall_off, 200)
     del timed
     return ts
 
@@ -145,7 +175,26 @@ def main(argv=None) -> int:
                     help="lego_400's test views to evaluate, e.g. 0::2 (default: all 200)")
     ap.add_argument("--set", action="append", metavar="train.KEY=VALUE",
                     help="recipe override (repeatable), e.g. train.strategy=mcmc train.max_gaussians=300000")
+    ap.add_argument("--backend-set", action="append", metavar="FIELD=VALUE", default=[],
+                    help="BackendConfig field for every run (repeatable), e.g. pair_sizing=readback")
+    ap.add_argument("--compare", action="append", metavar="FIELD=VALUE", default=[],
+                    help="run every scene again with this BackendConfig field (repeatable: one run per flag)")
     args = ap.parse_args(argv)
+    base_fields = {}
+    variants = [("default", {})]
+    for flag, items in (("--backend-set", args.backend_set), ("--compare", args.compare)):
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or key not in splat.BackendConfig.fields():
+                ap.error(f"{flag} {item}: expected FIELD=VALUE with a BackendConfig field")
+            try:
+                splat.BackendConfig(**{key: value})
+            except ValueError as exc:
+                ap.error(f"{flag} {item}: {exc}")
+            if flag == "--backend-set":
+                base_fields[key] = value
+            else:
+                variants.append((item, {key: value}))
     from splat.cli._data import parse_overrides
     try:
         overrides = parse_overrides(args.set or [])
@@ -165,20 +214,30 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     all_rows, breakdowns = [], {}
     for scene in [s.strip() for s in args.scenes.split(",") if s.strip()]:
-        rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log, overrides.get("train"),
-                                args.test_frames)
-        all_rows += rows
-        breakdowns[scene] = (ts, n)
+        for name, fields in variants:
+            rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log, overrides.get("train"),
+                                    args.test_frames, dict(base_fields, **fields), name)
+            all_rows += rows
+            breakdowns[scene if len(variants) == 1 else f"{scene} [{name}]"] = (ts, n)
 
     print()
-    head = (f"{'scene':<9} {'step':>6} {'train s':>8} {'PSNR':>6} {'SSIM':>6} {'#Gauss':>10} {'arena peak GiB':>15} "
-            f"{'driver peak GiB':>16} {'above start GiB':>16}")
+    head = (f"{'scene':<9} {'variant':<24} {'step':>6} {'train s':>8} {'PSNR':>6} {'SSIM':>6} {'#Gauss':>10} "
+            f"{'arena peak GiB':>15} {'driver peak GiB':>16} {'above start GiB':>16}")
     print(head)
     print("-" * len(head))
     for r in all_rows:
-        print(f"{r['scene']:<9} {r['step']:>6} {r['train_s']:>8.1f} {r['psnr']:>6.2f} {r['ssim']:>6.4f} "
-              f"{r['gaussians']:>10,} {gib(r['arena_peak']):>15} {gib(r['driver_peak']):>16} "
+        print(f"{r['scene']:<9} {r['variant']:<24} {r['step']:>6} {r['train_s']:>8.1f} {r['psnr']:>6.2f} "
+              f"{r['ssim']:>6.4f} {r['gaussians']:>10,} {gib(r['arena_peak']):>15} {gib(r['driver_peak']):>16} "
               f"{gib(max(r['driver_peak'] - r['driver_start'], 0)):>16}")
+    if len(variants) > 1:
+        first = {(r["scene"], r["step"]): r for r in all_rows if r["variant"] == variants[0][0]}
+        print(f"\ntraining time against {variants[0][0]} (ratio > 1: the variant is slower); PSNR difference")
+        for r in all_rows:
+            base = first.get((r["scene"], r["step"]))
+            if base is None or r is base:
+                continue
+            print(f"  {r['scene']:<9} {r['variant']:<24} {r['step']:>6}: time x{r['train_s'] / max(base['train_s'], 1e-9):.3f}, "
+                  f"PSNR {r['psnr'] - base['psnr']:+.2f} dB")
     starts = {r["driver_start"] for r in all_rows if r["driver_start"]}
     if starts:
         print(f"(driver's used memory when the first device was made: {gib(min(starts))} GiB; the CUDA context's "
@@ -192,6 +251,9 @@ def main(argv=None) -> int:
         for k in keys:
             print(f"  {k:<30} {ts[k][0]:9.3f}  ({ts[k][1]})")
         print(f"  {'sum of a step (w/o densify)':<30} {total:9.3f}")
+        off = ts.get("wall_ms_per_step (timing off)")
+        if off and total > 0:
+            print(f"  {'wall / kernel sum (timing off)':<30} {off[0] / total:9.3f}")
     print(f"\ngate total wall time {time.perf_counter() - t_all:.0f}s")
     return 0
 

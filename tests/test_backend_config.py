@@ -17,6 +17,7 @@ EXPECTED = {
     "forward_submission": ["chained", "per_stage"],
     "pipelining": ["off", "on"],
     "binning": ["resident", "per_iter_alloc"],
+    "pair_sizing": ["device", "readback"],
     "deterministic": ["false", "true"],
     "timing": ["off", "per_kernel"],
     "profile": ["false", "true"],
@@ -99,13 +100,15 @@ def test_invalid_types_and_fields():
 def test_validate_cpu_warns_for_each_ignored_switch():
     assert splat.BackendConfig().validate("cpu") == []
     non_default = {k: v[1] for k, v in EXPECTED.items()
-                   if k not in ("backend", "deterministic", "timing", "profile")}
+                   if k not in ("backend", "deterministic", "timing", "profile", "pair_sizing")}
     for field, value in non_default.items():
         warnings = splat.BackendConfig(**{field: value}).validate("cpu")
         assert len(warnings) == 1, (field, warnings)
         assert warnings[0].startswith(f"{field}={value}:") and "falls back to" in warnings[0]
-    # deterministic is always honoured on the cpu
+    # deterministic is always honoured on the cpu; it counts every forward's
+    # pairs on the host, which is what pair_sizing=readback asks
     assert splat.BackendConfig(deterministic=True).validate("cpu") == []
+    assert splat.BackendConfig(pair_sizing="readback").validate("cpu") == []
 
 
 def test_validate_gpu_backends():

@@ -203,6 +203,8 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["values"]) == 3 * n * (11 + sh_width), got
         assert int(got["differ"]) == 0, (got, n, k_count, seed)
+        # A skipped step (every radius -1: its pairs did not fit) changes no bit.
+        assert int(got["skip_changed"]) == 0, (got, n, seed)
     # visible_only (train.visible_adam): the unseen Gaussians' parameters and moments
     # stay to the bit, the seen ones step as above; quads that straddle both included.
     for n, share in ((1, 0.0), (7, 0.5), (int(rng.integers(64, 700)), 0.3), (int(rng.integers(64, 700)), 0.9)):
@@ -233,6 +235,8 @@ def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
         # Every view's parameters step (the trained view's by its gradient,
         # the others by their momentum alone).
         assert int(got["adam_moved"]) == int(got["adam_values"]) == 12 * views, (got, seed)
+        # A step whose pairs did not fit (radius[0] = -1) leaves every correction and moment as it was.
+        assert int(got["skip_kept"]) == 1, (got, seed)
 
 
 @pytest.mark.parametrize("key_bits", [8, 12, 32])
@@ -250,6 +254,10 @@ def test_scan_and_radix_sort_match_the_standard_library(compiler, tmp_path, key_
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["scan_differ"]) == 0, (got, count, seed)
         assert int(got["sort_differ"]) == 0, (got, count, key_bits, seed)
+        # A count only the device holds (the pairs sized on the device), and
+        # pair_total's status against the host's exact total.
+        assert int(got["limited_differ"]) == 0, (got, count, key_bits, seed)
+        assert int(got["pair_total_differ"]) == 0, (got, count, seed)
 
 
 @pytest.mark.parametrize("sh_width", [3, 48])
@@ -281,7 +289,10 @@ def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):
         p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 63))), str(count), "8", values], capture_output=True,
                            text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-4000:]
-        return {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
+        got = {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
+        # pair_total on the device agrees with the host's total past 2^32 and when saturated.
+        assert got["pair_total_differ"] == 0, (got, seed)
+        return got
 
     # Random counts below 1.5 x 2^20 (a 16384^2 image has 2^20 tiles): block
     # sums ~0.75 x 2^32, totals past 2^32.

@@ -281,6 +281,7 @@ class PyTrainer {
   nb::dict state() {
     ObjectLock guard(mutex_);
     TrainingState s;
+    trainer_->settle();
     trainer_->device().get_training_state(s);
     return state_to_dict(s);
   }
@@ -318,6 +319,7 @@ class PyTrainer {
   nb::dict debug_snapshot() {
     ObjectLock guard(mutex_);
     DebugSnapshot snap;
+    trainer_->settle();
     if (!trainer_->device().debug_snapshot(snap))
       throw BackendError(std::string("[trainer] no debug snapshot on the ") + backend_name(trainer_->device().backend()) +
                          " backend: no training step since the last render, or the backend keeps none");
@@ -379,6 +381,7 @@ class PyTrainer {
     McmcRefineResult r;
     {
       nb::gil_scoped_release release;
+      trainer_->settle();
       r = trainer_->device().mcmc_refine(McmcRefineSettings{min_opacity, add, seed, step});
     }
     nb::dict d;
@@ -390,9 +393,33 @@ class PyTrainer {
   void mcmc_noise(float noise_scale, uint64_t seed, uint32_t step) {
     ObjectLock guard(mutex_);
     nb::gil_scoped_release release;
+    trainer_->settle();
     trainer_->device().mcmc_noise(McmcStepSettings{0.f, 0.f, noise_scale, seed, step});
   }
   uint32_t mcmc_growth_at(uint32_t n) const { return trainer_->mcmc_growth_at(n); }
+
+  // The pair buffers of training forwards sized on the device (tests, benchmarks).
+  nb::dict pair_buffers() {
+    ObjectLock guard(mutex_);
+    const Device::PairBuffers b = trainer_->device().pair_buffers();
+    nb::dict d;
+    d["capacity"] = b.capacity;
+    d["overflows"] = b.overflows;
+    return d;
+  }
+  nb::dict host_transfers() {
+    const Device::HostTransfers t = trainer_->device().host_transfers();
+    nb::dict d;
+    d["uploads"] = t.uploads;
+    d["upload_bytes"] = t.upload_bytes;
+    d["downloads"] = t.downloads;
+    d["download_bytes"] = t.download_bytes;
+    return d;
+  }
+  void set_pair_capacity(size_t pairs) {
+    ObjectLock guard(mutex_);
+    trainer_->device().set_pair_capacity(pairs);
+  }
 
  private:
   std::unique_ptr<Trainer> trainer_;
@@ -444,7 +471,14 @@ void bind_trainer(nb::module_& m) {
            "The MCMC position noise (noise_lr times the means' lr = noise_scale) on the resident means, outside "
            "the schedule")
       .def("mcmc_growth_at", &PyTrainer::mcmc_growth_at, nb::arg("n"),
-           "Gaussians an MCMC refine adds to n (within max_gaussians)");
+           "Gaussians an MCMC refine adds to n (within max_gaussians)")
+      .def("pair_buffers", &PyTrainer::pair_buffers,
+           "{capacity, overflows}: the pair buffers of training forwards sized on the device (capacity 0: "
+           "sized by each forward's read-back count)")
+      .def("set_pair_capacity", &PyTrainer::set_pair_capacity, nb::arg("pairs"),
+           "Test hook: the pair buffers' capacity from the next training forward on")
+      .def("host_transfers", &PyTrainer::host_transfers,
+           "{uploads, upload_bytes, downloads, download_bytes}: host-device copies so far");
 
   m.def(
       "knn_mean_sq_dist",

@@ -107,6 +107,7 @@ void Trainer::diverge(const std::string& why) {
 
 void Trainer::check_finite() {
   if (diverged_) diverge(diverged_why_);
+  settle();
   static const char* const names[5] = {"means", "log_scales", "quats", "opacity_logits", "sh"};
   const NonFiniteCounts c = device_->count_nonfinite();
   if (c.total() == 0) return;
@@ -120,6 +121,56 @@ void Trainer::check_finite() {
   diverge(why);
 }
 
+void Trainer::train_step(uint32_t t) {
+  const TrainSettings& s = settings_;
+  const uint32_t view = view_for_step(t);
+  float bg[3] = {s.background[0], s.background[1], s.background[2]};
+  if (s.random_background) {
+    const uint32_t seed = static_cast<uint32_t>(s.seed);
+    for (uint32_t c = 0; c < 3; ++c) bg[c] = random_uniform(random_key(seed, t, 0xb6u, c));
+  }
+  const bool densifying = !s.mcmc && t < s.densify_until;
+  device_->train_forward_backward(cameras_[view], view, active_sh_degree(t), bg, s.ssim_weight, densifying, t);
+  step_ = t;
+
+  const McmcStepSettings mcmc{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t};
+  if (s.mcmc) device_->mcmc_regularize(mcmc);
+  AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
+                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam};
+  device_->adam_step(adam);
+}
+
+void Trainer::train_step_noise(uint32_t t) {
+  const TrainSettings& s = settings_;
+  // As gsplat's MCMCStrategy: the noise on every step, after any refine, at
+  // this step's learning rate of the means.
+  if (s.mcmc)
+    device_->mcmc_noise(McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t});
+}
+
+void Trainer::settle() { settle(true); }
+
+void Trainer::settle(bool noise_done) {
+  const uint32_t current = step_;
+  // Each pass grows the buffers to 1.5x what the steps needed; a replay
+  // that overflows again (its Gaussians moved) takes another pass.
+  for (int pass = 0; pass < 8; ++pass) {
+    const Device::PairOverflow o = device_->take_pair_overflow();
+    if (!o.happened) return;
+    if (o.first_step == 0 || o.first_step > current)
+      throw BackendError("[trainer] the device names step " + std::to_string(o.first_step) +
+                         " as overflowing its pair buffers, not one of steps 1.." + std::to_string(current));
+    step_ = o.first_step - 1;  // those steps changed nothing
+    check_pair_count(o.required, o.saturated);
+    for (uint32_t t = o.first_step; t <= current; ++t) {
+      train_step(t);
+      if (t < current || noise_done) train_step_noise(t);
+    }
+  }
+  throw BackendError("[trainer] steps " + std::to_string(step_) +
+                     " kept overflowing the pair buffers after 8 enlargements");
+}
+
 StepStats Trainer::step(bool read_loss) {
   if (diverged_)
     throw TrainingDiverged("[trainer] training diverged at step " + std::to_string(diverged_step_) + " (" +
@@ -130,35 +181,19 @@ StepStats Trainer::step(bool read_loss) {
   StepStats stats;
   stats.step = t;
   stats.sh_degree = active_sh_degree(t);
+  train_step(t);
 
-  const uint32_t view = view_for_step(t);
-  float bg[3] = {s.background[0], s.background[1], s.background[2]};
-  if (s.random_background) {
-    const uint32_t seed = static_cast<uint32_t>(s.seed);
-    for (uint32_t c = 0; c < 3; ++c) bg[c] = random_uniform(random_key(seed, t, 0xb6u, c));
+  if (s.mcmc && mcmc_refines_at(t)) {
+    settle(false);
+    McmcRefineSettings r{s.mcmc_min_opacity, mcmc_growth_at(static_cast<uint32_t>(device_->num_gaussians())),
+                         s.seed, t};
+    stats.mcmc = device_->mcmc_refine(r);
+    stats.densified = true;
   }
+  train_step_noise(t);
   const bool densifying = !s.mcmc && t < s.densify_until;
-  device_->train_forward_backward(cameras_[view], view, stats.sh_degree, bg, s.ssim_weight, densifying);
-  step_ = t;
-
-  const McmcStepSettings mcmc{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t};
-  if (s.mcmc) device_->mcmc_regularize(mcmc);
-  AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
-                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam};
-  device_->adam_step(adam);
-
-  if (s.mcmc) {
-    // As gsplat's MCMCStrategy: refine (relocate, then grow), then the noise
-    // on every step, at this step's learning rate of the means.
-    if (mcmc_refines_at(t)) {
-      McmcRefineSettings r{s.mcmc_min_opacity, mcmc_growth_at(static_cast<uint32_t>(device_->num_gaussians())),
-                           s.seed, t};
-      stats.mcmc = device_->mcmc_refine(r);
-      stats.densified = true;
-    }
-    device_->mcmc_noise(mcmc);
-  }
   if (densifying && t > s.densify_from && t % s.densify_every == 0) {
+    settle();
     const bool after_reset = t > s.opacity_reset_every;
     DensifySettings d;
     d.grad_threshold = s.absgrad ? s.absgrad_grad_threshold : s.densify_grad_threshold;
@@ -175,12 +210,14 @@ StepStats Trainer::step(bool read_loss) {
     stats.densified = true;
   }
   if (resets_opacity_at(t)) {
+    settle();
     device_->reset_opacity(s.opacity_reset_value);
     stats.opacity_reset = true;
   }
 
   // The next step's image, while this one's work runs (streamed images).
   device_->prefetch_image(view_for_step(t + 1));
+  if (read_loss) settle();
   stats.num_gaussians = static_cast<uint32_t>(device_->num_gaussians());
   stats.loss = read_loss ? device_->last_loss() : std::nanf("");
   if (read_loss && !std::isfinite(stats.loss)) {
@@ -193,6 +230,7 @@ StepStats Trainer::step(bool read_loss) {
 }
 
 void Trainer::render(const CameraParams& cam, float* image, const float* background) {
+  settle();
   device_->render_resident(cam, active_sh_degree(step_), background ? background : settings_.background, image);
 }
 

@@ -50,7 +50,8 @@ class CpuDevice final : public Device {
   void get_training_state(TrainingState& state) override { training_.get_state(state); }
   size_t num_gaussians() const override { return training_.count(); }
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
-                              float ssim_weight, bool track_stats) override {
+                              float ssim_weight, bool track_stats, uint32_t step) override {
+    (void)step;  // pairs are counted on the host: never an overflow to name
     train_raster_.set_antialiased(antialiased());
     training_.forward_backward(cam, view, sh_degree, background, ssim_weight, track_stats);
   }

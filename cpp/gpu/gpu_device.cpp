@@ -25,7 +25,10 @@ uint32_t tile_bits(uint32_t num_tiles) {
 }  // namespace
 
 GpuDevice::GpuDevice(Backend backend, const BackendConfig& config, std::unique_ptr<Launcher> launcher)
-    : backend_(backend), config_(config), launcher_(std::move(launcher)) {
+    : backend_(backend),
+      config_(config),
+      launcher_(std::move(launcher)),
+      pairs_on_device_(config.pair_sizing == PairSizing::Device) {
   backward_spec_ = rasterize_backward_specialization(config_);
   project_backward_spec_ = project_backward_specialization(config_);
   timing_ = config_.timing == Timing::PerKernel;
@@ -181,8 +184,21 @@ uint64_t GpuDevice::scanned_total(uint32_t blocks, bool& saturated) {
   return total;
 }
 
+BufferRef GpuDevice::count_unlimited() {
+  if (arena_[kCountUnlimited].capacity == 0) {
+    const uint32_t all = 0xffffffffu;
+    launcher_->upload(ensure(kCountUnlimited, sizeof(all)), &all, sizeof(all));  // new: no kernel reads it yet
+  }
+  return ref(kCountUnlimited);
+}
+
+void GpuDevice::grow_pair_capacity(uint64_t pairs) {
+  const uint64_t want = std::min<uint64_t>(kMaxPairs, pairs + pairs / 2 + 4096);
+  pair_capacity_ = std::max<size_t>(pair_capacity_, static_cast<size_t>(want));
+}
+
 bool GpuDevice::radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count,
-                                 uint32_t key_bits) {
+                                 uint32_t key_bits, BufferRef count_limit) {
   const uint32_t blocks = div_up(count, SPLAT_SORT_BLOCK);
   BufferRef hist = ensure(kHist, sizeof(uint32_t) * SPLAT_RADIX * static_cast<size_t>(blocks));
   BufferRef totals = ensure(kDigitTotals, sizeof(uint32_t) * SPLAT_RADIX);
@@ -192,18 +208,20 @@ bool GpuDevice::radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b,
   int cur = 0;
   for (uint32_t pass = 0; pass < passes; ++pass) {
     ScanParams p{count, blocks, blocks, pass * SPLAT_RADIX_BITS};
-    launch(Kernel::RadixHistogram, blocks, {KernelArg::value(p), KernelArg::buf(keys[cur]), KernelArg::buf(hist)});
+    launch(Kernel::RadixHistogram, blocks,
+           {KernelArg::value(p), KernelArg::buf(keys[cur]), KernelArg::buf(count_limit), KernelArg::buf(hist)});
     launch(Kernel::ScanRows, SPLAT_RADIX, {KernelArg::value(p), KernelArg::buf(hist), KernelArg::buf(totals)});
     launch(Kernel::RadixScatter, blocks,
-           {KernelArg::value(p), KernelArg::buf(keys[cur]), KernelArg::buf(vals[cur]), KernelArg::buf(keys[1 - cur]),
-            KernelArg::buf(vals[1 - cur]), KernelArg::buf(hist), KernelArg::buf(totals)});
+           {KernelArg::value(p), KernelArg::buf(keys[cur]), KernelArg::buf(vals[cur]), KernelArg::buf(count_limit),
+            KernelArg::buf(keys[1 - cur]), KernelArg::buf(vals[1 - cur]), KernelArg::buf(hist),
+            KernelArg::buf(totals)});
     cur = 1 - cur;
   }
   return cur == 1;
 }
 
 void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
-                             uint32_t sh_degree, const float background[3]) {
+                             uint32_t sh_degree, const float background[3], uint32_t step) {
   have_forward_ = false;
   check_gaussian_count(n);
   const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
@@ -218,6 +236,8 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   rp_.antialiased = antialiased() ? 1u : 0u;  // a runtime field: one pipeline for both modes
   num_gaussians_ = n;
   num_pairs_ = 0;
+  pairs_known_ = true;
+  pair_slots_ = 0;
   forward_params_ = params;
   // binning=per_iter_alloc: the binning buffers (pairs, sort, tile ranges)
   // are allocated afresh by every forward, the A/B baseline of the arena.
@@ -243,41 +263,66 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   // in that order, keyed by tile.
   begin(TimingLabel::FwdEmitPairs);
   BufferRef counts_by_rank = ensure(kCountsByRank, 4 * n, true), offsets = ensure(kRankOffsets, 4 * (n + 1), true);
-  BufferRef order{};
+  BufferRef order{}, status = ref(kPairStatusExact);
   if (n) {
-    const bool in_b = radix_sort_slots(kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, static_cast<uint32_t>(n), 32);
+    const bool in_b = radix_sort_slots(kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, static_cast<uint32_t>(n), 32,
+                                       count_unlimited());
     order = ref(in_b ? kDepthIdsB : kDepthIdsA);
     ScanParams gp{static_cast<uint32_t>(n), 0, 0, 0};
     launch(Kernel::GatherPairCounts, div_up(n, kGroup),
            {KernelArg::value(gp), KernelArg::buf(order), KernelArg::buf(counts), KernelArg::buf(counts_by_rank)});
     const uint32_t blocks = exclusive_scan(counts_by_rank, offsets, static_cast<uint32_t>(n));
-    // The one read-back of a forward: the number of (tile, Gaussian) pairs
-    // sizes the sort and its grid. Exact past 2^32 (from the block offsets),
-    // so a count the uint32 offsets cannot hold stops here, before emission.
-    bool saturated = false;
-    const uint64_t total = scanned_total(blocks, saturated);
-    check_pair_count(total, saturated);
-    num_pairs_ = total;
+    const bool on_device = pairs_on_device_ && step != kNoStep;
+    if (!on_device || pair_capacity_ == 0) {
+      // The read-back of a forward: the number of (tile, Gaussian) pairs sizes
+      // the sort and its grid. Exact past 2^32 (from the block offsets), so a
+      // count the uint32 offsets cannot hold stops here, before emission. A
+      // training forward sized on the device reads it once, for its capacity.
+      bool saturated = false;
+      const uint64_t total = scanned_total(blocks, saturated);
+      check_pair_count(total, saturated);
+      num_pairs_ = total;
+      pair_slots_ = total;
+      if (on_device) grow_pair_capacity(total);
+    }
+    if (on_device) {
+      // Sized on the device (docs/gpu.md): the grid covers the capacity and
+      // pair_total's count bounds it; a total past the capacity emits nothing.
+      if (arena_[kPairStatus].capacity == 0) launcher_->fill_zero(ensure(kPairStatus, sizeof(PairStatus)), sizeof(PairStatus));
+      status = ref(kPairStatus);
+      const PairParams pp{blocks, static_cast<uint32_t>(pair_capacity_), step, 0u};
+      launch(Kernel::PairTotal, 1, {KernelArg::value(pp), KernelArg::buf(ref(kScanBlockSums)), KernelArg::buf(status)});
+      pairs_known_ = false;
+      pair_slots_ = pair_capacity_;
+    } else {
+      // The count the kernels read, as pair_total would write it (the device
+      // is idle after the read-back).
+      PairStatus exact{};
+      exact.live = static_cast<uint32_t>(num_pairs_);
+      launcher_->upload(ensure(kPairStatusExact, sizeof(PairStatus)), &exact, sizeof(PairStatus));
+    }
   }
-  ensure(kKeysA, 8 * num_pairs_);
-  ensure(kKeysB, 8 * num_pairs_);
-  ensure(kValsA, 4 * num_pairs_);
-  ensure(kValsB, 4 * num_pairs_);
+  ensure(kKeysA, 8 * pair_slots_);
+  ensure(kKeysB, 8 * pair_slots_);
+  ensure(kValsA, 4 * pair_slots_);
+  ensure(kValsB, 4 * pair_slots_);
   launch(Kernel::EmitPairs, n ? div_up(n, kGroup) : 0,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(records), KernelArg::buf(radius),
-          KernelArg::buf(rects), KernelArg::buf(order), KernelArg::buf(offsets), KernelArg::buf(ref(kKeysA)),
-          KernelArg::buf(ref(kValsA)), KernelArg::buf(pair_ranges)});
+          KernelArg::buf(rects), KernelArg::buf(order), KernelArg::buf(offsets), KernelArg::buf(status),
+          KernelArg::buf(ref(kKeysA)), KernelArg::buf(ref(kValsA)), KernelArg::buf(pair_ranges)});
   end(TimingLabel::FwdEmitPairs);
 
   begin(TimingLabel::FwdRadixSort);
-  const uint32_t pairs = static_cast<uint32_t>(num_pairs_);
+  const uint32_t pairs = static_cast<uint32_t>(pair_slots_);
   // Tile ids run to num_tiles: emission's sentinel (tile_bin.h) has a range too.
-  sorted_in_b_ = pairs ? radix_sort_slots(kKeysA, kKeysB, kValsA, kValsB, pairs, tile_bits(num_tiles + 1)) : false;
+  sorted_in_b_ =
+      pairs ? radix_sort_slots(kKeysA, kKeysB, kValsA, kValsB, pairs, tile_bits(num_tiles + 1), status) : false;
   BufferRef ranges = ensure(kRanges, 8 * (static_cast<size_t>(num_tiles) + 1));
   launcher_->fill_zero(ranges, 8 * (static_cast<size_t>(num_tiles) + 1));
   ScanParams rp{pairs, 0, 0, 0};
   launch(Kernel::TileRanges, div_up(pairs, kGroup),
-         {KernelArg::value(rp), KernelArg::buf(ref(sorted_in_b_ ? kKeysB : kKeysA)), KernelArg::buf(ranges)});
+         {KernelArg::value(rp), KernelArg::buf(ref(sorted_in_b_ ? kKeysB : kKeysA)), KernelArg::buf(status),
+          KernelArg::buf(ranges)});
   end(TimingLabel::FwdRadixSort);
 
   begin(TimingLabel::FwdRasterize);
@@ -328,7 +373,7 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
   const bool absgrad = abs_out.handle != 0;
 
   begin(TimingLabel::ZeroGrads);
-  const size_t grad_items = det ? num_pairs_ : n;
+  const size_t grad_items = det ? pair_slots_ : n;
   BufferRef acc = ensure(kGrads, sizeof(float) * SPLAT_PAIR_GRAD * grad_items, true);
   if (grad_items) launcher_->fill_zero(acc, sizeof(float) * SPLAT_PAIR_GRAD * grad_items);
   // absgrad: the backward adds into abs_out, or writes per pair slot
@@ -341,9 +386,9 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
   end(TimingLabel::ZeroGrads);
 
   begin(TimingLabel::BackwardRaster);
-  BackwardParams bp{d_alpha ? 1u : 0u, static_cast<uint32_t>(num_pairs_), 0u, 0u};
+  BackwardParams bp{d_alpha ? 1u : 0u, static_cast<uint32_t>(pair_slots_), 0u, 0u};
   // One threadgroup per chunk slot (rasterize_forward.h).
-  const uint32_t slots = num_pairs_ ? chunk_slots(rp_.num_tiles, static_cast<uint32_t>(num_pairs_)) : 0u;
+  const uint32_t slots = pair_slots_ ? chunk_slots(rp_.num_tiles, static_cast<uint32_t>(pair_slots_)) : 0u;
   if (absgrad && !backward_absgrad_pipeline_)
     backward_absgrad_pipeline_ = launcher_->pipeline(Kernel::RasterizeBackward, with_absgrad(backward_spec_));
   launch(absgrad ? backward_absgrad_pipeline_ : pipeline(Kernel::RasterizeBackward), Kernel::RasterizeBackward, slots,
@@ -531,7 +576,8 @@ void GpuDevice::radix_sort(uint64_t* keys, uint32_t* values, size_t count, uint3
   launcher_->upload(ensure(kValsA, 4 * count), values, 4 * count);
   ensure(kKeysB, 8 * count);
   ensure(kValsB, 4 * count);
-  bool in_b = radix_sort_slots(kKeysA, kKeysB, kValsA, kValsB, static_cast<uint32_t>(count), key_bits);
+  bool in_b = radix_sort_slots(kKeysA, kKeysB, kValsA, kValsB, static_cast<uint32_t>(count), key_bits,
+                               count_unlimited());
   launcher_->download(keys, ref(in_b ? kKeysB : kKeysA), 8 * count);
   launcher_->download(values, ref(in_b ? kValsB : kValsA), 4 * count);
   finish_call();

@@ -42,7 +42,7 @@ class GpuDevice final : public Device {
   void get_training_state(TrainingState& state) override;
   size_t num_gaussians() const override { return count_; }
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
-                              float ssim_weight, bool track_stats) override;
+                              float ssim_weight, bool track_stats, uint32_t step) override;
   float last_loss() override;
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
@@ -64,8 +64,9 @@ class GpuDevice final : public Device {
   // the last forward.
   void radix_sort(uint64_t* keys, uint32_t* values, size_t count, uint32_t key_bits);
 
-  // Number of (tile, Gaussian) pairs of the last forward.
-  size_t pair_count() const { return num_pairs_; }
+  PairOverflow take_pair_overflow() override;
+  PairBuffers pair_buffers() const override { return {pair_capacity_, pair_overflows_}; }
+  void set_pair_capacity(size_t pairs) override;
 
  private:
   // Resident arena slots: grow-only device buffers reused by every call.
@@ -92,6 +93,9 @@ class GpuDevice final : public Device {
     // first); exposure: every view's correction, its moments, the step's
     // gradient, its partials and the corrected render.
     kMeans2dAbs, kPairAbs, kExposure, kExposureM, kExposureV, kExposureGrad, kExposurePartials, kCorrected,
+    // The pair count of training forwards (PairStatus, sized on the device) and
+    // of the others (the exact count, uploaded), and a count limit of 2^32 - 1.
+    kPairStatus, kPairStatusExact, kCountUnlimited,
     kSlotCount
   };
   struct ArenaBuffer {
@@ -112,9 +116,17 @@ class GpuDevice final : public Device {
   BufferRef ensure(int slot, size_t bytes, bool headroom = false);
   BufferRef ref(int slot, size_t offset = 0) const { return BufferRef{arena_[slot].handle, offset}; }
   // Project -> pairs -> sort -> ranges -> rasterize on device-resident
-  // parameters; the render stays in kImage. Reads back the pair count.
+  // parameters; the render stays in kImage. Reads back the pair count, unless
+  // `step` is given (a training forward with pair_sizing = device): then the
+  // pairs are sized by pair_capacity_ and counted on the device.
+  static constexpr uint32_t kNoStep = 0xffffffffu;
   void forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
-                    uint32_t sh_degree, const float background[3]);
+                    uint32_t sh_degree, const float background[3], uint32_t step = kNoStep);
+  // A buffer holding 2^32 - 1: the count limit of sorts whose count the host knows.
+  BufferRef count_unlimited();
+  // The capacity for a forward of `pairs` pairs and those after it (1.5x, at
+  // most the pair limit); never shrinks.
+  void grow_pair_capacity(uint64_t pairs);
   // Backward of the last forward_pass from d_image (and d_alpha when given)
   // into out: d_means, d_log_scales, d_quats, d_opacity_logits, d_sh, d_means2d.
   // The SH gradient stays factored in kShFactors (shaders/common/sh.h); it is
@@ -148,7 +160,9 @@ class GpuDevice final : public Device {
   // Stable radix sort of `count` (key, value) pairs by the low `key_bits` key
   // bits in the ping-pong slots (keys_a, keys_b), (vals_a, vals_b); returns
   // true when the result is in the B slots.
-  bool radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count, uint32_t key_bits);
+  // count_limit: the number of keys when only the device knows it (at most `count`).
+  bool radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count, uint32_t key_bits,
+                        BufferRef count_limit);
   // One MCMC sampling pass (relocation of the dead among n, or growth into
   // the `targets` slots after n) and its application to every array.
   void mcmc_pass(const McmcRefineSettings& s, uint32_t n, uint32_t targets, bool grow);
@@ -177,8 +191,15 @@ class GpuDevice final : public Device {
   CameraParams cam_{};
   RasterParams rp_{};
   size_t num_gaussians_ = 0;
-  size_t num_pairs_ = 0;
+  size_t num_pairs_ = 0;      // its pairs, when counted on the host (pairs_known_)
+  bool pairs_known_ = true;
+  size_t pair_slots_ = 0;     // the grid its pair kernels ran over: the count, or the capacity
   bool sorted_in_b_ = false;
+  // Pairs sized on the device (Device::take_pair_overflow).
+  const bool pairs_on_device_;
+  size_t pair_capacity_ = 0;  // 0: not sized yet (the first training forward reads its count)
+  uint64_t pair_overflows_ = 0;
+  uint64_t max_pairs_seen_ = 0;  // the largest count at the last read of the status
   ParamRefs forward_params_{};
 
   // Training state.

@@ -41,7 +41,7 @@ void GpuDevice::mcmc_noise(const McmcStepSettings& s) {
   begin(TimingLabel::Adam);
   launch(Kernel::McmcNoise, div_up(n, kGroup),
          {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
-          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3))});
+          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kRadius))});
   end(TimingLabel::Adam);
   finish_op(false);
 }

@@ -32,6 +32,12 @@ void GpuDevice::reserve_state(size_t n) {
   }
   ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
   ensure(kGradMeans2d, 8 * n, true);
+  // Radii: the last forward's; the kernels that change the state read the
+  // first as the step's gate (step_skipped, params.h), so a new buffer starts
+  // at zero: not skipped.
+  const BufferHandle radius_before = arena_[kRadius].handle;
+  const BufferRef radius = ensure(kRadius, 4 * n, true);
+  if (radius.handle != radius_before) launcher_->fill_zero(radius, arena_[kRadius].capacity);
   if (options_.absgrad) ensure(kMeans2dAbs, 8 * n, true);
   ensure(kGradAccum, 4 * n, true);
   ensure(kGradCount, 4 * n, true);
@@ -180,6 +186,9 @@ void GpuDevice::set_training_state(const TrainingState& s) {
   const size_t n = count_;
   begin(TimingLabel::Upload);
   reserve_state(n);
+  // A new state: no step of the old one is pending (Device::take_pair_overflow).
+  launcher_->fill_zero(ref(kRadius), 4 * n);
+  if (arena_[kPairStatus].capacity) launcher_->fill_zero(ref(kPairStatus), sizeof(PairStatus));
   for (int a = 0; a < 5; ++a) {
     const size_t bytes = 4 * n * param_width(a, sh_stride_);
     launcher_->upload(ref(kParam0 + a), s.params[a].data(), bytes);
@@ -266,7 +275,8 @@ void GpuDevice::get_training_state(TrainingState& s) {
 }
 
 void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
-                                       const float background[3], float ssim_weight, bool track_stats) {
+                                       const float background[3], float ssim_weight, bool track_stats,
+                                       uint32_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (view >= images_.views.size() || cam.width != images_.views[view].width ||
       cam.height != images_.views[view].height)
@@ -278,7 +288,7 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   // The view's pixels (staged now if they were not fetched a step ahead);
   // without a mask the kernels never read `mask`: any buffer will do.
   const auto [target, mask] = view_pixels(view);
-  forward_pass(state_params(), n, sh_stride_, cam, sh_degree, background);
+  forward_pass(state_params(), n, sh_stride_, cam, sh_degree, background, step);
 
   // The loss against the resident uint8 image of `view`, and d_image.
   begin(TimingLabel::Ssim);
@@ -408,7 +418,7 @@ void GpuDevice::adam_step(const AdamSettings& s) {
     xp.bias2 = p.bias2;
     launch(Kernel::ExposureAdam, div_up(xp.floats, kGroup),
            {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kExposureM)),
-            KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad))});
+            KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad)), KernelArg::buf(ref(kRadius))});
   }
   end(TimingLabel::Adam);
   finish_op(false);
@@ -485,6 +495,8 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
     }
   }
   count_ = out;
+  // The pairs grow with the Gaussians: size for it now rather than overflow.
+  if (pair_capacity_ && n) grow_pair_capacity(max_pairs_seen_ * out / n);
   reserve_state(out);  // the state arrays already fit; grads and statistics may grow
   launcher_->fill_zero(ref(kGradAccum), 4 * out);
   launcher_->fill_zero(ref(kGradCount), 4 * out);
@@ -492,6 +504,37 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   end(TimingLabel::Densify);
   finish_op(false);
   return result;
+}
+
+Device::PairOverflow GpuDevice::take_pair_overflow() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PairOverflow o;
+  if (!pairs_on_device_ || arena_[kPairStatus].capacity == 0) return o;
+  PairStatus st{};
+  begin(TimingLabel::Readback);
+  launcher_->download(&st, ref(kPairStatus), sizeof(st));
+  // Forgotten once read; ordered before the next forward's pair_total.
+  launcher_->fill_zero(ref(kPairStatus), sizeof(st));
+  end(TimingLabel::Readback);
+  const uint64_t seen = (uint64_t{st.max_hi} << 32) | st.max_lo;
+  max_pairs_seen_ = seen;
+  if (st.overflow) {
+    o.happened = true;
+    o.first_step = st.first_step;
+    o.required = seen;
+    o.saturated = st.saturated != 0;
+    ++pair_overflows_;
+  }
+  // Grown when it overflowed, and before it does: past 90% of the capacity.
+  if (!o.saturated && seen <= kMaxPairs && (o.happened || seen * 10 > uint64_t{pair_capacity_} * 9))
+    grow_pair_capacity(seen);
+  finish_op(false);
+  return o;
+}
+
+void GpuDevice::set_pair_capacity(size_t pairs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pairs_on_device_) pair_capacity_ = std::min<size_t>(std::max<size_t>(pairs, 1), kMaxPairs);
 }
 
 void GpuDevice::reset_opacity(float max_opacity) {
@@ -541,6 +584,12 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
   const size_t tiles = rp_.num_tiles;
   begin(TimingLabel::Readback);
   out.tile_ranges.resize(2 * tiles);
+  if (!pairs_known_) {  // sized on the device: its count (the Trainer has settled any overflow)
+    PairStatus st{};
+    launcher_->download(&st, ref(kPairStatus), sizeof(st));
+    num_pairs_ = st.live;
+    pairs_known_ = true;
+  }
   out.sorted_gauss.resize(num_pairs_);
   if (tiles) launcher_->download(out.tile_ranges.data(), ref(kRanges), 8 * tiles);
   if (num_pairs_) launcher_->download(out.sorted_gauss.data(), ref(sorted_in_b_ ? kValsB : kValsA), 4 * num_pairs_);

@@ -22,6 +22,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::RadixScatter, "splat_radix_scatter", "binning.cu", "binning.metal", {}, kG},
       {Kernel::GatherPairCounts, "splat_gather_pair_counts", "binning.cu", "binning.metal", {}, kG},
       {Kernel::EmitPairs, "splat_emit_pairs", "binning.cu", "binning.metal", {}, kG},
+      {Kernel::PairTotal, "splat_pair_total", "binning.cu", "binning.metal", {}, kG},
       {Kernel::TileRanges, "splat_tile_ranges", "binning.cu", "binning.metal", {}, kG},
       {Kernel::TileChunks, "splat_tile_chunks", "binning.cu", "binning.metal", {}, kG},
       {Kernel::RasterizeChunks, "splat_rasterize_chunks", "rasterize_forward.cu", "rasterize_forward.metal", {},

@@ -23,6 +23,7 @@ enum class Kernel : uint8_t {
   RadixScatter,
   GatherPairCounts,
   EmitPairs,
+  PairTotal,
   TileRanges,
   TileChunks,
   RasterizeChunks,

@@ -93,6 +93,36 @@ struct ScanParams {
 };
 SPLAT_STATIC_ASSERT(sizeof(ScanParams) == 16, "ScanParams layout");
 
+// The pair count of a training forward sized on the device (docs/gpu.md,
+// "Pairs sized on the device"): pair_total writes it after the scan of the
+// pair counts; emission, the pair sort and the tile ranges read `live`, and
+// the host reads the rest at its sync points. One record per device, zeroed
+// by the host once it has read it.
+struct PairStatus {
+  uint32_t live;        // pairs the forward emits: its total, or 0 when a forward since the last read did not fit
+  uint32_t overflow;    // sticky: 1 once a forward's total exceeded the capacity
+  uint32_t first_step;  // the step of the first forward that did not fit
+  uint32_t saturated;   // that total is a lower bound (a scan block wrapped)
+  uint32_t max_lo, max_hi;  // the largest total since the last read (64 bits)
+  uint32_t pad0, pad1;
+};
+SPLAT_STATIC_ASSERT(sizeof(PairStatus) == 32, "PairStatus layout");
+
+// Whether the step that wrote `radius` is skipped: its pairs did not fit, and
+// emission set every radius to -1 (tile_bin.h). Every kernel that changes the
+// training state between the host's sync points checks it.
+SPLAT_FUNC bool step_skipped(SPLAT_DEVICE_MEM const int32_t* radius) { return radius[0] < 0; }
+
+// pair_total: the scanned block sums of the pair counts, the capacity of
+// the pair buffers, and the training step (recorded on overflow).
+struct PairParams {
+  uint32_t num_blocks;
+  uint32_t capacity;
+  uint32_t step;
+  uint32_t pad;
+};
+SPLAT_STATIC_ASSERT(sizeof(PairParams) == 16, "PairParams layout");
+
 // Backward rasterization: whether d_alpha is bound (else it is zero).
 struct BackwardParams {
   uint32_t has_d_alpha;

@@ -122,8 +122,9 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_mcmc_noise(McmcParams p, float* means, const float* log_scales, const float* quats, const float* opacity) {
-  mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity);
+    splat_mcmc_noise(McmcParams p, float* means, const float* log_scales, const float* quats, const float* opacity,
+                     const int32_t* radius) {
+  mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, radius);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
@@ -150,6 +151,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_exposure_adam(ExposureParams p, float* exposure, float* m, float* v, const float* grad) {
-  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad);
+    splat_exposure_adam(ExposureParams p, float* exposure, float* m, float* v, const float* grad,
+                        const int32_t* radius) {
+  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad, radius);
 }

@@ -90,7 +90,7 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
                                       SPLAT_DEVICE_MEM float* d_means2d) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
-  if (radius[i] == 0) {
+  if (radius[i] <= 0) {  // unseen, or a skipped step's -1 (tile_bin.h)
     for (uint32_t q = 0; q < SPLAT_SH_FACTOR_QUADS; ++q)
       store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + q, 0.f, 0.f, 0.f, 0.f);
     store_vec3(d_means, i, make_vec3(0.f, 0.f, 0.f));

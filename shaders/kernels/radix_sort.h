@@ -12,7 +12,9 @@
 // SPLAT_SORT_ROUNDS x 32), loads them all first (the loads overlap), then
 // walks them 32 at a time in order; lanes with equal digits are matched
 // with ballots and ranked by lane, so the scatter keeps the input order of
-// equal digits: the sort is stable.
+// equal digits: the sort is stable. The keys are the first
+// min(p.count, count_limit[0]): a count that only the device knows (the
+// pairs of a forward sized on the device) bounds a grid sized by p.count.
 #pragma once
 #include "simt_util.h"
 
@@ -29,24 +31,24 @@ SPLAT_FUNC uint32_t radix_first_key(SimtThread t) {
 }
 
 // Loads this thread's keys (all rounds at once, so the loads overlap).
-SPLAT_FUNC void radix_load_keys(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
-                                SPLAT_DEVICE_MEM const uint64_t* keys_in, SPLAT_THREAD uint64_t* keys) {
+SPLAT_FUNC void radix_load_keys(SimtThread t, uint32_t count, SPLAT_DEVICE_MEM const uint64_t* keys_in,
+                                SPLAT_THREAD uint64_t* keys) {
   const uint32_t first = radix_first_key(t);
   SPLAT_UNROLL for (uint32_t r = 0; r < SPLAT_SORT_ROUNDS; ++r) {
     uint32_t i = first + r * SPLAT_SIMD_WIDTH;
-    keys[r] = i < p.count ? keys_in[i] : (uint64_t)0;
+    keys[r] = i < count ? keys_in[i] : (uint64_t)0;
   }
 }
 
 // counts[w * SPLAT_RADIX + d] = keys of digit d in SIMD group w's segment.
-SPLAT_FUNC void radix_count_segments(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
+SPLAT_FUNC void radix_count_segments(SimtThread t, SPLAT_CONST_MEM const ScanParams& p, uint32_t count,
                                      SPLAT_THREAD const uint64_t* keys, SPLAT_TG_MEM uint32_t* counts) {
   for (uint32_t i = t.tid; i < SPLAT_GROUP_WARPS * SPLAT_RADIX; i += SPLAT_GROUP_SIZE) counts[i] = 0u;
   sp_group_barrier();
   const uint32_t first = radix_first_key(t);
   SPLAT_TG_MEM uint32_t* mine = counts + t.warp * SPLAT_RADIX;
   SPLAT_UNROLL for (uint32_t r = 0; r < SPLAT_SORT_ROUNDS; ++r) {
-    bool valid = first + r * SPLAT_SIMD_WIDTH < p.count;
+    bool valid = first + r * SPLAT_SIMD_WIDTH < count;
     uint32_t digit = valid ? radix_digit(keys[r], p.shift) : 0u;
     uint32_t peers = simd_match_digit(digit, valid);
     if (valid && t.lane == sp_ctz(peers)) mine[digit] += sp_popcount(peers);
@@ -56,11 +58,13 @@ SPLAT_FUNC void radix_count_segments(SimtThread t, SPLAT_CONST_MEM const ScanPar
 }
 
 SPLAT_FUNC void radix_histogram_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
-                                     SPLAT_DEVICE_MEM const uint64_t* keys_in, SPLAT_DEVICE_MEM uint32_t* hist,
+                                     SPLAT_DEVICE_MEM const uint64_t* keys_in,
+                                     SPLAT_DEVICE_MEM const uint32_t* count_limit, SPLAT_DEVICE_MEM uint32_t* hist,
                                      SPLAT_TG_MEM uint32_t* counts) {
+  const uint32_t count = limited_count(p.count, count_limit);
   uint64_t keys[SPLAT_SORT_ROUNDS];
-  radix_load_keys(t, p, keys_in, keys);
-  radix_count_segments(t, p, keys, counts);
+  radix_load_keys(t, count, keys_in, keys);
+  radix_count_segments(t, p, count, keys, counts);
   uint32_t d = t.tid;
   uint32_t s = 0u;
   for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) s += counts[w * SPLAT_RADIX + d];
@@ -70,18 +74,20 @@ SPLAT_FUNC void radix_histogram_body(SimtThread t, SPLAT_CONST_MEM const ScanPar
 // hist: rows scanned by scan_rows; digit_totals: the rows' totals.
 SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
                                    SPLAT_DEVICE_MEM const uint64_t* keys_in, SPLAT_DEVICE_MEM const uint32_t* vals_in,
+                                   SPLAT_DEVICE_MEM const uint32_t* count_limit,
                                    SPLAT_DEVICE_MEM uint64_t* keys_out, SPLAT_DEVICE_MEM uint32_t* vals_out,
                                    SPLAT_DEVICE_MEM const uint32_t* hist, SPLAT_DEVICE_MEM const uint32_t* digit_totals,
                                    SPLAT_TG_MEM uint32_t* counts, SPLAT_TG_MEM uint32_t* warp_tot) {
+  const uint32_t count = limited_count(p.count, count_limit);
   uint64_t keys[SPLAT_SORT_ROUNDS];
   uint32_t vals[SPLAT_SORT_ROUNDS];
-  radix_load_keys(t, p, keys_in, keys);
+  radix_load_keys(t, count, keys_in, keys);
   const uint32_t first = radix_first_key(t);
   SPLAT_UNROLL for (uint32_t r = 0; r < SPLAT_SORT_ROUNDS; ++r) {
     uint32_t i = first + r * SPLAT_SIMD_WIDTH;
-    vals[r] = i < p.count ? vals_in[i] : 0u;
+    vals[r] = i < count ? vals_in[i] : 0u;
   }
-  radix_count_segments(t, p, keys, counts);
+  radix_count_segments(t, p, count, keys, counts);
   // Turn the per-segment counts of digit d into each segment's first output slot.
   uint32_t d = t.tid;
   uint32_t all;
@@ -95,7 +101,7 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
   SPLAT_TG_MEM uint32_t* next = counts + t.warp * SPLAT_RADIX;
   uint32_t below = (1u << t.lane) - 1u;
   SPLAT_UNROLL for (uint32_t r = 0; r < SPLAT_SORT_ROUNDS; ++r) {
-    bool valid = first + r * SPLAT_SIMD_WIDTH < p.count;
+    bool valid = first + r * SPLAT_SIMD_WIDTH < count;
     uint32_t digit = valid ? radix_digit(keys[r], p.shift) : 0u;
     uint32_t peers = simd_match_digit(digit, valid);
     uint32_t slot = valid ? next[digit] : 0u;

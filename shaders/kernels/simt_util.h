@@ -14,6 +14,12 @@ SPLAT_STATIC_ASSERT(SPLAT_GROUP_WARPS <= SPLAT_SIMD_WIDTH, "one SIMD group scans
 
 SPLAT_FUNC uint32_t global_index(SimtThread t) { return t.group * t.group_size + t.tid; }
 
+// An element count bounded by one the device holds (count_limit[0]).
+SPLAT_FUNC uint32_t limited_count(uint32_t count, SPLAT_DEVICE_MEM const uint32_t* count_limit) {
+  const uint32_t limit = count_limit[0];
+  return limit < count ? limit : count;
+}
+
 SPLAT_FUNC vec3 load_vec3(SPLAT_DEVICE_MEM const float* p, uint32_t i) {
   return make_vec3(p[3 * i], p[3 * i + 1], p[3 * i + 2]);
 }

@@ -78,9 +78,10 @@ SPLAT_FUNC void exposure_reduce_body(SimtThread t, SPLAT_CONST_MEM const Exposur
 
 SPLAT_FUNC void exposure_adam_body(SimtThread t, SPLAT_CONST_MEM const ExposureParams& p,
                                    SPLAT_DEVICE_MEM float* exposure, SPLAT_DEVICE_MEM float* m,
-                                   SPLAT_DEVICE_MEM float* v, SPLAT_DEVICE_MEM const float* grad) {
+                                   SPLAT_DEVICE_MEM float* v, SPLAT_DEVICE_MEM const float* grad,
+                                   SPLAT_DEVICE_MEM const int32_t* radius) {
   uint32_t i = global_index(t);
-  if (i >= p.floats) return;
+  if (i >= p.floats || step_skipped(radius)) return;
   AdamStep a;
   a.lr = p.lr;
   a.beta1 = p.beta1;

@@ -164,9 +164,9 @@ SPLAT_FUNC void mcmc_regularize_body(SimtThread t, SPLAT_CONST_MEM const McmcPar
 
 SPLAT_FUNC void mcmc_noise_body(SimtThread t, SPLAT_CONST_MEM const McmcParams& p, SPLAT_DEVICE_MEM float* means,
                                 SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
-                                SPLAT_DEVICE_MEM const float* opacity) {
+                                SPLAT_DEVICE_MEM const float* opacity, SPLAT_DEVICE_MEM const int32_t* radius) {
   uint32_t i = global_index(t);
-  if (i >= p.count) return;
+  if (i >= p.count || step_skipped(radius)) return;
   vec3 d = mcmc_position_noise(load_vec3(log_scales, i), quats[4u * i], quats[4u * i + 1u], quats[4u * i + 2u],
                                quats[4u * i + 3u], opacity[i], p.noise_scale, p.seed, p.step, i);
   store_vec3(means, i, load_vec3(means, i) + d);

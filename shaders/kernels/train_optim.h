@@ -15,7 +15,8 @@ SPLAT_FUNC float vec4_at(vec4 v, uint32_t r) { return r == 0u ? v.x : r == 1u ? 
 // a Gaussian's sh) and the rest have their own rates. The SH gradient is
 // expanded from its factors (sh.h), never stored. With p.visible_only, a
 // Gaussian the step's view did not see (radius <= 0) keeps its parameters and
-// moments, and a quad of such Gaussians alone reads and writes nothing.
+// moments, and a quad of such Gaussians alone reads and writes nothing. A
+// step whose pairs did not fit (step_skipped) changes nothing.
 SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_DEVICE_MEM float* means,
                           SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* quats,
                           SPLAT_DEVICE_MEM float* opacity, SPLAT_DEVICE_MEM float* sh,
@@ -56,7 +57,7 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
     param = sh, m = m_sh, v = v_sh, sh_group = true, len = n * p.sh_width, width = p.sh_width;
   }
   const uint32_t e0 = 4u * q;
-  if (e0 >= len) return;
+  if (e0 >= len || step_skipped(radius)) return;
   bool seen[4] = {true, true, true, true};
   if (p.visible_only != 0u) {
     bool any = false;

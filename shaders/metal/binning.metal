@@ -24,19 +24,21 @@ kernel void splat_scan_apply(constant ScanParams& p [[buffer(0)]], device const 
 }
 
 kernel void splat_radix_histogram(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys [[buffer(1)]],
-                                  device uint32_t* hist [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+                                  device const uint32_t* count_limit [[buffer(2)]], device uint32_t* hist [[buffer(3)]],
+                                  SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
-  radix_histogram_body(SPLAT_THREAD_CTX(), p, keys, hist, counts);
+  radix_histogram_body(SPLAT_THREAD_CTX(), p, keys, count_limit, hist, counts);
 }
 
 kernel void splat_radix_scatter(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys_in [[buffer(1)]],
-                                device const uint32_t* vals_in [[buffer(2)]], device uint64_t* keys_out [[buffer(3)]],
-                                device uint32_t* vals_out [[buffer(4)]], device const uint32_t* hist [[buffer(5)]],
-                                device const uint32_t* digit_totals [[buffer(6)]], SPLAT_THREAD_ATTRS) {
+                                device const uint32_t* vals_in [[buffer(2)]],
+                                device const uint32_t* count_limit [[buffer(3)]], device uint64_t* keys_out [[buffer(4)]],
+                                device uint32_t* vals_out [[buffer(5)]], device const uint32_t* hist [[buffer(6)]],
+                                device const uint32_t* digit_totals [[buffer(7)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
   SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
-  radix_scatter_body(SPLAT_THREAD_CTX(), p, keys_in, vals_in, keys_out, vals_out, hist, digit_totals, counts,
-                     warp_tot);
+  radix_scatter_body(SPLAT_THREAD_CTX(), p, keys_in, vals_in, count_limit, keys_out, vals_out, hist, digit_totals,
+                     counts, warp_tot);
 }
 
 kernel void splat_gather_pair_counts(constant ScanParams& p [[buffer(0)]], device const uint32_t* order [[buffer(1)]],
@@ -46,17 +48,26 @@ kernel void splat_gather_pair_counts(constant ScanParams& p [[buffer(0)]], devic
 }
 
 kernel void splat_emit_pairs(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
-                             device const SplatRecord* records [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
+                             device const SplatRecord* records [[buffer(2)]], device int32_t* radius [[buffer(3)]],
                              device const int32_t* rects [[buffer(4)]], device const uint32_t* order [[buffer(5)]],
-                             device const uint32_t* offsets [[buffer(6)]], device uint64_t* keys [[buffer(7)]],
-                             device uint32_t* values [[buffer(8)]], device uint32_t* pair_ranges [[buffer(9)]],
-                             SPLAT_THREAD_ATTRS) {
-  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, order, offsets, keys, values, pair_ranges);
+                             device const uint32_t* offsets [[buffer(6)]], device const PairStatus* status [[buffer(7)]],
+                             device uint64_t* keys [[buffer(8)]], device uint32_t* values [[buffer(9)]],
+                             device uint32_t* pair_ranges [[buffer(10)]], SPLAT_THREAD_ATTRS) {
+  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, order, offsets, status, keys, values,
+                  pair_ranges);
+}
+
+kernel void splat_pair_total(constant PairParams& p [[buffer(0)]], device const uint32_t* block_offsets [[buffer(1)]],
+                             device PairStatus* status [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint64_t, partial, SPLAT_GROUP_SIZE);
+  SPLAT_TG_ARRAY(uint32_t, wrapped, SPLAT_GROUP_SIZE);
+  pair_total_body(SPLAT_THREAD_CTX(), p, block_offsets, status, partial, wrapped);
 }
 
 kernel void splat_tile_ranges(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys [[buffer(1)]],
-                              device uint32_t* ranges [[buffer(2)]], SPLAT_THREAD_ATTRS) {
-  tile_ranges_body(SPLAT_THREAD_CTX(), p, keys, ranges);
+                              device const uint32_t* count_limit [[buffer(2)]], device uint32_t* ranges [[buffer(3)]],
+                              SPLAT_THREAD_ATTRS) {
+  tile_ranges_body(SPLAT_THREAD_CTX(), p, keys, count_limit, ranges);
 }
 
 kernel void splat_tile_chunks(constant RasterParams& rp [[buffer(0)]], device const uint32_t* ranges [[buffer(1)]],

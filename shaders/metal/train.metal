@@ -141,8 +141,9 @@ kernel void splat_mcmc_regularize(constant McmcParams& p [[buffer(0)]], device c
 
 kernel void splat_mcmc_noise(constant McmcParams& p [[buffer(0)]], device float* means [[buffer(1)]],
                              device const float* log_scales [[buffer(2)]], device const float* quats [[buffer(3)]],
-                             device const float* opacity [[buffer(4)]], SPLAT_THREAD_ATTRS) {
-  mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity);
+                             device const float* opacity [[buffer(4)]], device const int32_t* radius [[buffer(5)]],
+                             SPLAT_THREAD_ATTRS) {
+  mcmc_noise_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, radius);
 }
 
 kernel void splat_absgrad_pair_sum(constant ElementParams& p [[buffer(0)]],
@@ -174,6 +175,7 @@ kernel void splat_exposure_reduce(constant ExposureParams& p [[buffer(0)]], devi
 
 kernel void splat_exposure_adam(constant ExposureParams& p [[buffer(0)]], device float* exposure [[buffer(1)]],
                                 device float* m [[buffer(2)]], device float* v [[buffer(3)]],
-                                device const float* grad [[buffer(4)]], SPLAT_THREAD_ATTRS) {
-  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad);
+                                device const float* grad [[buffer(4)]], device const int32_t* radius [[buffer(5)]],
+                                SPLAT_THREAD_ATTRS) {
+  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad, radius);
 }

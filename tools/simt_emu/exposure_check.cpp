@@ -62,8 +62,15 @@ int main(int argc, char** argv) {
     exposure_reduce_body(t, p, partials.data(), grad.data(), s_red);
   });
   std::vector<float> got_e = exposure, got_m = m, got_v = v;
+  // The step's gate: radius[0] >= 0 (a skipped step's -1 changes nothing, below).
+  static const int32_t kSeen = 3, kSkipped = -1;
+  std::vector<float> skip_e = exposure, skip_m = m, skip_v = v;
   simt_emu::dispatch((p.floats + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    exposure_adam_body(t, p, got_e.data(), got_m.data(), got_v.data(), grad.data());
+    exposure_adam_body(t, p, skip_e.data(), skip_m.data(), skip_v.data(), grad.data(), &kSkipped);
+  });
+  const bool skip_kept = skip_e == exposure && skip_m == m && skip_v == v;
+  simt_emu::dispatch((p.floats + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    exposure_adam_body(t, p, got_e.data(), got_m.data(), got_v.data(), grad.data(), &kSeen);
   });
 
   // The references.
@@ -102,5 +109,6 @@ int main(int argc, char** argv) {
   printf("adam_differ %zu\n", count_bit_differences(got_e, want_e) + count_bit_differences(got_m, want_m) + count_bit_differences(got_v, want_v));
   printf("adam_moved %zu\n", moved);
   printf("adam_values %zu\n", want_e.size());
+  printf("skip_kept %d\n", skip_kept ? 1 : 0);
   return 0;
 }

@@ -125,7 +125,8 @@ int main(int argc, char** argv) {
     if (add > 0) pass(s, p, binoms, add, true, weights[1]);
   } else if (mode == 1) {
     simt_emu::dispatch(div_up(s.n, SPLAT_GROUP_SIZE), SPLAT_GROUP_SIZE, [&](SimtThread t) {
-      mcmc_noise_body(t, p, s.a[0].data(), s.a[1].data(), s.a[2].data(), s.a[3].data());
+      static const int32_t kSeen = 0;  // the step's gate (params.h): not skipped
+      mcmc_noise_body(t, p, s.a[0].data(), s.a[1].data(), s.a[2].data(), s.a[3].data(), &kSeen);
     });
   } else {
     simt_emu::dispatch(div_up(s.n, SPLAT_GROUP_SIZE), SPLAT_GROUP_SIZE, [&](SimtThread t) {

@@ -13,6 +13,7 @@
 // The kernel bodies, after the emulator.
 #include "radix_sort.h"
 #include "scan.h"
+#include "tile_bin.h"
 
 #include <algorithm>
 #include <random>
@@ -60,7 +61,9 @@ uint64_t scanned_total(const std::vector<uint32_t>& sums, bool& saturated) {
 
 // Sorts (keys, vals) by the low key_bits of the keys; the result ends in
 // the returned pair of buffers.
-void radix_sort(std::vector<uint64_t> keys[2], std::vector<uint32_t> vals[2], uint32_t key_bits, int& cur) {
+// limit: the count the device holds (radix_sort.h's count_limit).
+void radix_sort(std::vector<uint64_t> keys[2], std::vector<uint32_t> vals[2], uint32_t key_bits, int& cur,
+                uint32_t limit = 0xffffffffu) {
   const uint32_t count = (uint32_t)keys[0].size(), blocks = div_up(count, SPLAT_SORT_BLOCK);
   std::vector<uint32_t> hist((size_t)SPLAT_RADIX * blocks), totals(SPLAT_RADIX);
   cur = 0;
@@ -68,14 +71,14 @@ void radix_sort(std::vector<uint64_t> keys[2], std::vector<uint32_t> vals[2], ui
     const ScanParams p{count, blocks, blocks, pass * SPLAT_RADIX_BITS};
     simt_emu::dispatch(blocks, SPLAT_GROUP_SIZE, [&](SimtThread t) {
       SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
-      radix_histogram_body(t, p, keys[cur].data(), hist.data(), counts);
+      radix_histogram_body(t, p, keys[cur].data(), &limit, hist.data(), counts);
     });
     scan_rows(p, SPLAT_RADIX, hist.data(), totals.data());
     simt_emu::dispatch(blocks, SPLAT_GROUP_SIZE, [&](SimtThread t) {
       SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
       SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
-      radix_scatter_body(t, p, keys[cur].data(), vals[cur].data(), keys[1 - cur].data(), vals[1 - cur].data(),
-                         hist.data(), totals.data(), counts, warp_tot);
+      radix_scatter_body(t, p, keys[cur].data(), vals[cur].data(), &limit, keys[1 - cur].data(),
+                         vals[1 - cur].data(), hist.data(), totals.data(), counts, warp_tot);
     });
     cur = 1 - cur;
   }
@@ -138,6 +141,53 @@ int main(int argc, char** argv) {
   size_t sort_differ = 0;
   for (uint32_t i = 0; i < count; ++i) sort_differ += vals[cur][i] != want[i] || keys[cur][i] != original[want[i]];
 
+  // A count only the device knows: the grid covers all keys, the first
+  // `limit` are sorted (the pairs of a forward sized on the device).
+  const uint32_t limit = count ? (uint32_t)(rng() % (count + 1u)) : 0u;
+  std::vector<uint64_t> lkeys[2] = {original, std::vector<uint64_t>(count, ~0ull)};
+  std::vector<uint32_t> lvals[2] = {vals[0], std::vector<uint32_t>(count, 0xffffffffu)};
+  for (uint32_t i = 0; i < count; ++i) lvals[0][i] = i;
+  std::vector<uint32_t> lwant(limit);
+  for (uint32_t i = 0; i < limit; ++i) lwant[i] = i;
+  std::stable_sort(lwant.begin(), lwant.end(),
+                   [&](uint32_t a, uint32_t b) { return (original[a] & mask) < (original[b] & mask); });
+  int lcur = 0;
+  radix_sort(lkeys, lvals, key_bits, lcur, limit);
+  size_t limited_differ = 0;
+  for (uint32_t i = 0; i < limit; ++i) limited_differ += lvals[lcur][i] != lwant[i];
+
+  // pair_total over the same block offsets, against the host's total: a
+  // capacity at, just below and above it; then sticky once overflowed.
+  size_t pair_total_differ = 0;
+  const uint32_t blocks = (uint32_t)sums.size() - 1u;
+  PairStatus status{};
+  auto pair_total = [&](uint32_t capacity, uint32_t step) {
+    const PairParams pp{blocks, capacity, step, 0u};
+    simt_emu::dispatch(1, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+      SPLAT_TG_ARRAY(uint64_t, partial, SPLAT_GROUP_SIZE);
+      SPLAT_TG_ARRAY(uint32_t, wrapped, SPLAT_GROUP_SIZE);
+      pair_total_body(t, pp, sums.data(), &status, partial, wrapped);
+    });
+  };
+  const uint32_t near = total > 0x7fffffffull ? 0x7fffffffu : (uint32_t)total;
+  for (uint32_t capacity : {near, near > 0 ? near - 1u : 0u, near + 17u}) {
+    status = PairStatus{};
+    status.max_lo = 1u;  // an earlier, smaller total: replaced by the larger one
+    pair_total(capacity, 41u);
+    const bool fits = !saturated && total <= capacity;
+    const uint64_t seen = ((uint64_t)status.max_hi << 32) | status.max_lo;
+    pair_total_differ += status.live != (fits ? (uint32_t)total : 0u);
+    pair_total_differ += status.overflow != (fits ? 0u : 1u);
+    pair_total_differ += !fits && status.first_step != 41u;
+    pair_total_differ += status.saturated != (saturated ? 1u : 0u);
+    pair_total_differ += seen != std::max<uint64_t>(total, 1u);
+    if (!fits) {  // sticky: a later forward that would fit emits nothing, its step not recorded
+      pair_total(0xffffffffu, 42u);
+      pair_total_differ += status.live != 0u || status.overflow != 1u || status.first_step != 41u;
+    }
+  }
+
+  printf("limited_differ %zu\npair_total_differ %zu\n", limited_differ, pair_total_differ);
   printf("scan_differ %zu\nsort_differ %zu\ntotal %llu\nexact %llu\nmax_block %llu\nsaturated %d\n", scan_differ,
          sort_differ, (unsigned long long)total, (unsigned long long)exact, (unsigned long long)max_block,
          saturated ? 1 : 0);

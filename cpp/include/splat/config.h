@@ -18,6 +18,7 @@ enum class Submission : uint8_t { Chained, PerKernel };
 enum class ForwardSubmission : uint8_t { Chained, PerStage };
 enum class Pipelining : uint8_t { Off, On };
 enum class Binning : uint8_t { Resident, PerIterAlloc };
+enum class PairSizing : uint8_t { Device, Readback };
 enum class Timing : uint8_t { Off, PerKernel };
 
 struct BackendConfig {
@@ -31,6 +32,7 @@ struct BackendConfig {
   ForwardSubmission forward_submission = ForwardSubmission::Chained;
   Pipelining pipelining = Pipelining::Off;
   Binning binning = Binning::Resident;
+  PairSizing pair_sizing = PairSizing::Device;
   bool deterministic = false;
   Timing timing = Timing::Off;
   bool profile = false;

@@ -90,8 +90,10 @@ class Device {
   // and back-propagates it into the resident gradients; accumulates the
   // densification statistics when `track_stats`. The loss stays on the
   // device until last_loss() asks for it.
+  // `step` names the step (GPU: recorded when its pairs do not fit).
   virtual void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
-                                      const float background[3], float ssim_weight, bool track_stats) = 0;
+                                      const float background[3], float ssim_weight, bool track_stats,
+                                      uint32_t step) = 0;
   virtual float last_loss() = 0;
   // One fused Adam step over every parameter group.
   virtual void adam_step(const AdamSettings& settings) = 0;
@@ -120,6 +122,30 @@ class Device {
   // Counts the non-finite values of the resident parameters (a reduction on
   // the device; five counts come back, so it synchronizes).
   virtual NonFiniteCounts count_nonfinite() = 0;
+  // Training forwards whose (tile, Gaussian) pairs are sized on the device
+  // (GPU, pair_sizing = device) never wait for their count: a forward whose
+  // pairs exceed the buffers emits none and its step changes nothing. At each
+  // of its sync points the Trainer asks here (one small read-back): the
+  // device reports the first such step and the count it needed, grows the
+  // buffers (unless that count is past the pair limit) and forgets the
+  // overflow; the Trainer runs those steps again. Backends that count on the
+  // host never overflow.
+  struct PairOverflow {
+    bool happened = false;
+    uint32_t first_step = 0;
+    uint64_t required = 0;   // the largest count of those steps
+    bool saturated = false;  // `required` is a lower bound
+  };
+  virtual PairOverflow take_pair_overflow() { return {}; }
+  // The pair buffers' capacity (0: sized by each forward's exact count) and the
+  // overflows taken so far.
+  struct PairBuffers {
+    size_t capacity = 0;
+    uint64_t overflows = 0;
+  };
+  virtual PairBuffers pair_buffers() const { return {}; }
+  // Test hook: the capacity from now on (overflows the next forwards when small).
+  virtual void set_pair_capacity(size_t pairs) { (void)pairs; }
   // Renders the resident Gaussians into a host image [H,W,3].
   virtual void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                float* image) = 0;

@@ -105,6 +105,13 @@ class Trainer {
   // The view trained at 1-based `step`.
   uint32_t view_for_step(uint32_t step);
 
+  // Runs again the steps whose pairs did not fit the device's buffers (they
+  // changed nothing; Device::take_pair_overflow), so that the state is that of
+  // step_count() steps. Every sync point calls it first: the loss, a
+  // densification, an opacity reset, an MCMC refine, a check, a render; a
+  // caller reading the device's state directly calls it before.
+  void settle();
+
   Device& device() { return *device_; }
   const TrainSettings& settings() const { return settings_; }
   void render(const CameraParams& cam, float* image, const float* background = nullptr);
@@ -112,6 +119,13 @@ class Trainer {
  private:
   uint32_t active_sh_degree(uint32_t step) const;
   void shuffle_epoch(uint32_t epoch);
+  // Step t's training up to its sync points: the view's forward and
+  // backward, the MCMC regularisers and Adam; then its MCMC noise (after a
+  // refine, when the step has one). step_ = t after the first.
+  void train_step(uint32_t t);
+  void train_step_noise(uint32_t t);
+  // settle() with step_ = `current` whose noise has run when `noise_done`.
+  void settle(bool noise_done);
   [[noreturn]] void diverge(const std::string& why);
 
   std::unique_ptr<Device> device_;
