@@ -263,7 +263,7 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   // in that order, keyed by tile.
   begin(TimingLabel::FwdEmitPairs);
   BufferRef counts_by_rank = ensure(kCountsByRank, 4 * n, true), offsets = ensure(kRankOffsets, 4 * (n + 1), true);
-  BufferRef order{}, status = ref(kPairStatusExact);
+  BufferRef order{}, status{};  // the PairStatus the pair kernels read (only when n > 0)
   if (n) {
     const bool in_b = radix_sort_slots(kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, static_cast<uint32_t>(n), 32,
                                        count_unlimited());
@@ -299,7 +299,8 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
       // is idle after the read-back).
       PairStatus exact{};
       exact.live = static_cast<uint32_t>(num_pairs_);
-      launcher_->upload(ensure(kPairStatusExact, sizeof(PairStatus)), &exact, sizeof(PairStatus));
+      status = ensure(kPairStatusExact, sizeof(PairStatus));
+      launcher_->upload(status, &exact, sizeof(PairStatus));
     }
   }
   ensure(kKeysA, 8 * pair_slots_);

@@ -187,7 +187,7 @@ void GpuDevice::set_training_state(const TrainingState& s) {
   begin(TimingLabel::Upload);
   reserve_state(n);
   // A new state: no step of the old one is pending (Device::take_pair_overflow).
-  launcher_->fill_zero(ref(kRadius), 4 * n);
+  if (n) launcher_->fill_zero(ref(kRadius), 4 * n);
   if (arena_[kPairStatus].capacity) launcher_->fill_zero(ref(kPairStatus), sizeof(PairStatus));
   for (int a = 0; a < 5; ++a) {
     const size_t bytes = 4 * n * param_width(a, sh_stride_);
