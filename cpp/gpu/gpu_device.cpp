@@ -295,12 +295,14 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
       pairs_known_ = false;
       pair_slots_ = pair_capacity_;
     } else {
-      // The count the kernels read, as pair_total would write it (the device
-      // is idle after the read-back).
-      PairStatus exact{};
-      exact.live = static_cast<uint32_t>(num_pairs_);
-      status = ensure(kPairStatusExact, sizeof(PairStatus));
-      launcher_->upload(status, &exact, sizeof(PairStatus));
+      // The count the kernels read, written on the device as for a forward
+      // sized there (no upload: the torch path copies nothing to the device),
+      // with a capacity it never exceeds (checked above).
+      if (arena_[kPairStatusExact].capacity == 0)
+        launcher_->fill_zero(ensure(kPairStatusExact, sizeof(PairStatus)), sizeof(PairStatus));
+      status = ref(kPairStatusExact);
+      const PairParams pp{blocks, 0xffffffffu, 0u, 0u};
+      launch(Kernel::PairTotal, 1, {KernelArg::value(pp), KernelArg::buf(ref(kScanBlockSums)), KernelArg::buf(status)});
     }
   }
   ensure(kKeysA, 8 * pair_slots_);

@@ -3,6 +3,7 @@
 // snapshot and renders (docs/gpu.md, "The GPU training step"). The
 // rasterizer passes they build on are gpu_device.cpp.
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -513,8 +514,9 @@ Device::PairOverflow GpuDevice::take_pair_overflow() {
   PairStatus st{};
   begin(TimingLabel::Readback);
   launcher_->download(&st, ref(kPairStatus), sizeof(st));
-  // Forgotten once read; ordered before the next forward's pair_total.
-  launcher_->fill_zero(ref(kPairStatus), sizeof(st));
+  // Forgotten once read, but for the last forward's count (`live`, read by
+  // debug_snapshot); ordered before the next forward's pair_total.
+  launcher_->fill_zero(ref(kPairStatus, offsetof(PairStatus, overflow)), sizeof(st) - offsetof(PairStatus, overflow));
   end(TimingLabel::Readback);
   const uint64_t seen = (uint64_t{st.max_hi} << 32) | st.max_lo;
   max_pairs_seen_ = seen;
