@@ -7,6 +7,7 @@ nerfstudio scenes, one table.
     python bench/real.py path/to/capture --backend cpu --steps 50 --set train.init_points=500
     python bench/real.py --scenes room --steps 30000 --breakdown   # and the ts_* of a step at the end
     python bench/real.py --scenes thermos --steps 30000 --seeds 4  # train.seed 0..3: mean, std, worst
+    python bench/real.py --scenes thermos --seeds 4 --floaters     # and each run's worst view and near floaters
 
 Per scene and step count (7000 and 30000 by default): the test PSNR and SSIM
 (splat.metrics on both trainers' renders), the number of Gaussians, the
@@ -32,6 +33,13 @@ deviation (n - 1), the worst and best seed's PSNR and the mean time.
 reached stops at once and is evaluated at the step it got to (marked '*');
 runs not started are listed as skipped. --steps, --scenes and --max-seconds
 let a long benchmark run in pieces.
+
+--floaters adds, per splat run and step count, the test view with the lowest
+PSNR and the Gaussians floating in front of the test cameras: per view, those
+whose centre projects into the image (a 50-pixel margin) at a depth below
+0.1 x the median depth of the Gaussians it sees (near_camera_gaussians), with
+their summed opacity; the table gives the total over the views and the
+largest. A seed that loses a view to a floater shows it there.
 """
 from __future__ import annotations
 
@@ -119,7 +127,45 @@ def with_seed(overrides: dict, seed) -> dict:
     return dict(overrides, train=dict(overrides.get("train", {}), seed=int(seed)))
 
 
-def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None):
+NEAR_FRACTION = 0.1  # of the median depth in the view
+NEAR_MARGIN = 50.0   # pixels beyond the image edge still counted as in view
+
+
+def near_camera_gaussians(means, opacity_logits, cameras, fraction=NEAR_FRACTION, margin=NEAR_MARGIN):
+    """Per camera (count, summed opacity) of the Gaussians in its view (centre in
+    front, projected within `margin` pixels of the image) nearer than
+    `fraction` x the median depth of all the Gaussians in its view."""
+    means = np.asarray(means, np.float64)
+    opacity = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64).ravel()))
+    out = []
+    for c in cameras:
+        w2c = np.asarray(c.world_to_camera, np.float64)
+        p = means @ w2c[:3, :3].T + w2c[:3, 3]
+        z = p[:, 2]
+        front = z > 1e-6
+        zs = np.where(front, z, 1.0)
+        x = c.fx * p[:, 0] / zs + c.cx
+        y = c.fy * p[:, 1] / zs + c.cy
+        seen = front & (x >= -margin) & (x < c.width + margin) & (y >= -margin) & (y < c.height + margin)
+        if not seen.any():
+            out.append((0, 0.0))
+            continue
+        near = seen & (z < fraction * float(np.median(z[seen])))
+        out.append((int(near.sum()), float(opacity[near].sum())))
+    return out
+
+
+def floater_fields(trainer, test, ev) -> dict:
+    st = trainer.state()
+    near = near_camera_gaussians(st["means"], st["opacity_logits"], test.cameras)
+    worst = min(ev.per_view, key=lambda v: v["psnr"]) if ev.per_view else None
+    return dict(near_total=sum(n for n, _ in near), near_max=max((n for n, _ in near), default=0),
+                near_opacity=sum(o for _, o in near),
+                worst_view=None if worst is None else worst["name"],
+                worst_psnr=None if worst is None else float(worst["psnr"]))
+
+
+def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None, floaters=False):
     cfg = train_config(marks[-1], overrides)
     if backend != "cpu":
         from splat.warmup import warm_up  # every kernel of the run, before its clock starts
@@ -142,7 +188,8 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
         ev = splat.evaluate(trainer, test)
         rows.append(dict(scene=scene, trainer="splat", steps=trainer.step_count, target=mark, stopped=stopped,
                          psnr=ev.psnr, ssim=ev.ssim, gaussians=trainer.num_gaussians, seconds=seconds,
-                         peak_bytes=_memory_peak(backend), seed=cfg.seed))
+                         peak_bytes=_memory_peak(backend), seed=cfg.seed,
+                         **(floater_fields(trainer, test, ev) if floaters else {})))
         log(f"[{scene}] splat seed {cfg.seed} {trainer.step_count} steps{' (stopped)' if stopped else ''}: "
             f"PSNR {ev.psnr:.2f} "
             f"SSIM {ev.ssim:.4f} {trainer.num_gaussians:,} Gaussians {seconds:.1f} s")
@@ -163,6 +210,22 @@ def print_breakdowns(breakdowns, out=sys.stdout):
             print(f"  {k:<30} {ts[k][0]:9.3f}  ({ts[k][1]})", file=out)
         total = sum(ts[k][0] for k in TS_ORDER if k in ts and k != "ts_densify")
         print(f"  {'sum of a step (w/o densify)':<30} {total:9.3f}", file=out)
+
+
+def print_floaters(rows, out=sys.stdout):
+    rows = [r for r in rows if "near_total" in r]
+    if not rows:
+        return
+    head = (f"{'scene':<10} {'seed':>5} {'steps':>6} {'PSNR':>6} {'worst view':<16} {'its PSNR':>8} "
+            f"{'near total':>10} {'near max':>8} {'opacity':>8}")
+    print(f"\nfloaters: the worst test view; Gaussians nearer a test camera than {NEAR_FRACTION} x the median "
+          "depth in its view (total over the views, the largest view, their summed opacity)", file=out)
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for r in rows:
+        print(f"{r['scene']:<10} {r.get('seed')!s:>5} {r['steps']:>6} {r['psnr']:>6.2f} {str(r['worst_view']):<16.16} "
+              f"{r['worst_psnr'] if r['worst_psnr'] is not None else float('nan'):>8.2f} {r['near_total']:>10} "
+              f"{r['near_max']:>8} {r['near_opacity']:>8.2f}", file=out)
 
 
 def gsplat_available() -> tuple[bool, str]:
@@ -286,6 +349,8 @@ def main(argv=None) -> int:
                    help="after each splat run, the ts_* GPU time per step at its final size (bench/gate.py)")
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="train each scene N times, train.seed S..S+N-1 (S: the config's seed), and summarise")
+    p.add_argument("--floaters", action="store_true",
+                   help="per splat run: the worst test view and the Gaussians floating near the test cameras")
     p.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = p.parse_args(argv)
     try:
@@ -330,13 +395,15 @@ def main(argv=None) -> int:
                 if budget.spent():
                     skipped.append(f"{label} splat (--max-seconds reached)")
                 else:
-                    rows += run_splat(path.name, train, test, marks, run, backend, budget, log, breakdowns)
+                    rows += run_splat(path.name, train, test, marks, run, backend, budget, log, breakdowns,
+                                      args.floaters)
             if use_gsplat:
                 if budget.spent():
                     skipped.append(f"{label} gsplat (--max-seconds reached)")
                 else:
                     rows += run_gsplat(path.name, train, test, marks, run, budget, log)
     print_table(rows, skipped)
+    print_floaters(rows)
     summary = seed_summary(rows) if len(seeds) > 1 else []
     if summary:
         print_seed_summary(summary)

@@ -120,3 +120,42 @@ def test_real_bench_seeds_summarise_each_seed(tmp_path, capsys):
     assert json.loads(single.read_text())["rows"][0]["psnr"] == pytest.approx(rows[1]["psnr"], abs=1e-4)
     with pytest.raises(SystemExit, match="--seeds"):
         _real().main(["--root", str(root), "--seeds", "0", "--backend", "cpu"])
+
+
+def test_near_camera_gaussians_counts_what_floats_in_front_of_a_view():
+    """A constructed scene: most Gaussians at depth ~10 in front of the camera,
+    a few at depth 0.3-0.8 inside its image (the floaters), some as near but
+    behind it or outside the image (not in its view), one far camera that sees
+    none of the near ones nearer than a tenth of its median."""
+    real = _real()
+    w2c = np.eye(4, dtype=np.float32)
+    cam = splat.Camera(w2c, 50.0, 50.0, 32.0, 24.0, 64, 48)
+    n_bulk, n_near = int(rng.integers(200, 400)), int(rng.integers(3, 12))
+    bulk = np.column_stack([rng.uniform(-4, 4, n_bulk), rng.uniform(-3, 3, n_bulk), rng.uniform(9, 11, n_bulk)])
+    near_z = rng.uniform(0.3, 0.8, n_near)
+    near = np.column_stack([rng.uniform(-0.1, 0.1, n_near) * near_z, rng.uniform(-0.1, 0.1, n_near) * near_z, near_z])
+    behind = np.column_stack([np.zeros(4), np.zeros(4), -rng.uniform(0.3, 0.8, 4)])
+    outside = np.column_stack([np.full(4, 5.0), np.zeros(4), rng.uniform(0.3, 0.8, 4)])  # x = 50 f/z px off
+    means = np.vstack([bulk, near, behind, outside]).astype(np.float32)
+    logits = rng.normal(0, 1, len(means)).astype(np.float32)
+    ((count, opacity),) = real.near_camera_gaussians(means, logits, [cam])
+    assert count == n_near
+    sig = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    assert opacity == pytest.approx(sig[n_bulk:n_bulk + n_near].sum())
+    # From 100 units back the near ones sit among the bulk: nothing is a tenth as near.
+    far = np.eye(4, dtype=np.float32)
+    far[2, 3] = 100.0
+    assert real.near_camera_gaussians(means, logits, [splat.Camera(far, 50.0, 50.0, 32.0, 24.0, 64, 48)]) == [(0, 0.0)]
+
+
+def test_real_bench_floaters_table(tmp_path, capsys):
+    root = tmp_path / "captures"
+    make_scene(root / "alpha")
+    out = tmp_path / "f.json"
+    assert _real().main(["--root", str(root), "--steps", "4", "--backend", "cpu", "--floaters", "--json", str(out),
+                         *TINY]) == 0
+    text = capsys.readouterr().out
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["near_total"] >= row["near_max"] >= 0 and row["near_opacity"] >= 0
+    assert row["worst_view"] is not None and row["worst_psnr"] <= row["psnr"] + 1e-9
+    assert "floaters: the worst test view" in text and "near total" in text
