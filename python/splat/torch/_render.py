@@ -267,8 +267,14 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
         if t.device != dev:
             raise ValueError(f"[splat] {name}: on {t.device}, means on {dev}")
 
-    vm_host = viewmats.detach().to("cpu", torch.float64).numpy()
-    k_host = Ks.detach().to("cpu", torch.float64).numpy()
+    # The cameras on the host (the native side takes them by value): one copy
+    # for both where they share a device, so one wait for the queue, not two.
+    if viewmats.device == Ks.device:
+        both = torch.cat([viewmats.detach().reshape(c, 16), Ks.detach().reshape(c, 9)], 1).to("cpu", torch.float64)
+        vm_host, k_host = both[:, :16].reshape(c, 4, 4).numpy(), both[:, 16:].reshape(c, 3, 3).numpy()
+    else:
+        vm_host = viewmats.detach().to("cpu", torch.float64).numpy()
+        k_host = Ks.detach().to("cpu", torch.float64).numpy()
     check_cameras(vm_host, k_host)
 
     # Devices the native side cannot view (mps) go through host memory.
