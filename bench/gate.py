@@ -44,6 +44,8 @@ from splat import _core
 REPO = Path(__file__).resolve().parents[1]
 
 CHECKPOINTS = (7000, 12500, 30000)
+# The performance round's targets at 30000 steps: training seconds at most, PSNR at least.
+TARGETS = {"lego_400": (15.0, 35.5), "lego_800": (25.0, 37.4)}
 TS_ORDER = ("ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_radix_sort", "ts_fwd_rasterize", "ts_ssim",
             "ts_zero_grads", "ts_backward_raster", "ts_project_back", "ts_adam", "ts_densify")
 
@@ -238,6 +240,14 @@ def main(argv=None) -> int:
                 continue
             print(f"  {r['scene']:<9} {r['variant']:<24} {r['step']:>6}: time x{r['train_s'] / max(base['train_s'], 1e-9):.3f}, "
                   f"PSNR {r['psnr'] - base['psnr']:+.2f} dB")
+    target_rows = [r for r in all_rows if r["step"] == 30000 and r["scene"] in TARGETS]
+    if target_rows:
+        print("\ntargets at 30000 steps (training s at most, PSNR at least)")
+        for r in target_rows:
+            t_max, p_min = TARGETS[r["scene"]]
+            met = r["train_s"] <= t_max and r["psnr"] >= p_min
+            print(f"  {r['scene']:<9} {r['variant']:<24} {r['train_s']:6.1f} s (<= {t_max:.0f}), {r['psnr']:.2f} dB "
+                  f"(>= {p_min}): {'met' if met else 'not met'}")
     starts = {r["driver_start"] for r in all_rows if r["driver_start"]}
     if starts:
         print(f"(driver's used memory when the first device was made: {gib(min(starts))} GiB; the CUDA context's "

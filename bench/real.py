@@ -274,6 +274,39 @@ def print_seed_summary(summary, out=sys.stdout):
               f"{g['std']:>6.2f} {g['worst']:>6.2f} {g['best']:>6.2f} {g['seconds']:>7.1f}", file=out)
 
 
+# Targets: splat's training time at 30000 steps (s at most), the spread over seeds
+# (dB at most), and what training longer may lose (dB at most, 30000 against 7000).
+TIME_TARGETS = {"room": 80.0}
+SEED_STD_TARGET = 0.2
+LONGER_LOSS_TARGET = 0.1
+
+
+def print_targets(rows, summary, out=sys.stdout):
+    lines = []
+    for r in rows:
+        t = TIME_TARGETS.get(r["scene"])
+        if r["trainer"] == "splat" and r["target"] == 30000 and t is not None and not r["stopped"]:
+            lines.append(f"{r['scene']:<10} seed {r.get('seed')!s:>4}: {r['seconds']:.1f} s training at 30000 steps "
+                         f"(<= {t:.0f}): {'met' if r['seconds'] <= t else 'not met'}")
+    by_run: dict = {}
+    for r in rows:
+        if r["trainer"] == "splat" and not r["stopped"]:
+            by_run.setdefault((r["scene"], r.get("seed")), {})[r["target"]] = r["psnr"]
+    for (scene, seed), at in by_run.items():
+        if 7000 in at and 30000 in at:
+            d = at[30000] - at[7000]
+            lines.append(f"{scene:<10} seed {seed!s:>4}: 30000 steps {d:+.2f} dB against 7000 (>= "
+                         f"-{LONGER_LOSS_TARGET}): {'met' if d >= -LONGER_LOSS_TARGET else 'not met'}")
+    for g in summary:
+        if g["trainer"] == "splat" and len(g["seeds"]) > 1:
+            lines.append(f"{g['scene']:<10} {g['target']:>6} steps: std {g['std']:.2f} dB over {len(g['seeds'])} seeds "
+                         f"(<= {SEED_STD_TARGET}): {'met' if g['std'] <= SEED_STD_TARGET else 'not met'}")
+    if lines:
+        print("\ntargets", file=out)
+        for ln in lines:
+            print("  " + ln, file=out)
+
+
 def gib(n) -> str:
     return "-" if n is None else f"{n / 2 ** 30:.2f}"
 
@@ -407,6 +440,7 @@ def main(argv=None) -> int:
     summary = seed_summary(rows) if len(seeds) > 1 else []
     if summary:
         print_seed_summary(summary)
+    print_targets(rows, summary)
     if breakdowns:
         print_breakdowns(breakdowns)
     if args.json:

@@ -34,6 +34,9 @@ DEFAULT_GAUSSIANS = "300000,1000000,3000000,6000000"
 DEFAULT_SIZES = "800x800,1920x1080,3840x2160"
 
 
+# The performance round's targets for one training step on the GPU (ms at most).
+TARGETS_MS = {(1_000_000, 800, 800): 1.5, (6_000_000, 3840, 2160): 12.0}
+
 def _sizes(text: str) -> list[tuple[int, int]]:
     out = []
     for part in text.split(","):
@@ -156,7 +159,8 @@ def main(argv=None) -> int:
             print(f"{n:>10,} {w}x{h}: {row['ms']:.2f} ms/step", flush=True)
 
     mem_head = "RSS peak GiB" if args.backend == "cpu" else "arena GiB  driver GiB"
-    head = f"{'#Gauss':>10} {'image':>10} {'ms/step':>9} {'us/1k G':>8} {'ms/MP':>7} {mem_head:>21}"
+    head = (f"{'#Gauss':>10} {'image':>10} {'ms/step':>9} {'us/1k G':>8} {'ms/MP':>7} {mem_head:>21} "
+            f"{'target ms':>10}")
     print()
     print(head)
     print("-" * len(head))
@@ -167,8 +171,10 @@ def main(argv=None) -> int:
             continue
         mp = r["width"] * r["height"] / 1e6
         mem = gib(r["rss_peak"]) if "rss_peak" in r else f"{gib(r['arena_peak']):>9}  {gib(r['driver_peak']):>10}"
+        target = TARGETS_MS.get((r["gaussians"], r["width"], r["height"]))
+        verdict = "" if target is None else f"{target:>6.1f} {'met' if r['ms'] <= target else 'not met'}"
         print(f"{r['gaussians']:>10,} {size:>10} {r['ms']:>9.3f} {1e3 * r['ms'] / (r['gaussians'] / 1e3):>8.3f} "
-              f"{r['ms'] / mp:>7.3f} {mem:>21}")
+              f"{r['ms'] / mp:>7.3f} {mem:>21} {verdict}")
     return 1 if any("error" in r for r in rows) else 0
 
 

@@ -159,3 +159,26 @@ def test_real_bench_floaters_table(tmp_path, capsys):
     assert row["near_total"] >= row["near_max"] >= 0 and row["near_opacity"] >= 0
     assert row["worst_view"] is not None and row["worst_psnr"] <= row["psnr"] + 1e-9
     assert "floaters: the worst test view" in text and "near total" in text
+
+
+def test_targets_are_judged_from_the_rows():
+    import io
+    real = _real()
+    t_ok, t_slow = float(rng.uniform(10, 79)), float(rng.uniform(81, 400))
+    p7 = float(rng.uniform(20, 30))
+
+    def row(scene, seed, target, psnr, seconds=1.0):
+        return dict(scene=scene, trainer="splat", steps=target, target=target, stopped=False, psnr=psnr,
+                    seconds=seconds, seed=seed)
+    rows = [row("room", 0, 7000, p7), row("room", 0, 30000, p7 - 0.05, t_ok),
+            row("room", 1, 7000, p7), row("room", 1, 30000, p7 - 0.5, t_slow)]
+    summary = real.seed_summary(rows)
+    buf = io.StringIO()
+    real.print_targets(rows, summary, buf)
+    lines = buf.getvalue().splitlines()
+    assert any("seed    0" in ln and "(<= 80): met" in ln for ln in lines), lines
+    assert any("seed    1" in ln and "(<= 80): not met" in ln for ln in lines), lines
+    assert any("seed    0" in ln and "-0.05 dB against 7000" in ln and ": met" in ln for ln in lines), lines
+    assert any("seed    1" in ln and "-0.50 dB against 7000" in ln and "not met" in ln for ln in lines), lines
+    std = float(np.std([p7 - 0.05, p7 - 0.5], ddof=1))
+    assert any(f"std {std:.2f} dB over 2 seeds" in ln and "not met" in ln for ln in lines), lines
