@@ -357,6 +357,92 @@ class PyTrainer {
     return d;
   }
 
+  // --- Data-parallel training (python/splat/distributed) ----------------------
+  void forward_backward(uint32_t t, uint32_t sh_degree) {
+    ObjectLock guard(mutex_);
+    nb::gil_scoped_release release;
+    trainer_->forward_backward(t, sh_degree);
+  }
+  float last_loss() {
+    ObjectLock guard(mutex_);
+    nb::gil_scoped_release release;
+    trainer_->settle();
+    return trainer_->device().last_loss();
+  }
+  nb::dict gradients() {
+    ObjectLock guard(mutex_);
+    std::vector<float> g[5];
+    trainer_->device().get_gradients(g);
+    const size_t n = trainer_->device().num_gaussians();
+    const size_t k = n ? g[4].size() / (3 * n) : 0;
+    nb::dict d;
+    d["means"] = float_array(g[0], {n, 3});
+    d["log_scales"] = float_array(g[1], {n, 3});
+    d["quats"] = float_array(g[2], {n, 4});
+    d["opacity_logits"] = float_array(g[3], {n});
+    d["sh"] = float_array(g[4], {n, k, 3});
+    return d;
+  }
+  void set_gradients(nb::dict d) {
+    ObjectLock guard(mutex_);
+    std::vector<float> g[5];
+    trainer_->device().get_gradients(g);  // the sizes expected
+    for (int a = 0; a < 5; ++a) {
+      if (!d.contains(kParamNames[a])) throw ConfigError(std::string("[trainer] gradients: missing ") + kParamNames[a]);
+      g[a] = to_vector(d[kParamNames[a]], kParamNames[a], g[a].size());
+    }
+    trainer_->device().set_gradients(g);
+  }
+  nb::dict densify_stats() {
+    ObjectLock guard(mutex_);
+    std::vector<float> accum, count, radii;
+    trainer_->settle();
+    trainer_->device().get_densify_stats(accum, count, radii);
+    nb::dict d;
+    d["grad_accum"] = float_array(accum, {accum.size()});
+    d["grad_count"] = float_array(count, {count.size()});
+    d["max_radii"] = float_array(radii, {radii.size()});
+    return d;
+  }
+  void set_densify_stats(nb::dict d) {
+    ObjectLock guard(mutex_);
+    const size_t n = trainer_->device().num_gaussians();
+    std::vector<float> v[3];
+    const char* const keys[3] = {"grad_accum", "grad_count", "max_radii"};
+    for (int k = 0; k < 3; ++k) {
+      if (!d.contains(keys[k])) throw ConfigError(std::string("[trainer] densification statistics: missing ") + keys[k]);
+      v[k] = to_vector(d[keys[k]], keys[k], n);
+    }
+    trainer_->device().set_densify_stats(v[0], v[1], v[2]);
+  }
+  void apply_update(uint32_t t, uint32_t update, float lr_scale, float beta1, float beta2) {
+    ObjectLock guard(mutex_);
+    nb::gil_scoped_release release;
+    trainer_->apply_update(t, update, lr_scale, beta1, beta2);
+  }
+  bool densifies_at(uint32_t t) const { return trainer_->densifies_at(t); }
+  nb::dict densify_at(uint32_t t) {
+    ObjectLock guard(mutex_);
+    DensifyResult r;
+    {
+      nb::gil_scoped_release release;
+      r = trainer_->densify_at(t);
+    }
+    nb::dict d;
+    d["count"] = r.count;
+    d["cloned"] = r.cloned;
+    d["split"] = r.split;
+    d["pruned"] = r.pruned;
+    return d;
+  }
+  void reset_opacity() {
+    ObjectLock guard(mutex_);
+    nb::gil_scoped_release release;
+    trainer_->reset_opacity();
+  }
+  uint32_t sh_degree_at(uint32_t t) const { return trainer_->active_sh_degree(t); }
+  bool mcmc_refines_at(uint32_t t) const { return trainer_->mcmc_refines_at(t); }
+
   void check_finite() {
     ObjectLock guard(mutex_);
     nb::gil_scoped_release release;
@@ -472,6 +558,24 @@ void bind_trainer(nb::module_& m) {
            "the schedule")
       .def("mcmc_growth_at", &PyTrainer::mcmc_growth_at, nb::arg("n"),
            "Gaussians an MCMC refine adds to n (within max_gaussians)")
+      .def("forward_backward", &PyTrainer::forward_backward, nb::arg("step"), nb::arg("sh_degree"),
+           "Data-parallel training: view step `step`'s forward and backward alone (statistics while densifying, "
+           "the MCMC regularisers); the gradients stay for gradients() / set_gradients()")
+      .def("last_loss", &PyTrainer::last_loss, "The loss of the last forward (a read-back)")
+      .def("gradients", &PyTrainer::gradients, "The last backward's gradients, as the state's arrays (sh in full)")
+      .def("set_gradients", &PyTrainer::set_gradients, nb::arg("gradients"),
+           "Replaces the gradients the next update applies (the ranks' reduction)")
+      .def("densify_stats", &PyTrainer::densify_stats, "{grad_accum, grad_count, max_radii} since the last densification")
+      .def("set_densify_stats", &PyTrainer::set_densify_stats, nb::arg("stats"),
+           "Replaces the densification statistics (the ranks' reduction)")
+      .def("apply_update", &PyTrainer::apply_update, nb::arg("step"), nb::arg("update"), nb::arg("lr_scale"),
+           nb::arg("beta1"), nb::arg("beta2"),
+           "Adam as update number `update` at view step `step`'s learning rates times lr_scale")
+      .def("densifies_at", &PyTrainer::densifies_at, nb::arg("step"))
+      .def("densify_at", &PyTrainer::densify_at, nb::arg("step"), "The schedule's densification at view step `step`")
+      .def("reset_opacity", &PyTrainer::reset_opacity, "The schedule's opacity reset, now")
+      .def("sh_degree_at", &PyTrainer::sh_degree_at, nb::arg("step"))
+      .def("mcmc_refines_at", &PyTrainer::mcmc_refines_at, nb::arg("step"))
       .def("pair_buffers", &PyTrainer::pair_buffers,
            "{capacity, overflows}: the pair buffers of training forwards sized on the device (capacity 0: "
            "sized by each forward's read-back count)")

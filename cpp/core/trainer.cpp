@@ -148,6 +148,66 @@ void Trainer::train_step_noise(uint32_t t) {
     device_->mcmc_noise(McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t});
 }
 
+bool Trainer::densifies_at(uint32_t t) const {
+  const TrainSettings& s = settings_;
+  return !s.mcmc && t < s.densify_until && t > s.densify_from && t % std::max(1u, s.densify_every) == 0;
+}
+
+DensifySettings Trainer::densify_settings(uint32_t t) const {
+  const TrainSettings& s = settings_;
+  const bool after_reset = t > s.opacity_reset_every;
+  DensifySettings d;
+  d.grad_threshold = s.absgrad ? s.absgrad_grad_threshold : s.densify_grad_threshold;
+  d.clone_max_scale = s.percent_dense * s.scene_extent;
+  d.split_count = s.split_count;
+  d.split_scale_divisor = s.split_scale_divisor;
+  d.prune_opacity = s.prune_opacity;
+  d.prune_max_world_scale = after_reset ? s.prune_max_world_scale * s.scene_extent : 0.f;
+  d.prune_max_screen_radius = after_reset ? s.prune_max_screen_radius : 0.f;
+  d.seed = s.seed;
+  d.step = t;
+  d.max_gaussians = s.max_gaussians;
+  return d;
+}
+
+void Trainer::forward_backward(uint32_t t, uint32_t sh_degree) {
+  if (t == 0) throw ConfigError("[trainer] forward_backward: steps count from 1");
+  const TrainSettings& s = settings_;
+  const uint32_t view = view_for_step(t);
+  float bg[3] = {s.background[0], s.background[1], s.background[2]};
+  if (s.random_background) {
+    const uint32_t seed = static_cast<uint32_t>(s.seed);
+    for (uint32_t c = 0; c < 3; ++c) bg[c] = random_uniform(random_key(seed, t, 0xb6u, c));
+  }
+  const bool densifying = !s.mcmc && t < s.densify_until;
+  device_->train_forward_backward(cameras_[view], view, sh_degree, bg, s.ssim_weight, densifying, t);
+  if (s.mcmc)
+    device_->mcmc_regularize(
+        McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t});
+}
+
+void Trainer::apply_update(uint32_t t, uint32_t update, float lr_scale, float beta1, float beta2) {
+  const TrainSettings& s = settings_;
+  if (update == 0) throw ConfigError("[trainer] apply_update: updates count from 1");
+  if (!(lr_scale > 0.f) || !(beta1 >= 0.f && beta1 < 1.f) || !(beta2 >= 0.f && beta2 < 1.f))
+    throw ConfigError("[trainer] apply_update: lr_scale must be > 0 and the betas in [0, 1)");
+  AdamSettings adam{means_lr(t) * lr_scale, s.log_scales_lr * lr_scale, s.quats_lr * lr_scale,
+                    s.opacity_lr * lr_scale, s.sh_dc_lr * lr_scale, s.sh_rest_lr * lr_scale,
+                    beta1, beta2, s.adam_eps, update, 0.f, false};
+  device_->adam_step(adam);
+  step_ = t;
+}
+
+DensifyResult Trainer::densify_at(uint32_t t) {
+  settle();
+  return device_->densify(densify_settings(t));
+}
+
+void Trainer::reset_opacity() {
+  settle();
+  device_->reset_opacity(settings_.opacity_reset_value);
+}
+
 void Trainer::settle() { settle(true); }
 
 void Trainer::settle(bool noise_done) {
@@ -191,22 +251,9 @@ StepStats Trainer::step(bool read_loss) {
     stats.densified = true;
   }
   train_step_noise(t);
-  const bool densifying = !s.mcmc && t < s.densify_until;
-  if (densifying && t > s.densify_from && t % s.densify_every == 0) {
+  if (densifies_at(t)) {
     settle();
-    const bool after_reset = t > s.opacity_reset_every;
-    DensifySettings d;
-    d.grad_threshold = s.absgrad ? s.absgrad_grad_threshold : s.densify_grad_threshold;
-    d.clone_max_scale = s.percent_dense * s.scene_extent;
-    d.split_count = s.split_count;
-    d.split_scale_divisor = s.split_scale_divisor;
-    d.prune_opacity = s.prune_opacity;
-    d.prune_max_world_scale = after_reset ? s.prune_max_world_scale * s.scene_extent : 0.f;
-    d.prune_max_screen_radius = after_reset ? s.prune_max_screen_radius : 0.f;
-    d.seed = s.seed;
-    d.step = t;
-    d.max_gaussians = s.max_gaussians;
-    stats.densify = device_->densify(d);
+    stats.densify = device_->densify(densify_settings(t));
     stats.densified = true;
   }
   if (resets_opacity_at(t)) {

@@ -57,6 +57,16 @@ class CpuDevice final : public Device {
   }
   float last_loss() override { return training_.last_loss(); }
   void adam_step(const AdamSettings& settings) override { training_.adam_step(settings); }
+  void get_gradients(std::vector<float> (&grads)[5]) override { training_.get_grads(grads); }
+  void set_gradients(const std::vector<float> (&grads)[5]) override { training_.set_grads(grads); }
+  void get_densify_stats(std::vector<float>& accum, std::vector<float>& count,
+                         std::vector<float>& max_radii) override {
+    training_.get_stats(accum, count, max_radii);
+  }
+  void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,
+                         const std::vector<float>& max_radii) override {
+    training_.set_stats(accum, count, max_radii);
+  }
   DensifyResult densify(const DensifySettings& settings) override { return training_.densify(settings); }
   void reset_opacity(float max_opacity) override { training_.reset_opacity(max_opacity); }
   void mcmc_regularize(const McmcStepSettings& s) override { training_.mcmc_regularize(s); }

@@ -140,6 +140,35 @@ void CpuTraining::set_state(const TrainingState& s) {
   }
 }
 
+void CpuTraining::get_grads(std::vector<float> (&grads)[5]) const {
+  for (int a = 0; a < 5; ++a) grads[a].assign(grads_[a].begin(), grads_[a].begin() + count_ * param_width(a, sh_stride_));
+}
+
+void CpuTraining::set_grads(const std::vector<float> (&grads)[5]) {
+  for (int a = 0; a < 5; ++a)
+    if (grads[a].size() != count_ * param_width(a, sh_stride_))
+      throw ConfigError("[trainer] gradients: array " + std::to_string(a) + " has " + std::to_string(grads[a].size()) +
+                        " values, expected " + std::to_string(count_ * param_width(a, sh_stride_)));
+  for (int a = 0; a < 5; ++a) std::copy(grads[a].begin(), grads[a].end(), grads_[a].begin());
+}
+
+void CpuTraining::get_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) const {
+  accum = grad_accum_;
+  count = grad_count_;
+  max_radii = max_radii_;
+}
+
+void CpuTraining::set_stats(const std::vector<float>& accum, const std::vector<float>& count,
+                            const std::vector<float>& max_radii) {
+  for (const std::vector<float>* v : {&accum, &count, &max_radii})
+    if (v->size() != count_)
+      throw ConfigError("[trainer] densification statistics: " + std::to_string(v->size()) + " values for " +
+                        std::to_string(count_) + " Gaussians");
+  grad_accum_ = accum;
+  grad_count_ = count;
+  max_radii_ = max_radii;
+}
+
 void CpuTraining::get_state(TrainingState& s) const {
   s.count = count_;
   s.sh_stride = sh_stride_;

@@ -30,6 +30,11 @@ class CpuTraining {
                         float ssim_weight, bool track_stats);
   float last_loss() const { return loss_value_; }
   void adam_step(const AdamSettings& s);
+  // Data-parallel training: the gradients and statistics out and back (sizes checked).
+  void get_grads(std::vector<float> (&grads)[5]) const;
+  void set_grads(const std::vector<float> (&grads)[5]);
+  void get_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) const;
+  void set_stats(const std::vector<float>& accum, const std::vector<float>& count, const std::vector<float>& max_radii);
   DensifyResult densify(const DensifySettings& s);
   void reset_opacity(float max_opacity);
   // The MCMC strategy (cpu_mcmc.cpp).

@@ -271,7 +271,10 @@ class Trainer:
         return self._native.backend
 
     def step(self, read_loss: bool = True) -> StepStats:
-        """One training step. On GPUs, read_loss=False avoids the sync that reading the loss needs.
+        """One training step. On GPUs, read_loss=False avoids the sync that reading the loss needs:
+        nothing in a step waits for the GPU. A step whose (tile, Gaussian) pairs outgrew the
+        device's buffers changes nothing and runs again at the next sync point (reading the
+        loss, densifying, the state, a render), with the same result (docs/gpu.md).
 
         Raises TrainingDiverged when the loss read back is not finite, or a
         parameter is not at the check every 100 steps (then and after, every

@@ -100,10 +100,30 @@ class Trainer {
 
   uint32_t step_count() const { return step_; }
   uint32_t active_sh_degree() const { return active_sh_degree(step_); }
+  // The SH degree the schedule trains at view step t.
+  uint32_t active_sh_degree(uint32_t step) const;
   float means_lr(uint32_t step) const;
   float exposure_lr(uint32_t step) const;
   // The view trained at 1-based `step`.
   uint32_t view_for_step(uint32_t step);
+
+  // --- Data-parallel training (python/splat/distributed) ----------------------
+  // A batch of views, one per rank, is one update. Step t's forward and
+  // backward alone (its view and background, the statistics while
+  // densifying, the MCMC regularisers) at `sh_degree`; the gradients stay on
+  // the device for the ranks' reduction (Device::get/set_gradients).
+  void forward_backward(uint32_t t, uint32_t sh_degree);
+  // The update of a batch whose last view step is t: Adam as its `update`-th
+  // step (bias correction) with the learning rates of view step t times
+  // `lr_scale` and the betas given. The step count becomes t. (The MCMC
+  // refine and noise of step t follow, as in step().)
+  void apply_update(uint32_t t, uint32_t update, float lr_scale, float beta1, float beta2);
+  // Whether the schedule densifies at view step t, and that densification
+  // (its statistics reduced by then).
+  bool densifies_at(uint32_t t) const;
+  DensifyResult densify_at(uint32_t t);
+  // The opacity reset of the schedule (resets_opacity_at).
+  void reset_opacity();
 
   // Runs again the steps whose pairs did not fit the device's buffers (they
   // changed nothing; Device::take_pair_overflow), so that the state is that of
@@ -117,13 +137,13 @@ class Trainer {
   void render(const CameraParams& cam, float* image, const float* background = nullptr);
 
  private:
-  uint32_t active_sh_degree(uint32_t step) const;
   void shuffle_epoch(uint32_t epoch);
   // Step t's training up to its sync points: the view's forward and
   // backward, the MCMC regularisers and Adam; then its MCMC noise (after a
   // refine, when the step has one). step_ = t after the first.
   void train_step(uint32_t t);
   void train_step_noise(uint32_t t);
+  DensifySettings densify_settings(uint32_t t) const;
   // settle() with step_ = `current` whose noise has run when `noise_done`.
   void settle(bool noise_done);
   [[noreturn]] void diverge(const std::string& why);

@@ -1,0 +1,143 @@
+"""DataParallelTrainer: one update from a batch of views, one view per rank.
+
+Update b of N ranks covers view steps t = N (b - 1) + 1 .. N b of the
+one-process sequence: rank r trains view step N (b - 1) + 1 + r (its view,
+background and densification statistics), the ranks average their gradients,
+and every rank applies the same Adam update; the schedule (learning rates,
+SH degree, densification, opacity resets, MCMC refines) runs in view steps,
+so `steps` means the same number of views as with one process. The
+densification statistics are summed (the maximum for the screen radius)
+across the ranks just before each densification. Every rank computes the
+same update from the same numbers, so the ranks stay identical; a hash of
+the parameters is compared across them at the start and every
+`check_every` updates (RanksDiverged otherwise).
+
+Learning rates: averaging N views' gradients is a batch of N. The default
+`lr_scaling="sqrt"` follows Grendel (Zhao et al., "On Scaling Up 3D Gaussian
+Splatting Training", 2024): learning rates times sqrt(N) and Adam's betas
+raised to the power N, so that an update of N views moves as far as N
+updates of one; "none" keeps the one-process values."""
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+
+from ..trainer import Trainer
+from .group import ProcessGroup
+
+PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
+STATS = ("grad_accum", "grad_count", "max_radii")
+
+
+class RanksDiverged(RuntimeError):
+    """The ranks' parameters differ where they must be identical."""
+
+
+class DataParallelTrainer:
+    def __init__(self, dataset, config, backend_config, group: ProcessGroup, *, state: dict | None = None,
+                 step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt"):
+        if not isinstance(group, ProcessGroup):
+            raise TypeError(f"[parallel] group: expected splat.parallel.ProcessGroup, got {type(group).__name__}")
+        if lr_scaling not in ("sqrt", "none"):
+            raise ValueError(f"[parallel] lr_scaling: expected 'sqrt' or 'none', got {lr_scaling!r}")
+        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
+            raise ValueError(f"[parallel] check_every: expected an integer >= 0, got {check_every!r}")
+        unsupported = [k for k in ("visible_adam", "exposure") if getattr(config, k)]
+        if unsupported and group.world_size > 1:
+            raise ValueError(f"[parallel] train.{unsupported[0]} is not supported with several ranks yet")
+        self.group = group
+        n = group.world_size
+        if state is None:
+            if step:
+                raise ValueError("[parallel] step: a step count needs the state it belongs to")
+            self.trainer = Trainer.from_dataset(dataset, config, backend_config)
+        else:
+            self.trainer = Trainer(dataset, config, backend_config, state, step=step)
+        if n > 1 and self.trainer.backend != "cpu":
+            raise ValueError(f"[parallel] backend {self.trainer.backend}: several ranks train on the cpu backend so "
+                             f"far (the GPU backends do not exchange gradients yet)")
+        self.config = config
+        self.check_every = check_every
+        self.lr_scale = math.sqrt(n) if lr_scaling == "sqrt" else 1.0
+        self.beta1 = config.adam_beta1 ** n if lr_scaling == "sqrt" else config.adam_beta1
+        self.beta2 = config.adam_beta2 ** n if lr_scaling == "sqrt" else config.adam_beta2
+        # Updates so far: a checkpoint of any number of ranks resumes on another.
+        self.updates = -(-self.trainer.step_count // n)
+        self.check_lockstep()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def step_count(self) -> int:
+        """View steps trained (N per update)."""
+        return self.trainer.step_count
+
+    @property
+    def num_gaussians(self) -> int:
+        return self.trainer.num_gaussians
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the one that writes the run's files."""
+        return self.group.rank == 0
+
+    def state(self) -> dict:
+        return self.trainer.state()
+
+    def parameter_hash(self) -> str:
+        st = self.trainer.state()
+        h = hashlib.blake2b(digest_size=16)
+        for name in PARAMS:
+            h.update(np.ascontiguousarray(st[name]).tobytes())
+        return h.hexdigest()
+
+    def check_lockstep(self) -> None:
+        """Raises RanksDiverged unless every rank holds the same parameters."""
+        hashes = self.group.allgather(self.parameter_hash())
+        if len(set(hashes)) > 1:
+            raise RanksDiverged(f"[parallel] rank {self.group.rank}: the ranks' parameters differ after "
+                                f"{self.step_count} view steps (hashes by rank: {', '.join(h[:12] for h in hashes)})")
+
+    # ------------------------------------------------------------------ training
+    def step(self, read_loss: bool = False) -> dict:
+        """One update: N views, one per rank. Returns {step, update, loss (the ranks'
+        mean; nan unless read_loss), num_gaussians, densified, opacity_reset}."""
+        native, n, rank = self.trainer._native, self.group.world_size, self.group.rank
+        first = self.trainer.step_count + 1
+        last = first + n - 1
+        native.forward_backward(first + rank, native.sh_degree_at(first))
+        if n > 1:  # the mean over the ranks (one rank: its own, left where it is)
+            grads = native.gradients()
+            summed = self.group.allreduce([grads[k] for k in PARAMS], "sum")
+            scale = np.float32(n)
+            native.set_gradients({k: g / scale for k, g in zip(PARAMS, summed)})
+        self.updates += 1
+        native.apply_update(last, self.updates, self.lr_scale, self.beta1, self.beta2)
+        out = dict(step=last, update=self.updates, loss=float("nan"), densified=False, opacity_reset=False)
+        cfg = self.config
+        if cfg.strategy == "mcmc":
+            for t in range(first, last + 1):  # as one process: refine, then the noise
+                if native.mcmc_refines_at(t):
+                    native.mcmc_refine(cfg.mcmc_min_opacity, native.mcmc_growth_at(native.num_gaussians), cfg.seed, t)
+                    out["densified"] = True
+            native.mcmc_noise(cfg.mcmc_noise_lr * native.means_lr(last), cfg.seed, last)
+        for t in range(first, last + 1):
+            if native.densifies_at(t):
+                if n > 1:
+                    stats = native.densify_stats()
+                    accum, count = self.group.allreduce([stats["grad_accum"], stats["grad_count"]], "sum")
+                    (radii,) = self.group.allreduce([stats["max_radii"]], "max")
+                    native.set_densify_stats(dict(grad_accum=accum, grad_count=count, max_radii=radii))
+                native.densify_at(t)
+                out["densified"] = True
+            if native.resets_opacity_at(t):
+                native.reset_opacity()
+                out["opacity_reset"] = True
+        if read_loss:
+            (loss,) = self.group.allreduce([np.array([native.last_loss()], np.float32)], "sum")
+            out["loss"] = float(loss[0]) / n
+        out["num_gaussians"] = native.num_gaussians
+        if self.check_every and self.updates % self.check_every == 0:
+            self.check_lockstep()
+        return out

@@ -1,0 +1,187 @@
+"""Data-parallel training (splat.parallel) on the CPU backend: two processes
+through torch.distributed's gloo, started as torchrun starts ranks (RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+
+Oracles: one rank against the plain Trainer, bit for bit (the batch of one
+is the one-process step); two ranks against each other and against the same
+batches computed in one process from the trainer's own primitives (each
+rank's view and statistics kept apart, the sum and the maximum taken in
+numpy), bit for bit; a rank that leaves stops the other with RankFailure, not
+a hang; ranks whose parameters differ stop with RanksDiverged."""
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import splat
+from _scenes import make_rng
+
+torch = pytest.importorskip("torch")
+if not torch.distributed.is_available():
+    pytest.skip("this torch has no torch.distributed", allow_module_level=True)
+
+from splat.parallel import DataParallelTrainer, ProcessGroup, RankEnv  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RANK_SCRIPT = os.path.join(HERE, "_parallel_rank.py")
+PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
+STATS = ("grad_accum", "grad_count", "max_radii")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(tmp_path, seed, strategy, updates, mode="train", world=2):
+    port, out = free_port(), str(tmp_path / "run")
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONPATH=os.pathsep.join(sys.path))
+        procs.append(subprocess.Popen([sys.executable, RANK_SCRIPT, str(seed), strategy, str(updates), out, mode],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail("a rank hung")
+        results.append((p.returncode, stderr))
+    return out, results
+
+
+def one_process_batches(seed, strategy, updates, world=2):
+    """The batches of two ranks computed in one process from the native
+    primitives: each rank's view in turn with its own statistics, the
+    gradients' float32 sum over the ranks divided by their number, the
+    statistics summed (radii: maximum) before each densification."""
+    sys.path.insert(0, HERE)
+    from _parallel_rank import scene
+    ds, cfg, state = scene(seed, strategy)
+    tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)
+    nat = tr._native
+    b1, b2, lr_scale = cfg.adam_beta1 ** world, cfg.adam_beta2 ** world, math.sqrt(world)
+    stats = [nat.densify_stats() for _ in range(world)]
+    for u in range(1, updates + 1):
+        first = tr.step_count + 1
+        last = first + world - 1
+        grads = []
+        for r in range(world):
+            nat.set_densify_stats(stats[r])
+            nat.forward_backward(first + r, nat.sh_degree_at(first))
+            grads.append(nat.gradients())
+            stats[r] = nat.densify_stats()
+        nat.set_gradients({k: (grads[0][k] + grads[1][k]) / np.float32(world) for k in PARAMS})
+        nat.apply_update(last, u, lr_scale, b1, b2)
+        if cfg.strategy == "mcmc":
+            for t in range(first, last + 1):
+                if nat.mcmc_refines_at(t):
+                    nat.mcmc_refine(cfg.mcmc_min_opacity, nat.mcmc_growth_at(nat.num_gaussians), cfg.seed, t)
+                    stats = [nat.densify_stats() for _ in range(world)]
+            nat.mcmc_noise(cfg.mcmc_noise_lr * nat.means_lr(last), cfg.seed, last)
+        for t in range(first, last + 1):
+            if nat.densifies_at(t):
+                nat.set_densify_stats(dict(grad_accum=stats[0]["grad_accum"] + stats[1]["grad_accum"],
+                                           grad_count=stats[0]["grad_count"] + stats[1]["grad_count"],
+                                           max_radii=np.maximum(stats[0]["max_radii"], stats[1]["max_radii"])))
+                nat.densify_at(t)
+                stats = [nat.densify_stats() for _ in range(world)]
+            if nat.resets_opacity_at(t):
+                nat.reset_opacity()
+    return tr
+
+
+@pytest.mark.parametrize("strategy", ["default", "mcmc"])
+def test_one_rank_is_the_one_process_trainer(strategy):
+    rng, seed = make_rng()
+    sys.path.insert(0, HERE)
+    from _parallel_rank import scene
+    ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), strategy)
+    dp = DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), state=state)
+    ref = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)
+    for _ in range(36):  # through densifications, an opacity reset or MCMC refines
+        dp.step()
+        ref.step(read_loss=False)
+    a, b = ref.state(), dp.state()
+    assert dp.step_count == ref.step_count == 36 and dp.updates == 36
+    for k in a:
+        np.testing.assert_array_equal(b[k], a[k], err_msg=f"{strategy} {k}; seed {seed}")
+
+
+@pytest.mark.parametrize("strategy", ["default", "mcmc"])
+def test_two_ranks_agree_and_match_the_batches_in_one_process(tmp_path, strategy):
+    rng, seed = make_rng()
+    scene_seed, updates = int(rng.integers(0, 2 ** 31)), 18  # 36 view steps: densifications and a reset
+    out, results = launch(tmp_path, scene_seed, strategy, updates)
+    for rank, (rc, err) in enumerate(results):
+        assert rc == 0, f"rank {rank}: {err[-3000:]}"
+    ranks = [np.load(f"{out}.rank{r}.npz") for r in range(2)]
+    assert int(ranks[0]["step"]) == int(ranks[1]["step"]) == 2 * updates
+    want = one_process_batches(scene_seed, strategy, updates).state()
+    # Parameters and moments; each rank's statistics since the last densification are its own views'.
+    for k in (k for k in want if k not in STATS):
+        np.testing.assert_array_equal(ranks[1][k], ranks[0][k], err_msg=f"ranks differ: {k}; seed {seed}")
+        np.testing.assert_array_equal(ranks[0][k], want[k], err_msg=f"{strategy} {k}; seed {seed}")
+    losses = ranks[0]["losses"]
+    assert np.isfinite(losses[4::5]).all() and np.array_equal(losses, ranks[1]["losses"], equal_nan=True)
+
+
+def test_a_rank_that_leaves_stops_the_other(tmp_path):
+    t0 = time.monotonic()
+    out, results = launch(tmp_path, int(make_rng()[0].integers(0, 2 ** 31)), "default", 20, mode="die")
+    assert results[1][0] == 0
+    assert results[0][0] == 7, results[0][1][-3000:]
+    text = open(f"{out}.rank0.txt").read()
+    assert "[parallel] rank 0 of 2: all_reduce failed" in text, text
+    assert time.monotonic() - t0 < 200
+
+
+def test_ranks_with_other_parameters_stop_at_the_start(tmp_path):
+    out, results = launch(tmp_path, int(make_rng()[0].integers(0, 2 ** 31)), "default", 5, mode="diverge")
+    for rank, (rc, err) in enumerate(results):
+        assert rc == 8, (rank, err[-3000:])
+        assert "the ranks' parameters differ after 0 view steps" in open(f"{out}.rank{rank}.txt").read()
+
+
+def test_a_checkpoint_of_two_ranks_resumes_on_one(tmp_path):
+    rng, seed = make_rng()
+    scene_seed = int(rng.integers(0, 2 ** 31))
+    out, results = launch(tmp_path, scene_seed, "default", 10)
+    assert all(rc == 0 for rc, _ in results), results[0][1][-3000:]
+    saved = np.load(f"{out}.rank0.npz")
+    state = {k: saved[k] for k in saved.files if k not in ("step", "losses")}
+    from _parallel_rank import scene
+    ds, cfg, _ = scene(scene_seed, "default")
+    dp = DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), state=state,
+                             step=int(saved["step"]))
+    assert dp.step_count == 20 and dp.updates == 20
+    # One rank goes on as the one-process trainer from that checkpoint does.
+    ref = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state, step=20)
+    for _ in range(8):
+        dp.step()
+        ref.step(read_loss=False)
+    for k in PARAMS:
+        np.testing.assert_array_equal(dp.state()[k], ref.state()[k], err_msg=f"{k}; seed {seed}")
+
+
+def test_the_rank_environment_is_read_and_checked():
+    env = dict(RANK="1", WORLD_SIZE="4", MASTER_ADDR="node0", MASTER_PORT="29500")
+    assert RankEnv.from_env(env) == RankEnv(1, 4, 1, "node0", 29500)
+    assert RankEnv.from_env(dict(env, LOCAL_RANK="0")).local_rank == 0
+    with pytest.raises(ValueError, match=r"\[parallel\] MASTER_PORT not set"):
+        RankEnv.from_env({k: v for k, v in env.items() if k != "MASTER_PORT"})
+    with pytest.raises(ValueError, match=r"RANK=4: must be below WORLD_SIZE=4"):
+        RankEnv.from_env(dict(env, RANK="4"))
+    with pytest.raises(ValueError, match=r"WORLD_SIZE='two': expected an integer"):
+        RankEnv.from_env(dict(env, WORLD_SIZE="two"))
+    with pytest.raises(ValueError, match=r"MASTER_PORT=70000: must be 1..65535"):
+        RankEnv.from_env(dict(env, MASTER_PORT="70000"))
