@@ -4,6 +4,8 @@
 
 #include <mutex>
 
+#include "splat/device.h"
+
 namespace splat::bindings {
 
 // The threading model (docs/architecture.md, "Threads"): each native object
@@ -22,6 +24,16 @@ class ObjectLock {
  private:
   std::unique_lock<std::mutex> lock_;
 };
+
+// {uploads, upload_bytes, downloads, download_bytes}: a device's host copies so far.
+inline nanobind::dict transfers_dict(const Device::HostTransfers& t) {
+  nanobind::dict d;
+  d["uploads"] = t.uploads;
+  d["upload_bytes"] = t.upload_bytes;
+  d["downloads"] = t.downloads;
+  d["download_bytes"] = t.download_bytes;
+  return d;
+}
 
 void bind_config(nanobind::module_& m);
 void bind_rasterizer(nanobind::module_& m);

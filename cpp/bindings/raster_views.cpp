@@ -47,15 +47,7 @@ class ViewRasterizer {
   bool accepts_device_pointers() const { return device_->external_memory() == Device::ExternalMemory::Cuda; }
   uint64_t last_token() const { return last_ ? last_->token : 0; }
 
-  nb::dict host_transfers() const {
-    const Device::HostTransfers t = device_->host_transfers();
-    nb::dict d;
-    d["uploads"] = t.uploads;
-    d["upload_bytes"] = t.upload_bytes;
-    d["downloads"] = t.downloads;
-    d["download_bytes"] = t.download_bytes;
-    return d;
-  }
+  nb::dict host_transfers() const { return transfers_dict(device_->host_transfers()); }
 
   uint64_t forward(In means, In log_scales, In quats, In opacity_logits, In sh, HostIn w2c, float fx, float fy,
                    float cx, float cy, uint32_t width, uint32_t height, uint32_t sh_degree, HostIn background,

@@ -493,15 +493,7 @@ class PyTrainer {
     d["overflows"] = b.overflows;
     return d;
   }
-  nb::dict host_transfers() {
-    const Device::HostTransfers t = trainer_->device().host_transfers();
-    nb::dict d;
-    d["uploads"] = t.uploads;
-    d["upload_bytes"] = t.upload_bytes;
-    d["downloads"] = t.downloads;
-    d["download_bytes"] = t.download_bytes;
-    return d;
-  }
+  nb::dict host_transfers() { return transfers_dict(trainer_->device().host_transfers()); }
   void set_pair_capacity(size_t pairs) {
     ObjectLock guard(mutex_);
     trainer_->device().set_pair_capacity(pairs);

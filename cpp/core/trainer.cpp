@@ -123,18 +123,8 @@ void Trainer::check_finite() {
 
 void Trainer::train_step(uint32_t t) {
   const TrainSettings& s = settings_;
-  const uint32_t view = view_for_step(t);
-  float bg[3] = {s.background[0], s.background[1], s.background[2]};
-  if (s.random_background) {
-    const uint32_t seed = static_cast<uint32_t>(s.seed);
-    for (uint32_t c = 0; c < 3; ++c) bg[c] = random_uniform(random_key(seed, t, 0xb6u, c));
-  }
-  const bool densifying = !s.mcmc && t < s.densify_until;
-  device_->train_forward_backward(cameras_[view], view, active_sh_degree(t), bg, s.ssim_weight, densifying, t);
+  forward_backward(t, active_sh_degree(t));
   step_ = t;
-
-  const McmcStepSettings mcmc{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t};
-  if (s.mcmc) device_->mcmc_regularize(mcmc);
   AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
                     s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam};
   device_->adam_step(adam);
