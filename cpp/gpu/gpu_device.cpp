@@ -184,19 +184,6 @@ uint64_t GpuDevice::scanned_total(uint32_t blocks, bool& saturated) {
   return total;
 }
 
-BufferRef GpuDevice::count_unlimited() {
-  if (arena_[kCountUnlimited].capacity == 0) {
-    const uint32_t all = 0xffffffffu;
-    launcher_->upload(ensure(kCountUnlimited, sizeof(all)), &all, sizeof(all));  // new: no kernel reads it yet
-  }
-  return ref(kCountUnlimited);
-}
-
-void GpuDevice::grow_pair_capacity(uint64_t pairs) {
-  const uint64_t want = std::min<uint64_t>(kMaxPairs, pairs + pairs / 2 + 4096);
-  pair_capacity_ = std::max<size_t>(pair_capacity_, static_cast<size_t>(want));
-}
-
 bool GpuDevice::radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count,
                                  uint32_t key_bits, BufferRef count_limit) {
   const uint32_t blocks = div_up(count, SPLAT_SORT_BLOCK);

@@ -3,7 +3,6 @@
 // snapshot and renders (docs/gpu.md, "The GPU training step"). The
 // rasterizer passes they build on are gpu_device.cpp.
 #include <algorithm>
-#include <cstddef>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -505,38 +504,6 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   end(TimingLabel::Densify);
   finish_op(false);
   return result;
-}
-
-Device::PairOverflow GpuDevice::take_pair_overflow() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  PairOverflow o;
-  if (!pairs_on_device_ || arena_[kPairStatus].capacity == 0) return o;
-  PairStatus st{};
-  begin(TimingLabel::Readback);
-  launcher_->download(&st, ref(kPairStatus), sizeof(st));
-  // Forgotten once read, but for the last forward's count (`live`, read by
-  // debug_snapshot); ordered before the next forward's pair_total.
-  launcher_->fill_zero(ref(kPairStatus, offsetof(PairStatus, overflow)), sizeof(st) - offsetof(PairStatus, overflow));
-  end(TimingLabel::Readback);
-  const uint64_t seen = (uint64_t{st.max_hi} << 32) | st.max_lo;
-  max_pairs_seen_ = seen;
-  if (st.overflow) {
-    o.happened = true;
-    o.first_step = st.first_step;
-    o.required = seen;
-    o.saturated = st.saturated != 0;
-    ++pair_overflows_;
-  }
-  // Grown when it overflowed, and before it does: past 90% of the capacity.
-  if (!o.saturated && seen <= kMaxPairs && (o.happened || seen * 10 > uint64_t{pair_capacity_} * 9))
-    grow_pair_capacity(seen);
-  finish_op(false);
-  return o;
-}
-
-void GpuDevice::set_pair_capacity(size_t pairs) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (pairs_on_device_) pair_capacity_ = std::min<size_t>(std::max<size_t>(pairs, 1), kMaxPairs);
 }
 
 void GpuDevice::reset_opacity(float max_opacity) {
