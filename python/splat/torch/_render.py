@@ -288,7 +288,12 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     bg_host, bg_torch = _backgrounds(backgrounds, c, run_dev)
 
     # Projected centres and depths in torch: meta values, and z carries the depth pass's dL/dz.
-    P = torch.as_tensor(np.einsum("cij,cjk->cik", k_host, vm_host[:, :3, :]), dtype=torch.float32, device=run_dev)
+    # K [R|t] in float64, where the cameras already are when that is where the
+    # Gaussians are (no upload, so no wait for the queue); else on the host.
+    if viewmats.device == Ks.device == run_dev:
+        P = torch.einsum("cij,cjk->cik", Ks.detach().double(), viewmats.detach()[:, :3, :].double()).float()
+    else:
+        P = torch.as_tensor(np.einsum("cij,cjk->cik", k_host, vm_host[:, :3, :]), dtype=torch.float32, device=run_dev)
     hom = torch.einsum("nj,cij->cni", means, P[:, :, :3]) + P[:, None, :, 3]       # [C,N,3]
     depths = hom[..., 2]
     need_grad = torch.is_grad_enabled() and any(
