@@ -8,6 +8,7 @@ batches computed in one process from the trainer's own primitives (each
 rank's view and statistics kept apart, the sum and the maximum taken in
 numpy), bit for bit; a rank that leaves stops the other with RankFailure, not
 a hang; ranks whose parameters differ stop with RanksDiverged."""
+import dataclasses
 import math
 import os
 import socket
@@ -185,3 +186,19 @@ def test_the_rank_environment_is_read_and_checked():
         RankEnv.from_env(dict(env, WORLD_SIZE="two"))
     with pytest.raises(ValueError, match=r"MASTER_PORT=70000: must be 1..65535"):
         RankEnv.from_env(dict(env, MASTER_PORT="70000"))
+
+
+def test_what_several_ranks_do_not_support_is_refused_before_training():
+    rng, _ = make_rng()
+    from _parallel_rank import scene
+    ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), "default")
+    two = ProcessGroup(0, 2)  # never reaches a collective: refused first
+    for field in ("exposure", "visible_adam"):
+        with pytest.raises(ValueError, match=rf"\[parallel\] train.{field} is not supported with several ranks"):
+            values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+            DataParallelTrainer(ds, splat.TrainConfig(**dict(values, **{field: True})),
+                                splat.BackendConfig(backend="cpu"), two, state=state)
+    with pytest.raises(ValueError, match="lr_scaling"):
+        DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), lr_scaling="linear")
+    with pytest.raises(TypeError, match="group"):
+        DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), None)
