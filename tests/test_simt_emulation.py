@@ -205,6 +205,8 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         assert int(got["differ"]) == 0, (got, n, k_count, seed)
         # A skipped step (every radius -1: its pairs did not fit) changes no bit.
         assert int(got["skip_changed"]) == 0, (got, n, seed)
+        # The SH gradient in full (data-parallel) steps as its factors do, to the bit.
+        assert int(got["full_differ"]) == 0, (got, n, seed)
     # visible_only (train.visible_adam): the unseen Gaussians' parameters and moments
     # stay to the bit, the seen ones step as above; quads that straddle both included.
     for n, share in ((1, 0.0), (7, 0.5), (int(rng.integers(64, 700)), 0.3), (int(rng.integers(64, 700)), 0.9)):
@@ -214,6 +216,7 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         assert p.returncode == 0, p.stderr[-4000:]
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["differ"]) == 0, (got, n, share, seed)
+        assert int(got["full_differ"]) == 0, (got, n, share, seed)
         assert (int(got["unseen"]) == n) if share == 0.0 else 0 < int(got["unseen"]) < n or n < 10, got
 
 

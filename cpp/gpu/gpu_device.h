@@ -44,6 +44,12 @@ class GpuDevice final : public Device {
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
                               float ssim_weight, bool track_stats, uint32_t step) override;
   float last_loss() override;
+  // Data-parallel training: host copies (the SH gradient expanded; once set, Adam reads it in full).
+  void get_gradients(std::vector<float> (&grads)[5]) override;
+  void set_gradients(const std::vector<float> (&grads)[5]) override;
+  void get_densify_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) override;
+  void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,
+                         const std::vector<float>& max_radii) override;
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
   void reset_opacity(float max_opacity) override;
@@ -224,6 +230,7 @@ class GpuDevice final : public Device {
   bool last_absgrad_ = false;   // the last step summed the absolute gradient (kMeans2dAbs is its)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
+  bool sh_grad_full_ = false;     // set_gradients gave the SH gradient in full (kGrad0 + 4), not factored
   std::vector<uint32_t> scan_offsets_;  // scanned_total's read-back (grow-only)
 };
 

@@ -285,6 +285,7 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   const size_t n = count_;
   have_loss_ = false;  // a forward that stops at a limit leaves no step behind
   have_train_step_ = false;
+  sh_grad_full_ = false;  // this step's SH gradient is factored again
   // The view's pixels (staged now if they were not fetched a step ahead);
   // without a mask the kernels never read `mask`: any buffer will do.
   const auto [target, mask] = view_pixels(view);
@@ -361,6 +362,68 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   finish_op(false);
 }
 
+void GpuDevice::get_gradients(std::vector<float> (&grads)[5]) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  begin(TimingLabel::Readback);
+  // The SH gradient in full, as set_gradients gives it back (Adam then reads it so).
+  if (n && !sh_grad_full_) expand_sh_grad(ensure(kGrad0 + 4, 4 * n * param_width(4, sh_stride_)));
+  for (int a = 0; a < 5; ++a) {
+    grads[a].resize(n * param_width(a, sh_stride_));
+    if (n) launcher_->download(grads[a].data(), ref(kGrad0 + a), 4 * grads[a].size());
+  }
+  end(TimingLabel::Readback);
+  finish_op(true);
+}
+
+void GpuDevice::set_gradients(const std::vector<float> (&grads)[5]) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  for (int a = 0; a < 5; ++a)
+    if (grads[a].size() != n * param_width(a, sh_stride_))
+      throw ConfigError("[gpu] set_gradients: array " + std::to_string(a) + " has " + std::to_string(grads[a].size()) +
+                        " values, expected " + std::to_string(n * param_width(a, sh_stride_)));
+  // After get_gradients' read-back the device reads none of these buffers.
+  begin(TimingLabel::Upload);
+  for (int a = 0; a < 5; ++a)
+    if (n) launcher_->upload(ensure(kGrad0 + a, 4 * grads[a].size(), true), grads[a].data(), 4 * grads[a].size());
+  end(TimingLabel::Upload);
+  sh_grad_full_ = true;
+  finish_op(false);
+}
+
+void GpuDevice::get_densify_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  std::vector<float>* dst[3] = {&accum, &count, &max_radii};
+  const int slots[3] = {kGradAccum, kGradCount, kMaxRadii};
+  begin(TimingLabel::Readback);
+  for (int k = 0; k < 3; ++k) {
+    dst[k]->resize(n);
+    if (n) launcher_->download(dst[k]->data(), ref(slots[k]), 4 * n);
+  }
+  end(TimingLabel::Readback);
+  finish_op(true);
+}
+
+void GpuDevice::set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,
+                                  const std::vector<float>& max_radii) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  const std::vector<float>* src[3] = {&accum, &count, &max_radii};
+  const int slots[3] = {kGradAccum, kGradCount, kMaxRadii};
+  for (int k = 0; k < 3; ++k)
+    if (src[k]->size() != n)
+      throw ConfigError("[gpu] set_densify_stats: " + std::to_string(src[k]->size()) + " values for " +
+                        std::to_string(n) + " Gaussians");
+  // Read by the statistics kernel of a step: the caller has synchronized (get_densify_stats).
+  begin(TimingLabel::Upload);
+  for (int k = 0; k < 3; ++k)
+    if (n) launcher_->upload(ref(slots[k]), src[k]->data(), 4 * n);
+  end(TimingLabel::Upload);
+  finish_op(false);
+}
+
 float GpuDevice::last_loss() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!have_loss_) return std::numeric_limits<float>::quiet_NaN();
@@ -392,6 +455,7 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   p.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
   p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
   p.visible_only = s.visible_only ? 1u : 0u;
+  p.sh_grad_full = sh_grad_full_ ? 1u : 0u;
   if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
     throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
   const size_t total = adam_quads(p.count, p.sh_width);
@@ -403,8 +467,8 @@ void GpuDevice::adam_step(const AdamSettings& s) {
           KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
           KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
           KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
-          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)), KernelArg::buf(ref(kShFactors)),
-          KernelArg::buf(ref(kRadius))});
+          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
+          KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius))});
   if (options_.exposure && exposure_view_ >= 0) {
     // Every view's correction steps (zero gradient but the last step's view's).
     ExposureParams xp{};

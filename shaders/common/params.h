@@ -172,7 +172,7 @@ struct AdamParams {
   float bias1, bias2;  // 1 - beta^t, as the host computes them
   uint32_t sh_k_count;  // active SH coefficients of the gradient (its factors, sh.h)
   uint32_t visible_only;  // 1: only Gaussians with radius > 0 in the step's view (train.visible_adam)
-  uint32_t pad;
+  uint32_t sh_grad_full;  // 1: the SH gradient is given in full ([n, sh_width], data-parallel), not factored
 };
 SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 64, "AdamParams layout");
 

@@ -13,7 +13,8 @@ SPLAT_FUNC float vec4_at(vec4 v, uint32_t r) { return r == 0u ? v.x : r == 1u ? 
 // params.h), every group read and written with 16-byte vector accesses (a group's tail
 // quad element by element), all in one dispatch. SH DC (the first 3 floats of
 // a Gaussian's sh) and the rest have their own rates. The SH gradient is
-// expanded from its factors (sh.h), never stored. With p.visible_only, a
+// expanded from its factors (sh.h), never stored; with p.sh_grad_full,
+// `sh_factors` holds it in full instead (the ranks' mean, data-parallel). With p.visible_only, a
 // Gaussian the step's view did not see (radius <= 0) keeps its parameters and
 // moments, and a quad of such Gaussians alone reads and writes nothing. A
 // step whose pairs did not fit (step_skipped) changes nothing.
@@ -89,7 +90,8 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
     float grad;
     if (sh_group) {
       uint32_t i = e / p.sh_width, j = e % p.sh_width;
-      grad = sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count);
+      grad = p.sh_grad_full != 0u ? sh_factors[e]
+                                  : sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count);
       step.lr = j < 3u ? p.lr_sh_dc : p.lr_sh_rest;
     } else {
       grad = full ? vec4_at(gv, r) : g[e];

@@ -112,6 +112,29 @@ int main(int argc, char** argv) {
       skip_changed += count_bit_differences(copy[k].param, groups[k].param) +
                       count_bit_differences(copy[k].m, groups[k].m) + count_bit_differences(copy[k].v, groups[k].v);
   }
+  // The SH gradient given in full (data-parallel: p.sh_grad_full), as the
+  // expansion of the same factors: the same update to the bit.
+  size_t full_differ = 0;
+  {
+    std::vector<float> full((size_t)n * sh_width);
+    for (size_t e = 0; e < full.size(); ++e)
+      full[e] = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * (e / sh_width)], (uint32_t)(e % sh_width) / 3u,
+                               (uint32_t)(e % sh_width) % 3u, k_count);
+    AdamParams pf = p;
+    pf.sh_grad_full = 1u;
+    Group copy[5];
+    for (int k = 0; k < 5; ++k) copy[k] = groups[k];
+    simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+      adam_body(t, pf, copy[0].param.data(), copy[1].param.data(), copy[2].param.data(), copy[3].param.data(),
+                copy[4].param.data(), copy[0].m.data(), copy[1].m.data(), copy[2].m.data(), copy[3].m.data(),
+                copy[4].m.data(), copy[0].v.data(), copy[1].v.data(), copy[2].v.data(), copy[3].v.data(),
+                copy[4].v.data(), copy[0].grad.data(), copy[1].grad.data(), copy[2].grad.data(),
+                copy[3].grad.data(), full.data(), radius.data());
+    });
+    for (int k = 0; k < 5; ++k)
+      full_differ += count_bit_differences(copy[k].param, want[k].param) + count_bit_differences(copy[k].m, want[k].m) +
+                     count_bit_differences(copy[k].v, want[k].v);
+  }
   simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     adam_body(t, p, groups[0].param.data(), groups[1].param.data(), groups[2].param.data(), groups[3].param.data(),
               groups[4].param.data(), groups[0].m.data(), groups[1].m.data(), groups[2].m.data(), groups[3].m.data(),
@@ -128,6 +151,7 @@ int main(int argc, char** argv) {
   }
   size_t unseen = 0;
   for (int32_t r : radius) unseen += r <= 0;
-  printf("values %zu\ndiffer %zu\nunseen %zu\nskip_changed %zu\n", values, differ, unseen, skip_changed);
+  printf("values %zu\ndiffer %zu\nunseen %zu\nskip_changed %zu\nfull_differ %zu\n", values, differ, unseen,
+         skip_changed, full_differ);
   return 0;
 }

@@ -10,8 +10,8 @@ averaged across the ranks before one identical update on every rank
         trainer.step()
 
 The collectives go through torch.distributed (gloo between processes on the
-CPU backend; the `[torch]` extra). The GPU backends do not exchange their
-gradients yet.
+CPU backend; the `[torch]` extra). Several ranks on a GPU backend are
+refused until their exchange has run on a GPU.
 """
 from .env import RankEnv
 from .group import ProcessGroup, RankFailure

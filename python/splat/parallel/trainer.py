@@ -57,7 +57,7 @@ class DataParallelTrainer:
             self.trainer = Trainer(dataset, config, backend_config, state, step=step)
         if n > 1 and self.trainer.backend != "cpu":
             raise ValueError(f"[parallel] backend {self.trainer.backend}: several ranks train on the cpu backend so "
-                             f"far (the GPU backends do not exchange gradients yet)")
+                             f"far (the GPU backends' exchange has not run on a GPU yet)")
         self.config = config
         self.check_every = check_every
         self.lr_scale = math.sqrt(n) if lr_scaling == "sqrt" else 1.0
