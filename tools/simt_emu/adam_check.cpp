@@ -95,19 +95,22 @@ int main(int argc, char** argv) {
     }
 
   const uint32_t quads = adam_quads(n, sh_width);
+  // One Adam dispatch over the five groups of `g`, as GpuDevice::adam_step makes it.
+  auto adam = [&](const AdamParams& ap, Group (&g)[5], const float* sh_grad, const int32_t* radii) {
+    simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+      adam_body(t, ap, g[0].param.data(), g[1].param.data(), g[2].param.data(), g[3].param.data(), g[4].param.data(),
+                g[0].m.data(), g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(), g[0].v.data(),
+                g[1].v.data(), g[2].v.data(), g[3].v.data(), g[4].v.data(), g[0].grad.data(), g[1].grad.data(),
+                g[2].grad.data(), g[3].grad.data(), sh_grad, radii);
+    });
+  };
   // A step whose pairs did not fit: every radius -1 (tile_bin.h); nothing moves.
   size_t skip_changed = 0;
   if (n > 0) {
     std::vector<int32_t> skipped(n, -1);
     Group copy[5];
     for (int k = 0; k < 5; ++k) copy[k] = groups[k];
-    simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-      adam_body(t, p, copy[0].param.data(), copy[1].param.data(), copy[2].param.data(), copy[3].param.data(),
-                copy[4].param.data(), copy[0].m.data(), copy[1].m.data(), copy[2].m.data(), copy[3].m.data(),
-                copy[4].m.data(), copy[0].v.data(), copy[1].v.data(), copy[2].v.data(), copy[3].v.data(),
-                copy[4].v.data(), copy[0].grad.data(), copy[1].grad.data(), copy[2].grad.data(),
-                copy[3].grad.data(), factors.data(), skipped.data());
-    });
+    adam(p, copy, factors.data(), skipped.data());
     for (int k = 0; k < 5; ++k)
       skip_changed += count_bit_differences(copy[k].param, groups[k].param) +
                       count_bit_differences(copy[k].m, groups[k].m) + count_bit_differences(copy[k].v, groups[k].v);
@@ -124,24 +127,12 @@ int main(int argc, char** argv) {
     pf.sh_grad_full = 1u;
     Group copy[5];
     for (int k = 0; k < 5; ++k) copy[k] = groups[k];
-    simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-      adam_body(t, pf, copy[0].param.data(), copy[1].param.data(), copy[2].param.data(), copy[3].param.data(),
-                copy[4].param.data(), copy[0].m.data(), copy[1].m.data(), copy[2].m.data(), copy[3].m.data(),
-                copy[4].m.data(), copy[0].v.data(), copy[1].v.data(), copy[2].v.data(), copy[3].v.data(),
-                copy[4].v.data(), copy[0].grad.data(), copy[1].grad.data(), copy[2].grad.data(),
-                copy[3].grad.data(), full.data(), radius.data());
-    });
+    adam(pf, copy, full.data(), radius.data());
     for (int k = 0; k < 5; ++k)
       full_differ += count_bit_differences(copy[k].param, want[k].param) + count_bit_differences(copy[k].m, want[k].m) +
                      count_bit_differences(copy[k].v, want[k].v);
   }
-  simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    adam_body(t, p, groups[0].param.data(), groups[1].param.data(), groups[2].param.data(), groups[3].param.data(),
-              groups[4].param.data(), groups[0].m.data(), groups[1].m.data(), groups[2].m.data(), groups[3].m.data(),
-              groups[4].m.data(), groups[0].v.data(), groups[1].v.data(), groups[2].v.data(), groups[3].v.data(),
-              groups[4].v.data(), groups[0].grad.data(), groups[1].grad.data(), groups[2].grad.data(),
-              groups[3].grad.data(), factors.data(), radius.data());
-  });
+  adam(p, groups, factors.data(), radius.data());
 
   size_t values = 0, differ = 0;
   for (int k = 0; k < 5; ++k) {
