@@ -32,10 +32,9 @@ import numpy as np
 
 DEFAULT_GAUSSIANS = "300000,1000000,3000000,6000000"
 DEFAULT_SIZES = "800x800,1920x1080,3840x2160"
-
-
 # The performance round's targets for one training step on the GPU (ms at most).
 TARGETS_MS = {(1_000_000, 800, 800): 1.5, (6_000_000, 3840, 2160): 12.0}
+
 
 def _sizes(text: str) -> list[tuple[int, int]]:
     out = []

@@ -202,3 +202,22 @@ def test_what_several_ranks_do_not_support_is_refused_before_training():
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), lr_scaling="linear")
     with pytest.raises(TypeError, match="group"):
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), None)
+
+
+def test_gradients_of_the_wrong_size_are_refused_naming_the_array():
+    rng, _ = make_rng()
+    from _parallel_rank import scene
+    ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), "default")
+    tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)
+    nat = tr._native
+    nat.forward_backward(1, 0)
+    grads = nat.gradients()
+    nat.set_gradients(grads)  # as they are: accepted
+    with pytest.raises(ValueError, match=r"gradients: missing quats"):
+        nat.set_gradients({k: v for k, v in grads.items() if k != "quats"})
+    with pytest.raises(ValueError, match=r"state.means: expected .* values"):
+        nat.set_gradients(dict(grads, means=grads["means"][:-1]))
+    with pytest.raises(ValueError, match=r"gradients: array 4 has"):
+        nat.set_gradients(dict(grads, sh=grads["sh"][:, :-1]))
+    with pytest.raises(ValueError, match=r"densification statistics: missing max_radii"):
+        nat.set_densify_stats({k: v for k, v in nat.densify_stats().items() if k != "max_radii"})

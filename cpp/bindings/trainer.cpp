@@ -152,7 +152,7 @@ class PyTrainer {
     return d;
   }
 
-  // --- Data-parallel training (python/splat/distributed) ----------------------
+  // --- Data-parallel training (python/splat/parallel) ----------------------
   void forward_backward(uint32_t t, uint32_t sh_degree) {
     ObjectLock guard(mutex_);
     nb::gil_scoped_release release;
@@ -181,10 +181,13 @@ class PyTrainer {
   void set_gradients(nb::dict d) {
     ObjectLock guard(mutex_);
     std::vector<float> g[5];
-    trainer_->device().get_gradients(g);  // the sizes expected
+    const size_t n = trainer_->device().num_gaussians();
     for (int a = 0; a < 5; ++a) {
       if (!d.contains(kParamNames[a])) throw ConfigError(std::string("[trainer] gradients: missing ") + kParamNames[a]);
-      g[a] = to_vector(d[kParamNames[a]], kParamNames[a], g[a].size());
+      FloatIn arr;
+      // The SH width comes with the array; the device checks it against its own.
+      const size_t len = a < 4 ? n * param_width(a, 1) : (nb::try_cast(d[kParamNames[a]], arr) ? arr.size() : 0);
+      g[a] = to_vector(d[kParamNames[a]], kParamNames[a], len);
     }
     trainer_->device().set_gradients(g);
   }

@@ -272,24 +272,20 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
       pair_slots_ = total;
       if (on_device) grow_pair_capacity(total);
     }
+    // The count the pair kernels read, written by pair_total. Sized on the
+    // device (docs/gpu.md): the grid covers the capacity, the count bounds it,
+    // and a total past the capacity emits nothing. Read back: its own record,
+    // with no capacity to exceed (checked above), and no upload (the torch
+    // path copies nothing to the device).
+    const int slot = on_device ? kPairStatus : kPairStatusExact;
+    if (arena_[slot].capacity == 0) launcher_->fill_zero(ensure(slot, sizeof(PairStatus)), sizeof(PairStatus));
+    status = ref(slot);
+    const PairParams pp{blocks, on_device ? static_cast<uint32_t>(pair_capacity_) : 0xffffffffu, on_device ? step : 0u,
+                        0u};
+    launch(Kernel::PairTotal, 1, {KernelArg::value(pp), KernelArg::buf(ref(kScanBlockSums)), KernelArg::buf(status)});
     if (on_device) {
-      // Sized on the device (docs/gpu.md): the grid covers the capacity and
-      // pair_total's count bounds it; a total past the capacity emits nothing.
-      if (arena_[kPairStatus].capacity == 0) launcher_->fill_zero(ensure(kPairStatus, sizeof(PairStatus)), sizeof(PairStatus));
-      status = ref(kPairStatus);
-      const PairParams pp{blocks, static_cast<uint32_t>(pair_capacity_), step, 0u};
-      launch(Kernel::PairTotal, 1, {KernelArg::value(pp), KernelArg::buf(ref(kScanBlockSums)), KernelArg::buf(status)});
       pairs_known_ = false;
       pair_slots_ = pair_capacity_;
-    } else {
-      // The count the kernels read, written on the device as for a forward
-      // sized there (no upload: the torch path copies nothing to the device),
-      // with a capacity it never exceeds (checked above).
-      if (arena_[kPairStatusExact].capacity == 0)
-        launcher_->fill_zero(ensure(kPairStatusExact, sizeof(PairStatus)), sizeof(PairStatus));
-      status = ref(kPairStatusExact);
-      const PairParams pp{blocks, 0xffffffffu, 0u, 0u};
-      launch(Kernel::PairTotal, 1, {KernelArg::value(pp), KernelArg::buf(ref(kScanBlockSums)), KernelArg::buf(status)});
     }
   }
   ensure(kKeysA, 8 * pair_slots_);

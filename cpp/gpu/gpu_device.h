@@ -99,8 +99,8 @@ class GpuDevice final : public Device {
     // first); exposure: every view's correction, its moments, the step's
     // gradient, its partials and the corrected render.
     kMeans2dAbs, kPairAbs, kExposure, kExposureM, kExposureV, kExposureGrad, kExposurePartials, kCorrected,
-    // The pair count of training forwards (PairStatus, sized on the device) and
-    // of the others (the exact count, uploaded), and a count limit of 2^32 - 1.
+    // The PairStatus of training forwards sized on the device and that of the
+    // forwards whose count is read back, and a count limit of 2^32 - 1.
     kPairStatus, kPairStatusExact, kCountUnlimited,
     kSlotCount
   };

@@ -146,29 +146,16 @@ class Device {
   virtual PairBuffers pair_buffers() const { return {}; }
   // Test hook: the capacity from now on (overflows the next forwards when small).
   virtual void set_pair_capacity(size_t pairs) { (void)pairs; }
-  // Data-parallel training (python/splat/distributed): the last step's
+  // Data-parallel training (python/splat/parallel): the last step's
   // gradients, laid out as TrainingState::params (sh in full), and the
   // densification statistics, as host arrays; set_* takes them back (the
-  // ranks' reduction). Backends that cannot exchange them yet throw.
-  virtual void get_gradients(std::vector<float> (&grads)[5]) {
-    (void)grads;
-    throw BackendError("[device] this backend does not exchange gradients yet (data-parallel training runs on "
-                       "the cpu backend)");
-  }
-  virtual void set_gradients(const std::vector<float> (&grads)[5]) {
-    (void)grads;
-    throw BackendError("[device] this backend does not exchange gradients yet (data-parallel training runs on "
-                       "the cpu backend)");
-  }
-  virtual void get_densify_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) {
-    (void)accum, (void)count, (void)max_radii;
-    throw BackendError("[device] this backend does not exchange densification statistics yet");
-  }
+  // ranks' reduction; sizes checked).
+  virtual void get_gradients(std::vector<float> (&grads)[5]) = 0;
+  virtual void set_gradients(const std::vector<float> (&grads)[5]) = 0;
+  virtual void get_densify_stats(std::vector<float>& accum, std::vector<float>& count,
+                                 std::vector<float>& max_radii) = 0;
   virtual void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,
-                                 const std::vector<float>& max_radii) {
-    (void)accum, (void)count, (void)max_radii;
-    throw BackendError("[device] this backend does not exchange densification statistics yet");
-  }
+                                 const std::vector<float>& max_radii) = 0;
   // Renders the resident Gaussians into a host image [H,W,3].
   virtual void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                float* image) = 0;

@@ -107,7 +107,7 @@ class Trainer {
   // The view trained at 1-based `step`.
   uint32_t view_for_step(uint32_t step);
 
-  // --- Data-parallel training (python/splat/distributed) ----------------------
+  // --- Data-parallel training (python/splat/parallel) ----------------------
   // A batch of views, one per rank, is one update. Step t's forward and
   // backward alone (its view and background, the statistics while
   // densifying, the MCMC regularisers) at `sh_degree`; the gradients stay on
