@@ -3,6 +3,8 @@ MASTER_ADDR and MASTER_PORT set:
 
     python _parallel_rank.py SEED STRATEGY UPDATES OUT MODE
 
+The backend: $SPLAT_TEST_BACKEND, cpu (the default) or cuda (deterministic).
+
 MODE: train (UPDATES updates, the state saved to OUT.rankR.npz), die (rank 1
 leaves after 3 updates without a word), diverge (rank 1 starts from other
 parameters). Exit 7: a RankFailure, 8: RanksDiverged (the message in OUT.rankR.txt)."""
@@ -14,6 +16,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import splat  # noqa: E402
 from splat.parallel import DataParallelTrainer, ProcessGroup, RankFailure, RanksDiverged  # noqa: E402
+
+
+def backend_config():
+    if os.environ.get("SPLAT_TEST_BACKEND", "cpu") == "cuda":
+        return splat.BackendConfig(backend="cuda", deterministic=True)
+    return splat.BackendConfig(backend="cpu")
 
 
 def scene(seed, strategy):
@@ -40,7 +48,7 @@ def main():
     if mode == "diverge" and rank == 1:
         state = dict(state, means=state["means"] + np.float32(1e-3))
     try:
-        tr = DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), group, state=state, check_every=4)
+        tr = DataParallelTrainer(ds, cfg, backend_config(), group, state=state, check_every=4)
         losses = []
         for u in range(updates):
             if mode == "die" and rank == 1 and u == 3:

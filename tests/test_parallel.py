@@ -40,12 +40,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(tmp_path, seed, strategy, updates, mode="train", world=2):
+def launch(tmp_path, seed, strategy, updates, mode="train", world=2, backend="cpu"):
+    """Starts `world` ranks of _parallel_rank.py; cuda: all on GPU 0."""
     port, out = free_port(), str(tmp_path / "run")
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONPATH=os.pathsep.join(sys.path))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONPATH=os.pathsep.join(sys.path),
+                   SPLAT_TEST_BACKEND=backend)
+        if backend == "cuda":
+            env["SPLAT_CUDA_DEVICE"] = "0"
         procs.append(subprocess.Popen([sys.executable, RANK_SCRIPT, str(seed), strategy, str(updates), out, mode],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
@@ -60,7 +64,7 @@ def launch(tmp_path, seed, strategy, updates, mode="train", world=2):
     return out, results
 
 
-def one_process_batches(seed, strategy, updates, world=2):
+def one_process_batches(seed, strategy, updates, world=2, backend_config=None):
     """The batches of two ranks computed in one process from the native
     primitives: each rank's view in turn with its own statistics, the
     gradients' float32 sum over the ranks divided by their number, the
@@ -68,7 +72,7 @@ def one_process_batches(seed, strategy, updates, world=2):
     sys.path.insert(0, HERE)
     from _parallel_rank import scene
     ds, cfg, state = scene(seed, strategy)
-    tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)
+    tr = splat.Trainer(ds, cfg, backend_config or splat.BackendConfig(backend="cpu"), state)
     nat = tr._native
     b1, b2, lr_scale = cfg.adam_beta1 ** world, cfg.adam_beta2 ** world, math.sqrt(world)
     stats = [nat.densify_stats() for _ in range(world)]

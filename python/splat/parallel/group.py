@@ -7,6 +7,7 @@ no rank waits forever."""
 from __future__ import annotations
 
 import datetime
+import os
 
 import numpy as np
 
@@ -21,9 +22,11 @@ class ProcessGroup:
     """rank, world_size, and the collectives DataParallelTrainer needs. One rank
     alone (single()) needs no library and reduces nothing."""
 
-    def __init__(self, rank: int, world_size: int, dist=None, owned: bool = False):
+    def __init__(self, rank: int, world_size: int, dist=None, owned: bool = False, local_rank: int | None = None):
         self.rank = int(rank)
         self.world_size = int(world_size)
+        # The rank's index on its host: the GPU it trains on.
+        self.local_rank = self.rank if local_rank is None else int(local_rank)
         self._dist = dist
         self._owned = owned
 
@@ -47,7 +50,7 @@ class ProcessGroup:
         except Exception as exc:
             raise RankFailure(f"[parallel] rank {env.rank}: joining {env.world_size} ranks at "
                               f"{env.master_addr}:{env.master_port} failed: {exc}") from exc
-        return cls(env.rank, env.world_size, dist, owned=True)
+        return cls(env.rank, env.world_size, dist, owned=True, local_rank=env.local_rank)
 
     @classmethod
     def from_torch(cls) -> "ProcessGroup":
@@ -55,7 +58,8 @@ class ProcessGroup:
         dist = _torch_distributed()
         if not dist.is_initialized():
             raise RuntimeError("[parallel] torch.distributed is not initialised")
-        return cls(dist.get_rank(), dist.get_world_size(), dist)
+        local = os.environ.get("LOCAL_RANK", "")
+        return cls(dist.get_rank(), dist.get_world_size(), dist, local_rank=int(local) if local.isdigit() else None)
 
     def __enter__(self) -> "ProcessGroup":
         return self

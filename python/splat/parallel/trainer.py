@@ -21,14 +21,33 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 
 import numpy as np
 
+from .._validate import backend_config as as_backend_config
 from ..trainer import Trainer
 from .group import ProcessGroup
 
 PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
 STATS = ("grad_accum", "grad_count", "max_radii")
+
+
+def rank_backend_config(backend_config, group: ProcessGroup):
+    """The backend settings of one rank. A GPU rank sizes its pair buffers by
+    reading the count back: the exchange waits for the GPU every update
+    anyway, and the device-sized path's recovery from an overflow redoes
+    steps as the one-process trainer takes them, which an update of several
+    ranks is not. With several ranks, a CUDA rank trains on GPU LOCAL_RANK
+    unless SPLAT_CUDA_DEVICE names one."""
+    from .. import BackendConfig
+    cfg = as_backend_config("backend_config", backend_config)
+    backend = cfg.resolved_backend()
+    if backend == "cpu":
+        return cfg
+    if backend == "cuda" and group.world_size > 1 and not os.environ.get("SPLAT_CUDA_DEVICE"):
+        os.environ["SPLAT_CUDA_DEVICE"] = str(group.local_rank)
+    return BackendConfig.from_dict(dict(cfg.to_dict(), pair_sizing="readback"))
 
 
 class RanksDiverged(RuntimeError):
@@ -49,15 +68,13 @@ class DataParallelTrainer:
             raise ValueError(f"[parallel] train.{unsupported[0]} is not supported with several ranks yet")
         self.group = group
         n = group.world_size
+        backend_config = rank_backend_config(backend_config, group)
         if state is None:
             if step:
                 raise ValueError("[parallel] step: a step count needs the state it belongs to")
             self.trainer = Trainer.from_dataset(dataset, config, backend_config)
         else:
             self.trainer = Trainer(dataset, config, backend_config, state, step=step)
-        if n > 1 and self.trainer.backend != "cpu":
-            raise ValueError(f"[parallel] backend {self.trainer.backend}: several ranks train on the cpu backend so "
-                             f"far (the GPU backends' exchange has not run on a GPU yet)")
         self.config = config
         self.check_every = check_every
         self.lr_scale = math.sqrt(n) if lr_scaling == "sqrt" else 1.0
