@@ -22,7 +22,8 @@ RECIPE = dict(
     opacity_lr=5e-2, sh_dc_lr=2.5e-3, sh_rest_lr=2.5e-3 / 20, adam_eps=1e-15, adam_beta1=0.9,
     adam_beta2=0.999, sh_degree=3, sh_degree_interval=1000, densify_from=500, densify_until=15000,
     densify_every=100, densify_grad_threshold=2e-4, percent_dense=0.01, split_count=2,
-    split_scale_divisor=1.6, prune_opacity=0.005, prune_max_screen_radius=20, prune_max_world_scale=0.1,
+    split_scale_divisor=1.6, prune_opacity=0.005, prune_max_screen_radius=0.0, prune_max_world_scale=0.1,
+    prune_screen="auto", prune_screen_fraction=0.15,  # gsplat's prune_scale2d while densifying (README)
     opacity_reset_every=3000, opacity_reset_value=0.01, init_points=100000, init_extent=1.3,
     init_opacity=0.1, ssim_weight=0.2, seed=0, random_background=False,
     antialiased=False,
@@ -48,8 +49,8 @@ def test_train_defaults_are_the_3dgs_recipe():
     t = TrainConfig()
     assert {f.name for f in dataclasses.fields(t)} == set(RECIPE)
     for k, v in RECIPE.items():
-        assert getattr(t, k) == pytest.approx(v) and type(getattr(t, k)) is type(v) or \
-            (isinstance(v, int) and isinstance(getattr(t, k), float)), k
+        assert getattr(t, k) == pytest.approx(v), k
+        assert type(getattr(t, k)) is type(v) or (isinstance(v, int) and isinstance(getattr(t, k), float)), k
 
 
 def test_keyword_construction():

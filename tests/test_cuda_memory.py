@@ -27,6 +27,10 @@ MIB = 1 << 20
 # and the driver's own bookkeeping. Measured on the H200: 0.00 MiB after 50
 # Rasterizers and Trainers of up to 1 GiB each; a few MiB is the margin.
 LEFT_BEHIND = 8 * MIB
+# The driver's used memory in a second pass of splat.torch calls whose pools no
+# longer grow: measured on the H200 within 8 MiB of the first pass's peak, and once
+# 16.0 MiB above it with the pools exactly as large (the driver's books, not ours).
+STEADY_DRIVER_MARGIN = 32 * MIB
 
 
 def used():
@@ -123,7 +127,7 @@ def test_splat_torch_stays_bounded_as_n_changes_and_empty_cache_gives_it_back():
           f"{(top - base) / MIB:.1f} MiB above the start; second pass at most "
           f"{(max(u for u, _ in second) - base) / MIB:.1f} MiB")
     assert max(a for _, a in second) == first[-1][1], seed  # no buffer grew in the second pass
-    assert max(u for u, _ in second) <= top + LEFT_BEHIND, seed
+    assert max(u for u, _ in second) <= top + STEADY_DRIVER_MARGIN, seed
     st.empty_cache()
     assert arena_bytes() == base_arena, seed
     left = used() - base

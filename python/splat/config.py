@@ -139,7 +139,15 @@ class TrainConfig(_Section):
                               doc="prune Gaussians with opacity below this")
     prune_max_screen_radius: float = _f(0.0, "float", lo=0.0,
                                         doc="prune screen radius above this (pixels; after the first opacity "
-                                            "reset; 0 = off, which is what the 3DGS reference effectively does)")
+                                            "reset; 0 = off). With prune_screen_fraction the smaller one applies")
+    prune_screen: str = _f("auto", "str", choices=("auto", "on", "off"),
+                           doc="screen-size pruning at prune_screen_fraction: auto = on for a capture whose "
+                               "cameras look at an object (their axes meet in front of them), off for an open "
+                               "scene such as a room seen from inside (README: defaults by measurement)")
+    prune_screen_fraction: float = _f(0.15, "float", lo=0.0, hi=1.0,
+                                      doc="with prune_screen on: prune screen radius above this fraction of the "
+                                          "larger image side (after the first opacity reset, while densifying). "
+                                          "It removes the low-opacity clusters that grow right in front of a camera")
     prune_max_world_scale: float = _f(0.1, "float", lo=0.0, lo_open=True,
                                       doc="prune max scale above this times the extent (after the first opacity reset)")
     opacity_reset_every: int = _f(3000, "int", lo=1, hi=UINT32_MAX, doc="reset opacities every this many steps")

@@ -11,7 +11,7 @@ from .config import TrainConfig
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
 _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
                  "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
-                 "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "init_opacity")
+                 "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "init_opacity")
 
 
 def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
@@ -32,10 +32,16 @@ def describe(train: TrainConfig) -> list[str]:
                  f"every step (noise_lr {train.mcmc_noise_lr:g}); opacity / scale regularisers "
                  f"{train.mcmc_opacity_reg:g} / {train.mcmc_scale_reg:g}; no opacity resets"]
     else:
+        when = {"auto": " (for cameras around an object)", "on": "", "off": None}[train.prune_screen]
+        screen = (f" or, after the first reset, above a screen radius of {train.prune_screen_fraction:.0%} of the "
+                  f"larger image side{when}" if when is not None and train.prune_screen_fraction > 0 else "")
+        if train.prune_max_screen_radius > 0:
+            screen += f" (at most {train.prune_max_screen_radius:g} px)"
         stat = (f"the summed absolute screen-space gradient (absgrad) above {train.absgrad_grad_threshold:g}"
                 if train.absgrad else f"the screen-space gradient above {train.densify_grad_threshold:g}")
         lines = [f"strategy: default: every {train.densify_every} steps from {train.densify_from} to "
-                 f"{train.densify_until}, clone / split where {stat}, prune below opacity {train.prune_opacity:g}, "
+                 f"{train.densify_until}, clone / split where {stat}, prune below opacity {train.prune_opacity:g}"
+                 f"{screen}, "
                  f"{budget}; opacity reset every {train.opacity_reset_every} steps"]
     lines.append("antialiased: on: the 2D filter's opacity compensation (mip-splatting), in training and in every "
                  "render of the run" if train.antialiased else

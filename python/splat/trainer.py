@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _core
+from .data.layout import camera_layout
 from ._validate import UINT32_MAX, as_float32, integer, positive_float, real_array
 from ._validate import backend_config as as_backend_config
 from .camera import Camera
@@ -162,6 +163,19 @@ def _check_dataset(dataset) -> None:
                         f"got {type(dataset).__name__}")
 
 
+def screen_prune_radius(config: TrainConfig, sizes, layout: str = "object") -> float:
+    """The screen radius (pixels) densification prunes above: with prune_screen on
+    ("auto": on for an "object" camera layout, splat.data.layout), prune_screen_fraction
+    of the larger side of the largest view; prune_max_screen_radius where that is set
+    and smaller; 0 = off. The radii are the largest over the views since the last
+    densification, in pixels, so one threshold serves views of several sizes."""
+    limits = [float(config.prune_max_screen_radius)] if config.prune_max_screen_radius > 0 else []
+    on = config.prune_screen == "on" or (config.prune_screen == "auto" and layout == "object")
+    if on and config.prune_screen_fraction > 0 and sizes:
+        limits.append(float(config.prune_screen_fraction) * max(max(w, h) for w, h in sizes))
+    return min(limits) if limits else 0.0
+
+
 class Trainer:
     """Trains Gaussians on a dataset; every step runs natively with the GIL released."""
 
@@ -192,6 +206,10 @@ class Trainer:
         self.sizes = [(int(c.width), int(c.height)) for c in dataset.cameras]
         settings = {k: getattr(train_config, k) for k in _NATIVE_SETTINGS}
         settings["mcmc"] = train_config.strategy == "mcmc"
+        # What the cameras' layout decides (splat.data.layout): screen-size pruning.
+        self.camera_layout = camera_layout(dataset.cameras)
+        self.screen_prune_px = screen_prune_radius(train_config, self.sizes, self.camera_layout)
+        settings["prune_max_screen_radius"] = self.screen_prune_px
         if isinstance(image_budget, bool) or not isinstance(image_budget, (int, np.integer)) or image_budget < 0:
             raise ValueError(f"[splat] image_budget: expected a number of bytes >= 0, got {image_budget!r}")
         settings.update(scene_extent=self.scene_extent, background=self.background,
