@@ -53,7 +53,7 @@ def main():
         for u in range(updates):
             if mode == "die" and rank == 1 and u == 3:
                 os._exit(0)
-            losses.append(tr.step(read_loss=(u + 1) % 5 == 0)["loss"])
+            losses.append(tr.step(read_loss=(u + 1) % 5 == 0).loss)
     except RankFailure as exc:
         open(f"{out}.rank{rank}.txt", "w").write(str(exc))
         sys.exit(7)

@@ -65,13 +65,18 @@ def launch(tmp_path, seed, strategy, updates, mode="train", world=2, backend="cp
 
 
 def one_process_batches(seed, strategy, updates, world=2, backend_config=None):
+    sys.path.insert(0, HERE)
+    from _parallel_rank import scene
+    ds, cfg, state = scene(seed, strategy)
+    return simulate_batches(ds, cfg, state, updates, world, backend_config)
+
+
+def simulate_batches(ds, cfg, state, updates, world=2, backend_config=None):
     """The batches of two ranks computed in one process from the native
     primitives: each rank's view in turn with its own statistics, the
     gradients' float32 sum over the ranks divided by their number, the
     statistics summed (radii: maximum) before each densification."""
-    sys.path.insert(0, HERE)
-    from _parallel_rank import scene
-    ds, cfg, state = scene(seed, strategy)
+    assert world == 2
     tr = splat.Trainer(ds, cfg, backend_config or splat.BackendConfig(backend="cpu"), state)
     nat = tr._native
     b1, b2, lr_scale = cfg.adam_beta1 ** world, cfg.adam_beta2 ** world, math.sqrt(world)

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--view-port", type=int, metavar="PORT",
                    help="viewer port, 1..65535, free (default: the first free one from 8080)")
     t.add_argument("--view-host", default="127.0.0.1", metavar="HOST", help="viewer address (default 127.0.0.1)")
+    t.add_argument("--gpus", type=positive_int, metavar="N",
+                   help="train on N GPUs of this host, data-parallel: N ranks, one view each per update, rank 0 "
+                        "writes the run folder (splat-gs[torch]; with --backend cpu: N processes)")
     t.set_defaults(func=cmd_train)
 
     c = sub.add_parser("check", help="validate a config and show it resolved (no config: the backends here)",
@@ -205,6 +208,7 @@ def main(argv=None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 user error, 2 usage)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # what `splat train --gpus N` starts N times
     if args.command == "bench":
         args.bench_args = extra
     elif extra:

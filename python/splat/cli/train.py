@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -56,6 +57,16 @@ def _builtin_scene(args) -> bool:
     folder (PATH / --data) and no --set data.path."""
     sets_path = any(item.partition("=")[0].strip() == "data.path" for item in getattr(args, "set", None) or [])
     return args.config is None and scene_arg(args) is None and not sets_path
+
+
+def _train_dataset(cfg, synthetic: bool):
+    """The training views alone (the ranks after the first)."""
+    if synthetic:
+        from ..data import synthetic as syn
+        return syn.make_scene()[0]
+    from ..data import load_dataset
+    d = cfg.data
+    return load_dataset(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
 
 
 def _datasets(cfg, synthetic: bool, source=None):
@@ -159,11 +170,18 @@ def _resume_state(folder, cfg):
 
 
 def cmd_train(args) -> int:
+    from .train_ranks import follow, launch, rank_group
+    if args.gpus and args.gpus > 1 and "RANK" not in os.environ:
+        return launch(args)
+    group = rank_group(args)   # one of several ranks (--gpus, torchrun): splat.parallel
     with StopSignals() as stop:
-        return _train(args, stop)
+        if group is None:
+            return _train(args, stop)
+        with group:
+            return follow(args, group, stop) if group.rank > 0 else _train(args, stop, group)
 
 
-def _train(args, stop: StopSignals) -> int:
+def _train(args, stop: StopSignals, group=None) -> int:
     """Takes the run folder (locked for the run), then trains in it."""
     from ..run_dir import RunFolder
     from ..recipe import recipe_warnings
@@ -191,7 +209,7 @@ def _train(args, stop: StopSignals) -> int:
             for w in recipe_warnings(cfg.train):
                 warn(w)
         try:
-            return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin)
+            return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin, group)
         except BaseException:
             # A new run that stops before it has any result (a dataset, kernel or viewer
             # error at setup) takes its config.toml and cameras.json with it, so the same
@@ -201,7 +219,7 @@ def _train(args, stop: StopSignals) -> int:
             raise
 
 
-def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float) -> int:
+def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float, group=None) -> int:
     from ..metrics import check_supersample, evaluate
     from ..plot import save_training_plot
     from ..trainer import Trainer, TrainingDiverged, check_checkpoint_sizes
@@ -218,6 +236,10 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         metrics_lpips.check_sizes(lpips_net, test.cameras)
         metrics_lpips.model(lpips_net)
     bc = _make_backend(cfg.backend)
+    ranks = 1 if group is None else group.world_size
+    if group is not None:
+        from ..parallel import rank_backend_config
+        bc = rank_backend_config(bc, group)
 
     eval_steps = sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps})
     ckpt_steps = sorted(s for s in cfg.output.checkpoint_steps if s <= steps)
@@ -265,6 +287,11 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         at = trainer.step_count
         evals = [e for e in earlier.get("evals", []) if e.get("step", 0) <= at]
         trainer.history = [tuple(h) for h in earlier.get("history", []) if h and h[0] <= at]
+    # Several ranks: the others start from this state; updates of one view per rank.
+    runner = trainer
+    if group is not None:
+        from .train_ranks import hand_out_start
+        runner = hand_out_start(group, cfg, synthetic, trainer, train)
     scene = SYNTHETIC_LABEL if synthetic else cfg.data.path
     eval_desc = "synthetic test views" if synthetic else \
         f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
@@ -277,7 +304,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     _write_cameras(out, train, test)
     print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_storage_text(trainer)}), "
           f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
-          f"{trainer.backend}; eval on {len(test)} views of {eval_desc}"
+          f"{trainer.backend}" + (f" x {ranks} ranks" if ranks > 1 else "") + f"; eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
 
     if seconds is not None:
@@ -310,6 +337,9 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             "scene": "synthetic" if synthetic else cfg.data.path,
             "config": config_path,
             "backend": trainer.backend,
+            "ranks": ranks,
+            "camera_layout": trainer.camera_layout,       # what prune_screen = "auto" followed
+            "screen_prune_px": trainer.screen_prune_px,   # 0: off
             "steps": trainer.step_count,
             "finished": final,
             "num_gaussians": trainer.num_gaussians,
@@ -358,19 +388,26 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             t0 = time.perf_counter()
             while trainer.step_count < milestone and stop.signum is None:
                 i = trainer.step_count + 1
-                read = i % LOSS_EVERY == 0 or i == milestone
-                st = trainer.step(read_loss=read)
+                j = i + ranks - 1   # the update's last view step
+                read = j // LOSS_EVERY > (i - 1) // LOSS_EVERY or j >= milestone
+                if group is None:
+                    st = trainer.step(read_loss=read)
+                else:   # a signal to any rank stops every rank after the same update
+                    st = runner.step(read_loss=read, stop=stop.signum is not None)
+                    if st.stop and stop.signum is None:
+                        stop.signum = signal.SIGTERM
                 if live is not None:
                     live(trainer)
                 if read and bar is not None:
-                    rate = (i - first_step) / max(train_seconds + time.perf_counter() - t0, 1e-9)
-                    bar.update(task, completed=i, loss=st.loss, gaussians=st.num_gaussians, rate=rate)
+                    rate = (st.step - first_step) / max(train_seconds + time.perf_counter() - t0, 1e-9)
+                    bar.update(task, completed=min(st.step, steps), loss=st.loss, gaussians=st.num_gaussians,
+                               rate=rate)
             train_seconds += time.perf_counter() - t0
             if stop.signum is not None:
                 break
             trainer.check_finite()
-            if milestone in ckpt_steps:
-                trainer.save_checkpoint(out / f"checkpoint_{milestone}.npz")
+            if milestone in ckpt_steps:   # several ranks: the first step at or past the milestone
+                trainer.save_checkpoint(out / f"checkpoint_{trainer.step_count}.npz")
             if milestone in eval_steps:
                 t0 = time.perf_counter()
                 renders = _KeepSome(show)
@@ -384,13 +421,13 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                         j = test.names.index(name)
                         _write_png(step_dir / f"{stems[j]}.png",
                                    _side_by_side(renders[name], test.images[j]))
-                evals.append({"step": milestone, "psnr": ev.psnr, "ssim": ev.ssim,
+                evals.append({"step": trainer.step_count, "psnr": ev.psnr, "ssim": ev.ssim,
                               "num_gaussians": trainer.num_gaussians, "train_seconds": train_seconds,
                               "per_view": ev.per_view})
                 if lpips_net is not None:
                     evals[-1]["lpips"] = ev.lpips
                 eval_seconds += time.perf_counter() - t0
-                log(f"step {milestone}: PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  "
+                log(f"step {trainer.step_count}: PSNR {ev.psnr:.2f} dB  SSIM {ev.ssim:.4f}  "
                     + ("" if lpips_net is None else f"LPIPS({lpips_net}) {ev.lpips:.4f}  ") +
                     f"{trainer.num_gaussians:,} Gaussians  ({train_seconds:.1f} s training)")
             if milestone in eval_steps or milestone in ckpt_steps:

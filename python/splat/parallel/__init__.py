@@ -15,6 +15,7 @@ refused until their exchange has run on a GPU.
 """
 from .env import RankEnv
 from .group import ProcessGroup, RankFailure
-from .trainer import DataParallelTrainer, RanksDiverged
+from .trainer import DataParallelTrainer, RanksDiverged, UpdateStats, rank_backend_config
 
-__all__ = ["DataParallelTrainer", "ProcessGroup", "RankEnv", "RankFailure", "RanksDiverged"]
+__all__ = ["DataParallelTrainer", "ProcessGroup", "RankEnv", "RankFailure", "RanksDiverged", "UpdateStats",
+           "rank_backend_config"]

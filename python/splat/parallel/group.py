@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 
 import numpy as np
 
@@ -100,6 +101,14 @@ class ProcessGroup:
         self._call("all_gather_object", self._dist.all_gather_object, got, value)
         return got
 
+    def broadcast(self, value=None, src: int = 0):
+        """Rank src's (picklable) value on every rank (the others pass nothing)."""
+        if self.world_size == 1:
+            return value
+        box = [value if self.rank == src else None]
+        self._call("broadcast_object_list", self._dist.broadcast_object_list, box, src=src)
+        return box[0]
+
     def barrier(self) -> None:
         if self.world_size > 1:
             self._call("barrier", self._dist.barrier)
@@ -120,7 +129,13 @@ class ProcessGroup:
             # with a peer gone, abort the process.
             self._abandon()
             raise RankFailure(f"[parallel] rank {self.rank} of {self.world_size}: {name} failed (another rank "
-                              f"stopped or did not answer in time): {exc}") from exc
+                              f"stopped or did not answer in time): {_first_sentence(exc)}") from exc
+
+
+def _first_sentence(exc) -> str:
+    """gloo's message without its source location and its advice."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", " ".join(str(exc).split()))
+    return text.split(". ")[0].rstrip(".") or type(exc).__name__
 
 
 def _torch_distributed():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,42 +47,86 @@ def rank_backend_config(backend_config, group: ProcessGroup):
     if backend == "cpu":
         return cfg
     if backend == "cuda" and group.world_size > 1 and not os.environ.get("SPLAT_CUDA_DEVICE"):
+        count = _cuda_device_count()
+        if count is not None and group.local_rank >= count:
+            raise ValueError(f"[parallel] rank {group.rank}: LOCAL_RANK {group.local_rank}, but this host has {count} "
+                             f"CUDA device{'s' if count != 1 else ''}: start at most {count} ranks on it (splat train "
+                             f"--gpus, torchrun --nproc_per_node), or name each rank's device in SPLAT_CUDA_DEVICE")
         os.environ["SPLAT_CUDA_DEVICE"] = str(group.local_rank)
     return BackendConfig.from_dict(dict(cfg.to_dict(), pair_sizing="readback"))
+
+
+def _cuda_device_count():
+    """The CUDA devices torch sees (NVML: no context is made), or None without torch."""
+    try:
+        import torch
+        return int(torch.cuda.device_count())
+    except Exception:
+        return None
 
 
 class RanksDiverged(RuntimeError):
     """The ranks' parameters differ where they must be identical."""
 
 
+@dataclass
+class UpdateStats:
+    """What one update did (DataParallelTrainer.step)."""
+    step: int               # the last view step it covered
+    update: int
+    loss: float             # the ranks' mean loss; NaN unless read (several ranks: always read)
+    num_gaussians: int
+    densified: bool
+    opacity_reset: bool
+    stop: bool              # a rank asked to stop: every rank sees it after the same update
+
+
 class DataParallelTrainer:
     def __init__(self, dataset, config, backend_config, group: ProcessGroup, *, state: dict | None = None,
                  step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt"):
-        if not isinstance(group, ProcessGroup):
-            raise TypeError(f"[parallel] group: expected splat.parallel.ProcessGroup, got {type(group).__name__}")
-        if lr_scaling not in ("sqrt", "none"):
-            raise ValueError(f"[parallel] lr_scaling: expected 'sqrt' or 'none', got {lr_scaling!r}")
-        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
-            raise ValueError(f"[parallel] check_every: expected an integer >= 0, got {check_every!r}")
-        unsupported = [k for k in ("visible_adam", "exposure") if getattr(config, k)]
-        if unsupported and group.world_size > 1:
-            raise ValueError(f"[parallel] train.{unsupported[0]} is not supported with several ranks yet")
-        self.group = group
-        n = group.world_size
+        _check_group(group)
+        _check_recipe(config, group)
         backend_config = rank_backend_config(backend_config, group)
         if state is None:
             if step:
                 raise ValueError("[parallel] step: a step count needs the state it belongs to")
-            self.trainer = Trainer.from_dataset(dataset, config, backend_config)
+            trainer = Trainer.from_dataset(dataset, config, backend_config)
         else:
-            self.trainer = Trainer(dataset, config, backend_config, state, step=step)
-        self.config = config
+            trainer = Trainer(dataset, config, backend_config, state, step=step)
+        self._attach(trainer, group, check_every, lr_scaling)
+
+    @classmethod
+    def around(cls, trainer: Trainer, group: ProcessGroup, *, check_every: int = 100,
+               lr_scaling: str = "sqrt") -> "DataParallelTrainer":
+        """Data-parallel updates of a Trainer built with rank_backend_config(...) (its
+        state the same on every rank: the rank-0 state handed to the others)."""
+        _check_group(group)
+        if not isinstance(trainer, Trainer):
+            raise TypeError(f"[parallel] trainer: expected splat.Trainer, got {type(trainer).__name__}")
+        _check_recipe(trainer.config, group)
+        bc = trainer.backend_config
+        if bc.resolved_backend() != "cpu" and bc.pair_sizing != "readback":
+            raise ValueError("[parallel] trainer: a GPU rank's trainer needs rank_backend_config's settings "
+                             "(pair_sizing = 'readback')")
+        self = cls.__new__(cls)
+        self._attach(trainer, group, check_every, lr_scaling)
+        return self
+
+    def _attach(self, trainer: Trainer, group: ProcessGroup, check_every, lr_scaling) -> None:
+        if lr_scaling not in ("sqrt", "none"):
+            raise ValueError(f"[parallel] lr_scaling: expected 'sqrt' or 'none', got {lr_scaling!r}")
+        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
+            raise ValueError(f"[parallel] check_every: expected an integer >= 0, got {check_every!r}")
+        n = group.world_size
+        self.group = group
+        self.trainer = trainer
+        self.config = config = trainer.config
         self.check_every = check_every
         self.lr_scale = math.sqrt(n) if lr_scaling == "sqrt" else 1.0
         self.beta1 = config.adam_beta1 ** n if lr_scaling == "sqrt" else config.adam_beta1
         self.beta2 = config.adam_beta2 ** n if lr_scaling == "sqrt" else config.adam_beta2
         # Updates so far: a checkpoint of any number of ranks resumes on another.
-        self.updates = -(-self.trainer.step_count // n)
+        self.updates = -(-trainer.step_count // n)
         self.check_lockstep()
 
     # ------------------------------------------------------------------ state
@@ -117,27 +162,33 @@ class DataParallelTrainer:
                                 f"{self.step_count} view steps (hashes by rank: {', '.join(h[:12] for h in hashes)})")
 
     # ------------------------------------------------------------------ training
-    def step(self, read_loss: bool = False) -> dict:
-        """One update: N views, one per rank. Returns {step, update, loss (the ranks'
-        mean; nan unless read_loss), num_gaussians, densified, opacity_reset}."""
+    def step(self, read_loss: bool = False, stop: bool = False) -> UpdateStats:
+        """One update: N views, one per rank. read_loss: the ranks' mean loss (several
+        ranks read it always: it travels with the gradients); stop: this rank asks every
+        rank to stop after this update (UpdateStats.stop on all of them)."""
         native, n, rank = self.trainer._native, self.group.world_size, self.group.rank
         first = self.trainer.step_count + 1
         last = first + n - 1
         native.forward_backward(first + rank, native.sh_degree_at(first))
+        loss, stopping = float("nan"), bool(stop)
         if n > 1:  # the mean over the ranks (one rank: its own, left where it is)
             grads = native.gradients()
-            summed = self.group.allreduce([grads[k] for k in PARAMS], "sum")
+            control = np.array([native.last_loss(), 1.0 if stop else 0.0], np.float32)
+            *summed, control = self.group.allreduce([grads[k] for k in PARAMS] + [control], "sum")
             scale = np.float32(n)
             native.set_gradients({k: g / scale for k, g in zip(PARAMS, summed)})
+            loss, stopping = float(control[0]) / n, bool(control[1] > 0)
+        elif read_loss:
+            loss = native.last_loss()
         self.updates += 1
         native.apply_update(last, self.updates, self.lr_scale, self.beta1, self.beta2)
-        out = dict(step=last, update=self.updates, loss=float("nan"), densified=False, opacity_reset=False)
+        densified = opacity_reset = False
         cfg = self.config
         if cfg.strategy == "mcmc":
             for t in range(first, last + 1):  # as one process: refine, then the noise
                 if native.mcmc_refines_at(t):
                     native.mcmc_refine(cfg.mcmc_min_opacity, native.mcmc_growth_at(native.num_gaussians), cfg.seed, t)
-                    out["densified"] = True
+                    densified = True
             native.mcmc_noise(cfg.mcmc_noise_lr * native.means_lr(last), cfg.seed, last)
         for t in range(first, last + 1):
             if native.densifies_at(t):
@@ -147,14 +198,24 @@ class DataParallelTrainer:
                     (radii,) = self.group.allreduce([stats["max_radii"]], "max")
                     native.set_densify_stats(dict(grad_accum=accum, grad_count=count, max_radii=radii))
                 native.densify_at(t)
-                out["densified"] = True
+                densified = True
             if native.resets_opacity_at(t):
                 native.reset_opacity()
-                out["opacity_reset"] = True
+                opacity_reset = True
+        out = UpdateStats(last, self.updates, loss, native.num_gaussians, densified, opacity_reset, stopping)
         if read_loss:
-            (loss,) = self.group.allreduce([np.array([native.last_loss()], np.float32)], "sum")
-            out["loss"] = float(loss[0]) / n
-        out["num_gaussians"] = native.num_gaussians
+            self.trainer.history.append((out.step, out.loss, out.num_gaussians))
         if self.check_every and self.updates % self.check_every == 0:
             self.check_lockstep()
         return out
+
+
+def _check_group(group) -> None:
+    if not isinstance(group, ProcessGroup):
+        raise TypeError(f"[parallel] group: expected splat.parallel.ProcessGroup, got {type(group).__name__}")
+
+
+def _check_recipe(config, group: ProcessGroup) -> None:
+    unsupported = [k for k in ("visible_adam", "exposure") if getattr(config, k)]
+    if unsupported and group.world_size > 1:
+        raise ValueError(f"[parallel] train.{unsupported[0]} is not supported with several ranks yet")
