@@ -21,12 +21,14 @@ values computed in torch.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 
 import numpy as np
 import torch
 
+import splat
 import splat.torch as st
 
 SIZES = (300_000, 1_000_000, 4_000_000)
@@ -93,7 +95,17 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--backend-set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a splat.BackendConfig field for splat's runs (repeatable)")
+    ap.add_argument("--compare", metavar="FIELD=VALUE",
+                    help="also time splat with this BackendConfig field, beside the first (A/B ratio)")
     args = ap.parse_args(argv)
+    base = dict(kv.split("=", 1) for kv in args.backend_set)
+    config_a = splat.BackendConfig(backend=args.device, **base)
+    config_b = None
+    if args.compare:
+        field, value = args.compare.split("=", 1)
+        config_b = splat.BackendConfig(backend=args.device, **dict(base, **{field: value}))
     if args.device == "cuda" and not torch.cuda.is_available():
         print("torch_raster: torch has no CUDA device (use --device cpu for a smoke run)", file=sys.stderr)
         return 1
@@ -104,13 +116,20 @@ def main(argv=None) -> int:
         gsplat_fn = None
     sizes = [int(s) for s in args.sizes.split(",")]
     res = [tuple(int(v) for v in r.split("x")) for r in args.res.split(",")]
-    print(f"{'gaussians':>10} {'size':>10} {'splat ms':>9} {'gsplat ms':>10} {'gsplat/splat':>13}  target >= 1")
+    b_head = f" {args.compare + ' ms':>28} {'B/A':>6}" if config_b is not None else ""
+    print(f"{'gaussians':>10} {'size':>10} {'splat ms':>9}{b_head} {'gsplat ms':>10} {'gsplat/splat':>13}  target >= 1")
     met = []
     for w, h in res:
         for n in sizes:
             params, viewmats, Ks = scene(n, w, h, args.device)
-            ms = time_calls(st.rasterization, params, viewmats, Ks, w, h, args.device, torch.ones(1, 3),
-                            args.warmup, args.iters)
+            ms = ms_a = time_calls(functools.partial(st.rasterization, config=config_a), params, viewmats, Ks, w, h,
+                                   args.device, torch.ones(1, 3), args.warmup, args.iters)
+            b_cell = ""
+            if config_b is not None:
+                ms_b = time_calls(functools.partial(st.rasterization, config=config_b), params, viewmats, Ks, w, h,
+                                  args.device, torch.ones(1, 3), args.warmup, args.iters)
+                b_cell = f" {ms_b:28.2f} {ms_b / ms_a:6.2f}"
+                ms = min(ms, ms_b)  # gsplat's ratio against the faster variant
             if gsplat_fn is not None:
                 g_ms = time_calls(gsplat_fn, params, viewmats.cuda(), Ks.cuda(), w, h, args.device,
                                   torch.ones(1, 3, device="cuda"), args.warmup, args.iters)
@@ -118,7 +137,7 @@ def main(argv=None) -> int:
                 tail = f"{g_ms:10.2f} {g_ms / ms:13.2f}  {'met' if g_ms >= ms else 'not met'}"
             else:
                 tail = f"{'-':>10} {'-':>13}"
-            print(f"{n:10d} {f'{w}x{h}':>10} {ms:9.2f} {tail}", flush=True)
+            print(f"{n:10d} {f'{w}x{h}':>10} {ms_a:9.2f}{b_cell} {tail}", flush=True)
             del params
             if args.device == "cuda":
                 torch.cuda.empty_cache()

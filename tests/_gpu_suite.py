@@ -36,6 +36,7 @@ __all__ = [
     "test_every_backward_variant_matches_the_default",
     "test_single_pixel_fixture_is_bit_exact_across_switches",
     "test_deterministic_is_bitwise_reproducible",
+    "test_skipping_saturated_chunks_changes_no_bit",
     "test_radix_sort_matches_a_stable_argsort",
     "test_warm_calls_allocate_nothing",
     "test_per_kernel_timing_records_every_label",
@@ -53,7 +54,7 @@ VARIANTS += [dict(deterministic=True, raster_backward_range=r) for r in ("last_c
 
 # Switches that must not change the forward's image or radii (a backend module adds its own).
 SUBMISSION_SWITCHES = [dict(submission="per_kernel"), dict(forward_submission="per_stage"),
-                       dict(binning="per_iter_alloc")]
+                       dict(binning="per_iter_alloc"), dict(raster_forward_chunks="skip_saturated")]
 
 CASES = [  # (n, width, height, sh_degree): sizes mostly not tile multiples
     (1, 37, 53, 0),
@@ -233,6 +234,26 @@ def test_deterministic_is_bitwise_reproducible(backend):
         grads = r.backward(d_image)
         runs.append([out.image.tobytes()] + [getattr(grads, n).tobytes() for n in GRADS])
     assert runs[0] == runs[1] == runs[2], seed
+
+
+def test_skipping_saturated_chunks_changes_no_bit(backend):
+    # Deep tiles whose pixels all stop in their first chunks (the skip's case):
+    # the image, alpha and the deterministic gradients are the same bytes.
+    rng, seed = make_rng()
+    g, cam = to_splat(random_scene(rng, n=30000, sh_degree=3, width=96, height=80, spread=1.6, depth=(2.0, 6.0),
+                                   pixel_sigma=(0.5, 6.0), logits=(0.5, 3.0)))
+    bg = rng.uniform(0, 1, 3).astype(np.float32)
+    d_image = rng.normal(size=(80, 96, 3)).astype(np.float32)
+    d_alpha = rng.normal(size=(80, 96)).astype(np.float32)
+    runs = []
+    for chunks in ("all", "skip_saturated"):
+        r = rasterizer(backend, deterministic=True, raster_forward_chunks=chunks)
+        out = r.forward(g, cam, 3, bg)
+        grads = r.backward(d_image, d_alpha)
+        runs.append([out.image.tobytes(), out.alpha.tobytes()] + [getattr(grads, n).tobytes() for n in GRADS])
+    assert runs[0] == runs[1], seed
+    # Most pixels stop (their T reaches the blend's stop, 1e-4): deep, opaque tiles.
+    assert float(np.median(1.0 - out.alpha)) < 2e-4, f"the scene should stop most pixels; seed {seed}"
 
 
 @pytest.mark.parametrize("n,key_bits", [(1, 8), (33, 12), (4096, 40), (4097, 44), (100_003, 44), (250_000, 64),

@@ -90,13 +90,13 @@ def build(cxx, variant, out_dir):
     return compile_check(cxx, [SOURCE], os.path.join(out_dir, f"raster_check_{variant}"), VARIANTS[variant])
 
 
-def run(exe, seed, splats, with_d_alpha, out, faint=False):
-    p = subprocess.run([exe, str(seed), str(splats), str(int(with_d_alpha)), out, str(int(faint))],
+def run(exe, seed, splats, with_d_alpha, out, faint=False, skip=False):
+    p = subprocess.run([exe, str(seed), str(splats), str(int(with_d_alpha)), out, str(int(faint)), str(int(skip))],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     data = np.fromfile(out, np.uint8)
-    width, height, n, pairs, deepest = (int(v) for v in data[:20].view(np.uint32))
-    arrays, at = {}, 20
+    width, height, n, pairs, deepest, skipped = (int(v) for v in data[:24].view(np.uint32))
+    arrays, at = {"skipped": skipped}, 24
     for name, count, dtype in [("image", 3 * width * height, np.float32), ("ref_image", 3 * width * height, np.float32),
                                ("alpha", width * height, np.float32), ("ref_alpha", width * height, np.float32),
                                ("n_contrib", width * height, np.uint32), ("ref_n_contrib", width * height, np.uint32),
@@ -145,6 +145,22 @@ def test_raster_kernels_on_faint_deep_lists(compiler, tmp_path):
     deep = int(np.count_nonzero(got["ref_n_contrib"] > 4 * CHUNK))
     assert deep > 100, f"only {deep} pixels with a last contributor past 4 chunks (deepest {deepest}); seed {seed}"
     assert_matches_sequential_blend(got, pairs, seed)
+
+
+@pytest.mark.slow
+def test_skipping_the_chunks_behind_a_saturated_one_changes_no_bit(compiler, tmp_path):
+    # BackendConfig.raster_forward_chunks = skip_saturated against every chunk
+    # rasterized, on the same scene: the image, alpha, last contributors and
+    # gradients agree to the bit, with chunks skipped.
+    exe = build(compiler, "default", str(tmp_path))
+    rng, seed = make_rng()
+    scene_seed, splats, with_d_alpha = int(rng.integers(0, 2 ** 31)), int(rng.integers(9000, 11000)), True
+    full, pairs, deepest = run(exe, scene_seed, splats, with_d_alpha, str(tmp_path / "full.bin"))
+    skip, _, _ = run(exe, scene_seed, splats, with_d_alpha, str(tmp_path / "skip.bin"), skip=True)
+    assert skip["skipped"] > 0 and full["skipped"] == 0, f"no chunk skipped (deepest list {deepest}); seed {seed}"
+    for k in ("image", "alpha", "n_contrib", "grads", "abs"):
+        np.testing.assert_array_equal(skip[k], full[k], err_msg=f"{k}; seed {seed}")
+    assert_matches_sequential_blend(skip, pairs, seed)
 
 
 def assert_matches_sequential_blend(got, pairs, seed):

@@ -32,6 +32,7 @@ const std::vector<Accessor>& accessors() {
       SPLAT_ACCESSOR(pipelining, Pipelining),
       SPLAT_ACCESSOR(binning, Binning),
       SPLAT_ACCESSOR(pair_sizing, PairSizing),
+      SPLAT_ACCESSOR(raster_forward_chunks, RasterForwardChunks),
       SPLAT_ACCESSOR(deterministic, bool),
       SPLAT_ACCESSOR(timing, Timing),
       SPLAT_ACCESSOR(profile, bool),
@@ -74,6 +75,7 @@ const std::vector<BackendConfig::Field>& BackendConfig::fields() {
       {"pipelining", {"off", "on"}, false},
       {"binning", {"resident", "per_iter_alloc"}, false},
       {"pair_sizing", {"device", "readback"}, false},
+      {"raster_forward_chunks", {"all", "skip_saturated"}, false},
       {"deterministic", {"false", "true"}, true},
       {"timing", {"off", "per_kernel"}, false},
       {"profile", {"false", "true"}, true},
@@ -150,6 +152,7 @@ std::vector<std::string> BackendConfig::validate(Backend target) const {
     ignored("forward_submission", "the cpu backend runs synchronously", "synchronous execution");
     ignored("pipelining", "the cpu backend runs synchronously", "off");
     ignored("binning", "the cpu backend keeps its buffers resident", "resident");
+    ignored("raster_forward_chunks", sched, "the blend's own stop per pixel");
     return warnings;  // deterministic: always honoured (no float atomics on cpu)
   }
   // GPU backends (metal, cuda) share the SIMT kernels.

@@ -324,15 +324,28 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
                 "chunk_state quad indices fit uint32");
   BufferRef chunk_state = ensure(kChunkState, 16 * kGroup * slots, true),
             chunk_last = ensure(kChunkLast, 4 * kGroup * slots, true),
-            chunk_tiles = ensure(kChunkTiles, 4 * slots, true);
+            chunk_tiles = ensure(kChunkTiles, 4 * slots, true),
+            tile_saturated = ensure(kTileSaturated, 4 * static_cast<size_t>(num_tiles), true);
   const BufferRef sorted = ref(sorted_in_b_ ? kValsB : kValsA);
   if (pairs) {
     launch(Kernel::TileChunks, div_up(num_tiles, kGroup),
-           {KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(chunk_tiles)});
-    launch(Kernel::RasterizeChunks, static_cast<uint32_t>(slots),
-           {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(sorted),
-            KernelArg::buf(records), KernelArg::buf(chunk_tiles), KernelArg::buf(chunk_state),
-            KernelArg::buf(chunk_last)});
+           {KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(chunk_tiles),
+            KernelArg::buf(tile_saturated)});
+    auto chunk_pass = [&](uint32_t groups, const ChunkPassParams& cp) {
+      launch(Kernel::RasterizeChunks, groups,
+             {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::value(cp), KernelArg::buf(ranges),
+              KernelArg::buf(sorted), KernelArg::buf(records), KernelArg::buf(chunk_tiles),
+              KernelArg::buf(chunk_state), KernelArg::buf(chunk_last), KernelArg::buf(tile_saturated)});
+    };
+    if (config_.raster_forward_chunks == RasterForwardChunks::SkipSaturated) {
+      // Every tile's chunk k, one launch per k < kHeadChunks, each seeing
+      // the chunks before it whole; then the rest over the slots, skipping
+      // the chunks behind a tile's saturation (ChunkPassParams).
+      for (uint32_t k = 0; k < kHeadChunks; ++k) chunk_pass(num_tiles, ChunkPassParams{1, k, 0, 1});
+      chunk_pass(static_cast<uint32_t>(slots), ChunkPassParams{0, 0, kHeadChunks, 1});
+    } else {
+      chunk_pass(static_cast<uint32_t>(slots), ChunkPassParams{0, 0, 0, 0});
+    }
   }
   BufferRef stop_chunk = ensure(kStopChunk, 4 * pixels);
   launch(Kernel::RasterizeForward, num_tiles,

@@ -81,7 +81,7 @@ class GpuDevice final : public Device {
     kRecords, kRadius, kRects, kPairCount, kPairRanges, kScanBlockSums,
     kKeysA, kKeysB, kValsA, kValsB, kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, kCountsByRank, kRankOffsets,
     kHist, kDigitTotals, kRanges,
-    kImage, kAlpha, kFinalT, kNContrib, kChunkState, kChunkLast, kChunkTiles, kStopChunk,
+    kImage, kAlpha, kFinalT, kNContrib, kChunkState, kChunkLast, kChunkTiles, kStopChunk, kTileSaturated,
     kDImage, kDAlpha, kGrads, kShFactors,
     kOutMeans, kOutLogScales, kOutQuats, kOutOpacityLogits, kOutSh, kOutMeans2d,
     // Training: the resident parameters and Adam moments (5 arrays each), the
@@ -126,6 +126,9 @@ class GpuDevice final : public Device {
   // `step` is given (a training forward with pair_sizing = device): then the
   // pairs are sized by pair_capacity_ and counted on the device.
   static constexpr uint32_t kNoStep = 0xffffffffu;
+  // raster_forward_chunks = skip_saturated: the chunks per tile of the chunk
+  // pass's first launch, in chunk order (ChunkPassParams).
+  static constexpr uint32_t kHeadChunks = 4;
   void forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
                     uint32_t sh_degree, const float background[3], uint32_t step = kNoStep);
   // A buffer holding 2^32 - 1: the count limit of sorts whose count the host knows.

@@ -292,6 +292,10 @@ SPLAT_FUNC void sp_atomic_add(device float* p, float v) {
 SPLAT_FUNC void sp_atomic_add_u32(device uint32_t* p, uint32_t v) {
   atomic_fetch_add_explicit((device atomic_uint*)p, v, memory_order_relaxed);
 }
+// Relaxed integer atomic minimum (order-independent likewise).
+SPLAT_FUNC void sp_atomic_min_u32(device uint32_t* p, uint32_t v) {
+  atomic_fetch_min_explicit((device atomic_uint*)p, v, memory_order_relaxed);
+}
 
 #elif defined(SPLAT_TARGET_CUDA)
 #define SPLAT_TG_ARRAY(type, name, count) __shared__ type name[count]
@@ -315,6 +319,7 @@ SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return (uint32_t)__popc(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return (uint32_t)(__ffs((int)x) - 1); }
 SPLAT_FUNC void sp_atomic_add(float* p, float v) { atomicAdd(p, v); }
 SPLAT_FUNC void sp_atomic_add_u32(uint32_t* p, uint32_t v) { atomicAdd(p, v); }
+SPLAT_FUNC void sp_atomic_min_u32(uint32_t* p, uint32_t v) { atomicMin(p, v); }
 // Quad q of p (16-byte aligned) as one vector load / store.
 SPLAT_FUNC vec4 load_float4(const float* p, uint32_t q) {
   float4 v = reinterpret_cast<const float4*>(p)[q];

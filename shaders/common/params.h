@@ -292,3 +292,22 @@ SPLAT_FUNC uint32_t chunk_pixel(uint32_t tile, uint32_t start, uint32_t k, uint3
 SPLAT_FUNC uint32_t chunk_slots(uint32_t num_tiles, uint32_t num_pairs) {
   return num_tiles + num_pairs / (uint32_t)SPLAT_GROUP_SIZE + 1u;
 }
+
+// The forward's chunk pass (rasterize_forward.h) in one launch over the chunk
+// slots (all zero), or in launches that skip the chunks no pixel reaches
+// (BackendConfig.raster_forward_chunks = skip_saturated): first one launch
+// per chunk index k < head_chunks, grid num_tiles, chunk k of every tile;
+// then one over the slots for the chunks from head_chunks on. When the product
+// of a tile's chunk transmittances up to chunk k (each chunk's own, from the
+// launches before) takes every pixel below half the blend's stop, k goes to
+// tile_saturated[tile] (atomic min; in the slot launch a chunk counts alone):
+// every pixel stops in or before chunk k, so no later chunk is read, and the
+// later chunks are skipped.
+struct ChunkPassParams {
+  uint32_t head;            // 1: chunk `chunk` of tile b (grid num_tiles); 0: a slot launch
+  uint32_t chunk;
+  uint32_t tail_from;       // a slot launch: its chunks from this index on
+  uint32_t skip_saturated;  // 1: read and write tile_saturated
+};
+SPLAT_STATIC_ASSERT(sizeof(ChunkPassParams) == 16, "ChunkPassParams layout");
+#define SPLAT_NOT_SATURATED 0xffffffffu

@@ -64,6 +64,6 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_tile_chunks(RasterParams rp, const uint32_t* ranges, uint32_t* chunk_tiles) {
-  tile_chunks_body(SPLAT_THREAD_CTX(), rp, ranges, chunk_tiles);
+    splat_tile_chunks(RasterParams rp, const uint32_t* ranges, uint32_t* chunk_tiles, uint32_t* tile_saturated) {
+  tile_chunks_body(SPLAT_THREAD_CTX(), rp, ranges, chunk_tiles, tile_saturated);
 }

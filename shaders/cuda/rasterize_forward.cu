@@ -3,12 +3,13 @@
 #include "rasterize_forward.h"
 
 extern "C" __global__ void __launch_bounds__(SPLAT_CHUNK_THREADS)
-    splat_rasterize_chunks(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
-                           const SplatRecord* records, const uint32_t* chunk_tiles, float* chunk_state,
-                           uint32_t* chunk_last) {
+    splat_rasterize_chunks(CameraParams cam, RasterParams rp, ChunkPassParams cp, const uint32_t* ranges,
+                           const uint32_t* sorted_ids, const SplatRecord* records, const uint32_t* chunk_tiles,
+                           float* chunk_state, uint32_t* chunk_last, uint32_t* tile_saturated) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, chunk_state, chunk_last,
-                        s_splats);
+  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_CHUNK_THREADS / SPLAT_SIMD_WIDTH);
+  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, cp, ranges, sorted_ids, records, chunk_tiles, chunk_state,
+                        chunk_last, tile_saturated, s_splats, s_flags);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

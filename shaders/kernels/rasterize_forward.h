@@ -128,6 +128,19 @@ struct TileChunk {
   uint32_t lo, hi;      // this chunk's positions [lo, hi)
 };
 
+// Chunk k of `tile` (the chunk pass's head, ChunkPassParams); false when the
+// tile has fewer chunks.
+SPLAT_FUNC bool tile_chunk_at(uint32_t tile, uint32_t k, SPLAT_DEVICE_MEM const uint32_t* ranges,
+                              SPLAT_THREAD TileChunk& c) {
+  c.tile = tile;
+  c.start = ranges[2 * tile];
+  c.end = ranges[2 * tile + 1];
+  c.lo = c.start + k * (uint32_t)SPLAT_GROUP_SIZE;
+  if (c.end <= c.start || k >= chunk_count(c.start, c.end)) return false;
+  c.hi = c.end - c.lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : c.lo + (uint32_t)SPLAT_GROUP_SIZE;
+  return true;
+}
+
 SPLAT_FUNC bool tile_chunk(uint32_t slot, SPLAT_CONST_MEM const RasterParams& rp,
                            SPLAT_DEVICE_MEM const uint32_t* ranges, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles,
                            SPLAT_THREAD TileChunk& c) {
@@ -177,14 +190,30 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t 
 // did so before goes on meanwhile, harmlessly: the chain then walks that
 // chunk splat by splat and never reads its (P, L). s_splats:
 // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats.
+// With cp.skip_saturated (ChunkPassParams in params.h) a chunk past one that
+// saturates its tile is skipped, and a chunk that saturates its tile says so;
+// s_flags: SPLAT_CHUNK_THREADS / 32 values.
 SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
-                                      SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
+                                      SPLAT_CONST_MEM const RasterParams& rp,
+                                      SPLAT_CONST_MEM const ChunkPassParams& cp, SPLAT_DEVICE_MEM const uint32_t* ranges,
                                       SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
                                       SPLAT_DEVICE_MEM const SplatRecord* records,
                                       SPLAT_DEVICE_MEM const uint32_t* chunk_tiles, SPLAT_DEVICE_MEM float* chunk_state,
-                                      SPLAT_DEVICE_MEM uint32_t* chunk_last, SPLAT_TG_MEM float* s_splats) {
+                                      SPLAT_DEVICE_MEM uint32_t* chunk_last, SPLAT_DEVICE_MEM uint32_t* tile_saturated,
+                                      SPLAT_TG_MEM float* s_splats, SPLAT_TG_MEM uint32_t* s_flags) {
   TileChunk c;
-  if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
+  uint32_t k;
+  if (cp.head) {
+    k = cp.chunk;
+    if (!tile_chunk_at(t.group, k, ranges, c)) return;
+  } else {
+    if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
+    k = (c.lo - c.start) / (uint32_t)SPLAT_GROUP_SIZE;
+    if (k < cp.tail_from) return;
+  }
+  // An earlier chunk stops every pixel of the tile: nothing reads this one.
+  // (A stale read only misses the skip.)
+  if (cp.skip_saturated && tile_saturated[c.tile] < k) return;
   uint32_t count = c.hi - c.lo;
   for (uint32_t k = t.tid; k < count; k += SPLAT_CHUNK_THREADS)
     store_batch_splat(s_splats, k, records, sorted_ids[c.lo + k]);
@@ -221,11 +250,32 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
       if (p_max < SPLAT_T_MIN) break;
     }
   }
+  const uint32_t slot = chunk_slot(c.tile, c.start, k);
+  // Whether every pixel of the tile is below half the stop after this chunk:
+  // its transmittance product with the earlier chunks' (complete: earlier
+  // launches) in a head launch, its own in a slot launch. Then the chain
+  // (chain_chunks, the same products) stops every pixel in this chunk or
+  // before, and a walk from there stops by its end (the same factors from
+  // T <= 1; the half absorbs the rounding between the two), so no later chunk
+  // is read.
+  bool saturated = true;
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
-    uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p);
-    store_chunk_state(chunk_state, at, cb[p].P, cb[p].L);
-    chunk_last[at] = last[p];
+    const uint32_t pixel = lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p);
+    store_chunk_state(chunk_state, slot * (uint32_t)SPLAT_GROUP_SIZE + pixel, cb[p].P, cb[p].L);
+    chunk_last[slot * (uint32_t)SPLAT_GROUP_SIZE + pixel] = last[p];
+    float T = cb[p].P;
+    if (cp.skip_saturated && cp.head)
+      for (uint32_t j = 0; j < k; ++j) T *= load_float4(chunk_state, chunk_pixel(c.tile, c.start, j, pixel)).x;
+    saturated = saturated && (!px[p].inside || T < 0.5f * SPLAT_T_MIN);
+  }
+  if (cp.skip_saturated) {
+    bool warp_saturated = !simd_any(!saturated);
+    if (t.lane == 0) s_flags[t.warp] = warp_saturated ? 1u : 0u;
+    sp_group_barrier();
+    uint32_t all = 1u;
+    for (uint32_t w = 0; w < SPLAT_CHUNK_THREADS / SPLAT_SIMD_WIDTH; ++w) all &= s_flags[w];
+    if (all && t.tid == 0) sp_atomic_min_u32(&tile_saturated[c.tile], k);
   }
 }
 

@@ -135,11 +135,13 @@ SPLAT_FUNC void tile_ranges_body(SimtThread t, SPLAT_CONST_MEM const ScanParams&
 }
 
 // chunk_tiles[slot] = tile for every chunk slot of every tile (chunk_slot()
-// in params.h), one thread per tile.
+// in params.h), one thread per tile; no chunk saturates the tile yet.
 SPLAT_FUNC void tile_chunks_body(SimtThread t, SPLAT_CONST_MEM const RasterParams& rp,
-                                 SPLAT_DEVICE_MEM const uint32_t* ranges, SPLAT_DEVICE_MEM uint32_t* chunk_tiles) {
+                                 SPLAT_DEVICE_MEM const uint32_t* ranges, SPLAT_DEVICE_MEM uint32_t* chunk_tiles,
+                                 SPLAT_DEVICE_MEM uint32_t* tile_saturated) {
   uint32_t tile = global_index(t);
   if (tile >= rp.num_tiles) return;
+  tile_saturated[tile] = SPLAT_NOT_SATURATED;
   uint32_t start = ranges[2 * tile], end = ranges[2 * tile + 1];
   uint32_t chunks = chunk_count(start, end);
   for (uint32_t c = 0; c < chunks; ++c) chunk_tiles[chunk_slot(tile, start, c)] = tile;

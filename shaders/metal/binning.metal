@@ -71,6 +71,7 @@ kernel void splat_tile_ranges(constant ScanParams& p [[buffer(0)]], device const
 }
 
 kernel void splat_tile_chunks(constant RasterParams& rp [[buffer(0)]], device const uint32_t* ranges [[buffer(1)]],
-                              device uint32_t* chunk_tiles [[buffer(2)]], SPLAT_THREAD_ATTRS) {
-  tile_chunks_body(SPLAT_THREAD_CTX(), rp, ranges, chunk_tiles);
+                              device uint32_t* chunk_tiles [[buffer(2)]], device uint32_t* tile_saturated [[buffer(3)]],
+                              SPLAT_THREAD_ATTRS) {
+  tile_chunks_body(SPLAT_THREAD_CTX(), rp, ranges, chunk_tiles, tile_saturated);
 }

@@ -3,15 +3,17 @@
 #include "rasterize_forward.h"
 
 kernel void splat_rasterize_chunks(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
-                                   device const uint32_t* ranges [[buffer(2)]],
-                                   device const uint32_t* sorted_ids [[buffer(3)]],
-                                   device const SplatRecord* records [[buffer(4)]],
-                                   device const uint32_t* chunk_tiles [[buffer(5)]],
-                                   device float* chunk_state [[buffer(6)]], device uint32_t* chunk_last [[buffer(7)]],
-                                   SPLAT_THREAD_ATTRS) {
+                                   constant ChunkPassParams& cp [[buffer(2)]],
+                                   device const uint32_t* ranges [[buffer(3)]],
+                                   device const uint32_t* sorted_ids [[buffer(4)]],
+                                   device const SplatRecord* records [[buffer(5)]],
+                                   device const uint32_t* chunk_tiles [[buffer(6)]],
+                                   device float* chunk_state [[buffer(7)]], device uint32_t* chunk_last [[buffer(8)]],
+                                   device uint32_t* tile_saturated [[buffer(9)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, chunk_state, chunk_last,
-                        s_splats);
+  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_CHUNK_THREADS / SPLAT_SIMD_WIDTH);
+  rasterize_chunks_body(SPLAT_THREAD_CTX(), cam, rp, cp, ranges, sorted_ids, records, chunk_tiles, chunk_state,
+                        chunk_last, tile_saturated, s_splats, s_flags);
 }
 
 kernel void splat_rasterize_forward(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],

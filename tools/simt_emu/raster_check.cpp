@@ -6,7 +6,12 @@
 // backward takes a random d_image (and d_alpha). Writes the arrays for
 // tests/test_simt_emulation.py to compare.
 //
-//   raster_check SEED SPLATS WITH_D_ALPHA OUT
+//   raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP]]
+//
+// SKIP 1: the chunk pass in its two launches that skip the chunks behind one
+// that saturates its tile (BackendConfig.raster_forward_chunks =
+// skip_saturated, as GpuDevice dispatches it); the header then counts the
+// chunks skipped.
 //
 // Backward variants are chosen at compile time (-DSPLAT_SPEC_BWD_...,
 // -DSPLAT_SPEC_DETERMINISTIC=1, -DSPLAT_SPEC_ABSGRAD=1). The summed absolute
@@ -34,8 +39,8 @@ void write(FILE* f, const void* p, size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
-    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT]\n");
+  if (argc < 5 || argc > 7) {
+    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP]]\n");
     return 2;
   }
   std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
@@ -44,6 +49,7 @@ int main(int argc, char** argv) {
   // Faint: opacities 0.01..0.05, so pixels rarely stop and their last
   // contributors lie deep in long lists (many checkpoint chunks).
   const bool faint = argc > 5 && atoi(argv[5]) != 0;
+  const bool skip = argc > 6 && atoi(argv[6]) != 0;
   std::uniform_real_distribution<float> uniform(0.f, 1.f);
   std::normal_distribution<float> normal(0.f, 1.f);
 
@@ -136,11 +142,26 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> n_contrib(pixels), chunk_last(slots * SPLAT_GROUP_SIZE), stop_chunk(pixels);
 
   // The forward's four passes, as GpuDevice dispatches them.
-  simt_emu::dispatch(slots, SPLAT_CHUNK_THREADS, [&](SimtThread t) {
-    SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-    rasterize_chunks_body(t, cam, rp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
-                          chunk_state.data(), chunk_last.data(), s_splats);
-  });
+  std::vector<uint32_t> tile_saturated(num_tiles, SPLAT_NOT_SATURATED);
+  auto chunk_pass = [&](uint32_t groups, ChunkPassParams cp) {
+    simt_emu::dispatch(groups, SPLAT_CHUNK_THREADS, [&](SimtThread t) {
+      SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
+      SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_CHUNK_THREADS / SPLAT_SIMD_WIDTH);
+      rasterize_chunks_body(t, cam, rp, cp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
+                            chunk_state.data(), chunk_last.data(), tile_saturated.data(), s_splats, s_flags);
+    });
+  };
+  const uint32_t head = 2;  // chunks per tile in the head launch (GpuDevice: kHeadChunks)
+  if (skip) {
+    for (uint32_t k = 0; k < head; ++k) chunk_pass(num_tiles, ChunkPassParams{1, k, 0, 1});
+    chunk_pass(slots, ChunkPassParams{0, 0, head, 1});
+  } else {
+    chunk_pass(slots, ChunkPassParams{0, 0, 0, 0});
+  }
+  uint32_t skipped = 0;  // chunks behind the one that saturates their tile
+  for (uint32_t t = 0; t < num_tiles; ++t)
+    if (tile_saturated[t] != SPLAT_NOT_SATURATED)
+      skipped += chunk_count(ranges[2 * t], ranges[2 * t + 1]) - 1u - tile_saturated[t];
   simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     rasterize_forward_body(t, cam, rp, ranges.data(), image.data(), alpha.data(), final_T.data(), n_contrib.data(),
                            chunk_state.data(), chunk_last.data(), stop_chunk.data());
@@ -233,7 +254,7 @@ int main(int argc, char** argv) {
     perror("raster_check: open");
     return 2;
   }
-  const uint32_t header[5] = {kWidth, kHeight, (uint32_t)n, num_pairs, deepest};
+  const uint32_t header[6] = {kWidth, kHeight, (uint32_t)n, num_pairs, deepest, skipped};
   write(f, header, sizeof(header));
   write(f, image.data(), 4 * image.size());
   write(f, ref_image.data(), 4 * ref_image.size());

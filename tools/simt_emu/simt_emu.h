@@ -197,6 +197,7 @@ inline void sp_simd_barrier() {
 // One OS thread: a plain add is atomic.
 inline void sp_atomic_add(float* p, float v) { *p += v; }
 inline void sp_atomic_add_u32(uint32_t* p, uint32_t v) { *p += v; }
+inline void sp_atomic_min_u32(uint32_t* p, uint32_t v) { *p = v < *p ? v : *p; }
 inline uint32_t sp_opaque(uint32_t v) { return v; }
 inline vec4 load_float4(const float* p, uint32_t q) {
   return make_vec4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
