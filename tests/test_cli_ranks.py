@@ -134,3 +134,12 @@ def test_gpus_is_refused_inside_a_rank(capsys, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     rc, out, err = run_cli(capsys, "train", "--gpus", "2", "--backend", "cpu", "--steps", "10")
     assert_user_error(rc, err, "--gpus", "already a rank")
+
+
+def test_the_device_exchange_needs_cuda(tmp_path):
+    proc = splat_train("--gpus", 2, "--backend", "cpu", "--exchange", "device", "--steps", 20, "--out",
+                       tmp_path / "run", "--quiet")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    assert "splat: error: exchange='device' reduces through NCCL on CUDA devices; backend cpu" in err, err[-3000:]
+    assert "Traceback" not in err

@@ -21,8 +21,7 @@ torch = pytest.importorskip("torch")
 if not torch.distributed.is_available():
     pytest.skip("this torch has no torch.distributed", allow_module_level=True)
 
-from splat.parallel import DataParallelTrainer, ProcessGroup  # noqa: E402
-from test_parallel import STATS, launch, one_process_batches  # noqa: E402
+from test_parallel import STATS, assert_one_rank_is_the_trainer, launch, one_process_batches  # noqa: E402
 
 
 def cuda_config():
@@ -34,15 +33,9 @@ def test_one_cuda_rank_is_the_one_process_trainer(strategy):
     from _parallel_rank import scene
     rng, seed = make_rng()
     ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), strategy)
-    dp = DataParallelTrainer(ds, cfg, cuda_config(), ProcessGroup.single(), state=state)
+    # The rank sizes its pairs by reading the count back, the trainer on the device.
+    dp = assert_one_rank_is_the_trainer(ds, cfg, state, cuda_config(), f"{strategy}; seed {seed}")
     assert dp.trainer.backend_config.pair_sizing == "readback"
-    ref = splat.Trainer(ds, cfg, cuda_config(), state)  # pairs sized on the device
-    for _ in range(36):
-        dp.step()
-        ref.step(read_loss=False)
-    a, b = ref.state(), dp.state()
-    for k in a:
-        np.testing.assert_array_equal(b[k], a[k], err_msg=f"{strategy} {k}; seed {seed}")
 
 
 @pytest.mark.parametrize("strategy", ["default", "mcmc"])
@@ -61,3 +54,34 @@ def test_two_cuda_ranks_agree_and_match_the_batches_in_one_process(tmp_path, str
         np.testing.assert_array_equal(ranks[1][k], ranks[0][k], err_msg=f"ranks differ: {k}; seed {seed}")
         np.testing.assert_array_equal(ranks[0][k], want[k], err_msg=f"{strategy} {k}; seed {seed}")
     assert np.isfinite(ranks[0]["losses"][4::5]).all()
+
+
+def test_one_rank_reducing_through_nccl_is_the_one_process_trainer():
+    # exchange="device"'s primitives on a communicator of one rank: the gradients'
+    # mean in place (the SH gradient expanded, Adam reading it in full) and the
+    # statistics' sums, through NCCL on this GPU; one rank's mean is its own
+    # gradient, so the states match the plain trainer's bit for bit.
+    from _parallel_rank import scene
+    ok, why = splat._core.nccl_available()
+    if not ok:
+        pytest.skip(f"NCCL not available: {why}")
+    rng, seed = make_rng()
+    ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), "default")
+    cfg_bc = splat.BackendConfig(backend="cuda", deterministic=True, pair_sizing="readback")
+    tr = splat.Trainer(ds, cfg, cfg_bc, state)
+    ref = splat.Trainer(ds, cfg, cfg_bc, state)
+    nat = tr._native
+    nat.join_ranks(splat._core.nccl_unique_id(), 0, 1)
+    for t in range(1, 37):  # densifications and an opacity reset
+        nat.forward_backward(t, nat.sh_degree_at(t))
+        nat.reduce_gradients()
+        nat.apply_update(t, t, 1.0, cfg.adam_beta1, cfg.adam_beta2)
+        if nat.densifies_at(t):
+            nat.reduce_densify_stats()
+            nat.densify_at(t)
+        if nat.resets_opacity_at(t):
+            nat.reset_opacity()
+        ref.step(read_loss=False)
+    a, b = ref.state(), tr.state()
+    for k in a:
+        np.testing.assert_array_equal(b[k], a[k], err_msg=f"{k}; seed {seed}")

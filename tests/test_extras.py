@@ -17,9 +17,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 ROOT = os.environ.get("SPLAT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYPROJECT = os.path.join(ROOT, "pyproject.toml")
-# Not in [all]: the test suite's tools, and CUDA 13's NVRTC (an alternative to [cuda]'s:
-# with both installed, [cuda]'s is used).
-NOT_IN_ALL = {"all", "test", "cuda13"}
+# Not in [all]: the test suite's tools, CUDA 13's NVRTC (an alternative to [cuda]'s:
+# with both installed, [cuda]'s is used), and NCCL (~350 MB, for multi-GPU hosts).
+NOT_IN_ALL = {"all", "test", "cuda13", "multigpu"}
 
 
 def extras() -> dict:

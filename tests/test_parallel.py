@@ -116,15 +116,20 @@ def test_one_rank_is_the_one_process_trainer(strategy):
     sys.path.insert(0, HERE)
     from _parallel_rank import scene
     ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), strategy)
-    dp = DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), state=state)
-    ref = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)
+    assert_one_rank_is_the_trainer(ds, cfg, state, splat.BackendConfig(backend="cpu"), f"{strategy}; seed {seed}")
+
+
+def assert_one_rank_is_the_trainer(ds, cfg, state, backend_config, what):
+    dp = DataParallelTrainer(ds, cfg, backend_config, ProcessGroup.single(), state=state)
+    ref = splat.Trainer(ds, cfg, backend_config, state)
     for _ in range(36):  # through densifications, an opacity reset or MCMC refines
         dp.step()
         ref.step(read_loss=False)
     a, b = ref.state(), dp.state()
     assert dp.step_count == ref.step_count == 36 and dp.updates == 36
     for k in a:
-        np.testing.assert_array_equal(b[k], a[k], err_msg=f"{strategy} {k}; seed {seed}")
+        np.testing.assert_array_equal(b[k], a[k], err_msg=f"{k}: {what}")
+    return dp
 
 
 @pytest.mark.parametrize("strategy", ["default", "mcmc"])
@@ -207,6 +212,10 @@ def test_what_several_ranks_do_not_support_is_refused_before_training():
             values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
             DataParallelTrainer(ds, splat.TrainConfig(**dict(values, **{field: True})),
                                 splat.BackendConfig(backend="cpu"), two, state=state)
+    with pytest.raises(ValueError, match=r"exchange='device' reduces through NCCL on CUDA devices; backend cpu"):
+        DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), two, state=state, exchange="device")
+    with pytest.raises(ValueError, match="exchange: expected 'host' or 'device'"):
+        DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), exchange="gloo")
     with pytest.raises(ValueError, match="lr_scaling"):
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), lr_scaling="linear")
     with pytest.raises(TypeError, match="group"):
@@ -230,3 +239,14 @@ def test_gradients_of_the_wrong_size_are_refused_naming_the_array():
         nat.set_gradients(dict(grads, sh=grads["sh"][:, :-1]))
     with pytest.raises(ValueError, match=r"densification statistics: missing max_radii"):
         nat.set_densify_stats({k: v for k, v in nat.densify_stats().items() if k != "max_radii"})
+
+
+def test_nccl_loads_at_run_time_and_makes_communicator_ids():
+    # The [multigpu] extra's NCCL, found through the wheel's folder or
+    # SPLAT_NCCL_LIBRARY; an id needs no GPU. Without it: the reason names the extra.
+    ok, why = splat._core.nccl_available()
+    if not ok:
+        assert "[multigpu]" in why or "SPLAT_CUDA=OFF" in why, why
+        pytest.skip(f"NCCL not installed: {why}")
+    a, b = splat._core.nccl_unique_id(), splat._core.nccl_unique_id()
+    assert isinstance(a, bytes) and len(a) == len(b) == 128 and a != b

@@ -16,6 +16,7 @@
 #include "../core/backends.h"
 #include "../cuda/cuda_api.h"
 #include "../cuda/cuda_backend.h"
+#include "../cuda/nccl_api.h"
 #include "../gpu/gpu_device.h"
 #include "../gpu/timing.h"
 #endif
@@ -45,6 +46,19 @@ void register_wheel_nvrtc() {
     }
   }
 }
+
+// NCCL from the nvidia-nccl-cu12 wheel (the [multigpu] extra, nvidia/nccl/lib), when installed.
+void register_wheel_nccl() {
+  try {
+    nb::module_ util = nb::module_::import_("importlib.util");
+    nb::object spec = util.attr("find_spec")("nvidia.nccl");
+    if (spec.is_none()) return;
+    nb::object locations = spec.attr("submodule_search_locations");
+    if (locations.is_none()) return;
+    for (nb::handle loc : locations) cuda::add_nccl_search_dir(nb::cast<std::string>(nb::str(loc)) + "/lib");
+  } catch (const nb::python_error&) {
+  }
+}
 #endif
 
 [[noreturn]] void no_cuda() {
@@ -56,7 +70,34 @@ void register_wheel_nvrtc() {
 void bind_gpu(nb::module_& m) {
 #if defined(SPLAT_HAS_CUDA)
   register_wheel_nvrtc();
+  register_wheel_nccl();
 #endif
+
+  m.def(
+      "nccl_available",
+      []() {
+#if defined(SPLAT_HAS_CUDA)
+        std::string why;
+        const cuda::Nccl* n = cuda::nccl(&why);
+        if (!n) return std::make_tuple(false, why);
+        return std::make_tuple(true, n->path + " (version " + std::to_string(n->version) + ")");
+#else
+        return std::make_tuple(false, std::string("built with SPLAT_CUDA=OFF"));
+#endif
+      },
+      "(loaded, library path and version | reason) of NCCL, which CUDA ranks reduce with on the device.");
+
+  m.def(
+      "nccl_unique_id",
+      []() {
+#if defined(SPLAT_HAS_CUDA)
+        std::string id = cuda::nccl_unique_id();
+        return nb::bytes(id.data(), id.size());
+#else
+        no_cuda();
+#endif
+      },
+      "A new NCCL communicator id (bytes) for rank 0 to hand to the other ranks' join_ranks.");
 
   m.def(
       "nvrtc_available",

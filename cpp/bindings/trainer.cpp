@@ -213,6 +213,22 @@ class PyTrainer {
     }
     trainer_->device().set_densify_stats(v[0], v[1], v[2]);
   }
+  void join_ranks(nb::bytes unique_id, int rank, int ranks) {
+    ObjectLock guard(mutex_);
+    std::string id(unique_id.c_str(), unique_id.size());
+    nb::gil_scoped_release release;  // blocks until every rank has joined
+    trainer_->device().join_ranks(id, rank, ranks);
+  }
+  void reduce_gradients() {
+    ObjectLock guard(mutex_);
+    nb::gil_scoped_release release;
+    trainer_->device().reduce_gradients();
+  }
+  void reduce_densify_stats() {
+    ObjectLock guard(mutex_);
+    nb::gil_scoped_release release;
+    trainer_->device().reduce_densify_stats();
+  }
   void apply_update(uint32_t t, uint32_t update, float lr_scale, float beta1, float beta2) {
     ObjectLock guard(mutex_);
     nb::gil_scoped_release release;
@@ -358,6 +374,12 @@ void bind_trainer(nb::module_& m) {
       .def("densify_stats", &PyTrainer::densify_stats, "{grad_accum, grad_count, max_radii} since the last densification")
       .def("set_densify_stats", &PyTrainer::set_densify_stats, nb::arg("stats"),
            "Replaces the densification statistics (the ranks' reduction)")
+      .def("join_ranks", &PyTrainer::join_ranks, nb::arg("unique_id"), nb::arg("rank"), nb::arg("ranks"),
+           "Joins the ranks' communicator on the device (CUDA: NCCL; unique_id: rank 0's nccl_unique_id())")
+      .def("reduce_gradients", &PyTrainer::reduce_gradients,
+           "The gradients' mean over the ranks, in place on the device (after join_ranks)")
+      .def("reduce_densify_stats", &PyTrainer::reduce_densify_stats,
+           "The densification statistics' sums (radii: maximum) over the ranks, in place on the device")
       .def("apply_update", &PyTrainer::apply_update, nb::arg("step"), nb::arg("update"), nb::arg("lr_scale"),
            nb::arg("beta1"), nb::arg("beta2"),
            "Adam as update number `update` at view step `step`'s learning rates times lr_scale")

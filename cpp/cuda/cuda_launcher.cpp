@@ -1,5 +1,6 @@
 #include "cuda_launcher.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cuda_backend.h"
@@ -89,6 +90,7 @@ CudaLauncher::~CudaLauncher() {
   if (cu_->cuCtxPushCurrent(context_) == CUDA_SUCCESS) {
     if (stream_) cu_->cuStreamSynchronize(stream_);
     if (own_stream_ && own_stream_ != stream_) cu_->cuStreamSynchronize(own_stream_);
+    if (comm_) nccl_->ncclCommDestroy(comm_);
     for (CUevent e : events_)
       if (e) cu_->cuEventDestroy(e);
     for (auto& m : modules_) cu_->cuModuleUnload(m.second);
@@ -265,6 +267,42 @@ void CudaLauncher::dispatch(gpu::Pipeline pipeline, uint32_t groups, uint32_t gr
   // The message is built only on failure: a launch is on every step's path.
   const CUresult r = cu_->cuLaunchKernel(state->function, groups, 1, 1, group_size, 1, 1, 0, stream_, params, nullptr);
   if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel(" + state->name + ", " + std::to_string(groups) + " groups)");
+}
+
+void CudaLauncher::join_ranks(const std::string& unique_id, int rank, int ranks) {
+  if (comm_) throw BackendError("[cuda] join_ranks: this device has joined its ranks already");
+  if (unique_id.size() != sizeof(NcclUniqueId))
+    throw ConfigError("[cuda] join_ranks: the communicator id has " + std::to_string(unique_id.size()) +
+                      " bytes, expected " + std::to_string(sizeof(NcclUniqueId)) + " (rank 0's nccl_unique_id())");
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw ConfigError("[cuda] join_ranks: rank " + std::to_string(rank) + " of " + std::to_string(ranks));
+  std::string why;
+  nccl_ = nccl(&why);
+  if (!nccl_) throw BackendUnavailable("[cuda] " + why);
+  NcclUniqueId id;
+  std::copy(unique_id.begin(), unique_id.end(), id.internal);
+  Scope scope(*this);  // NCCL takes the current context's device
+  ncclResult_t r = nccl_->ncclCommInitRank(&comm_, ranks, id, rank);
+  if (r != NCCL_SUCCESS) {
+    comm_ = nullptr;
+    throw BackendError("[cuda] rank " + std::to_string(rank) + " of " + std::to_string(ranks) +
+                       ": ncclCommInitRank failed: " + nccl_->ncclGetErrorString(r));
+  }
+}
+
+void CudaLauncher::all_reduce(const gpu::BufferRef* buffers, const size_t* counts, size_t n, ReduceOp op) {
+  if (!comm_) throw BackendError("[cuda] all_reduce: join_ranks first");
+  const int nccl_op = op == ReduceOp::Sum ? NCCL_SUM : op == ReduceOp::Max ? NCCL_MAX : NCCL_AVG;
+  Scope scope(*this);
+  ncclResult_t r = nccl_->ncclGroupStart();
+  for (size_t i = 0; i < n && r == NCCL_SUCCESS; ++i) {
+    if (!counts[i]) continue;
+    void* p = reinterpret_cast<void*>(static_cast<CUdeviceptr>(buffers[i].handle + buffers[i].offset));
+    r = nccl_->ncclAllReduce(p, p, counts[i], NCCL_FLOAT32, nccl_op, comm_, stream_);
+  }
+  ncclResult_t end = nccl_->ncclGroupEnd();
+  if (r == NCCL_SUCCESS) r = end;
+  if (r != NCCL_SUCCESS) throw BackendError(std::string("[cuda] ncclAllReduce failed: ") + nccl_->ncclGetErrorString(r));
 }
 
 void CudaLauncher::synchronize() {

@@ -10,6 +10,7 @@
 
 #include "../gpu/launcher.h"
 #include "cuda_api.h"
+#include "nccl_api.h"
 
 namespace splat::cuda {
 
@@ -44,6 +45,8 @@ class CudaLauncher final : public gpu::Launcher {
   void copy(gpu::BufferRef dst, gpu::BufferRef src, size_t bytes) override;
   void use_queue(bool caller, uint64_t queue) override;
   Transfers transfers() const override { return transfers_; }
+  void join_ranks(const std::string& unique_id, int rank, int ranks) override;
+  void all_reduce(const gpu::BufferRef* buffers, const size_t* counts, size_t n, ReduceOp op) override;
 
  private:
   struct PipelineState {
@@ -72,6 +75,10 @@ class CudaLauncher final : public gpu::Launcher {
   std::map<std::string, CUmodule> modules_;  // by source + defines
   std::map<std::pair<int, gpu::Specialization>, std::unique_ptr<PipelineState>> pipelines_;
   const std::string* last_kernel_ = nullptr;  // name held by its PipelineState
+
+  // Data-parallel ranks: NCCL and this rank's communicator (join_ranks).
+  const Nccl* nccl_ = nullptr;
+  ncclComm_t comm_ = nullptr;
 
   bool timing_ = false;
   std::array<CUevent, 2 * gpu::kTimingLabelCount> events_{};

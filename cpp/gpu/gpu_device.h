@@ -50,6 +50,9 @@ class GpuDevice final : public Device {
   void get_densify_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) override;
   void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,
                          const std::vector<float>& max_radii) override;
+  void join_ranks(const std::string& unique_id, int rank, int ranks) override;
+  void reduce_gradients() override;
+  void reduce_densify_stats() override;
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
   void reset_opacity(float max_opacity) override;

@@ -392,6 +392,39 @@ void GpuDevice::set_gradients(const std::vector<float> (&grads)[5]) {
   finish_op(false);
 }
 
+void GpuDevice::join_ranks(const std::string& unique_id, int rank, int ranks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  launcher_->join_ranks(unique_id, rank, ranks);
+}
+
+void GpuDevice::reduce_gradients() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  if (!n) return;
+  // The SH gradient in full: a sum of the ranks' rank-one factors is not rank one.
+  if (!sh_grad_full_) expand_sh_grad(ensure(kGrad0 + 4, 4 * n * param_width(4, sh_stride_)));
+  BufferRef buffers[5];
+  size_t counts[5];
+  for (int a = 0; a < 5; ++a) {
+    buffers[a] = ref(kGrad0 + a);
+    counts[a] = n * param_width(a, sh_stride_);
+  }
+  launcher_->all_reduce(buffers, counts, 5, Launcher::ReduceOp::Mean);
+  sh_grad_full_ = true;
+  finish_op(false);
+}
+
+void GpuDevice::reduce_densify_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  if (!n) return;
+  const BufferRef sums[2] = {ref(kGradAccum), ref(kGradCount)}, radii[1] = {ref(kMaxRadii)};
+  const size_t counts[2] = {n, n};
+  launcher_->all_reduce(sums, counts, 2, Launcher::ReduceOp::Sum);
+  launcher_->all_reduce(radii, counts, 1, Launcher::ReduceOp::Max);
+  finish_op(false);
+}
+
 void GpuDevice::get_densify_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = count_;

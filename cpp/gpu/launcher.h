@@ -151,6 +151,26 @@ class Launcher {
   };
   virtual Transfers transfers() const { return {}; }
 
+  // --- Data-parallel ranks reducing on the device (CUDA: NCCL) --------------
+  enum class ReduceOp : uint8_t { Sum, Max, Mean };
+  // Joins the communicator of `ranks` ranks named by `unique_id` (rank 0's,
+  // handed to the others); blocks until every rank has joined.
+  virtual void join_ranks(const std::string& unique_id, int rank, int ranks) {
+    (void)unique_id;
+    (void)rank;
+    (void)ranks;
+    throw BackendError("[gpu] this backend cannot reduce across ranks on the device");
+  }
+  // Each buffer (counts[i] floats) reduced in place over the ranks, as one
+  // group enqueued in order.
+  virtual void all_reduce(const BufferRef* buffers, const size_t* counts, size_t n, ReduceOp op) {
+    (void)buffers;
+    (void)counts;
+    (void)n;
+    (void)op;
+    throw BackendError("[gpu] this backend cannot reduce across ranks on the device");
+  }
+
   // Device memory as the driver reports it (bytes); false when unknown.
   virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) {
     (void)free_bytes;

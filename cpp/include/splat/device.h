@@ -156,6 +156,24 @@ class Device {
                                  std::vector<float>& max_radii) = 0;
   virtual void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,
                                  const std::vector<float>& max_radii) = 0;
+  // Data-parallel ranks reducing in place on the device (CUDA: NCCL, loaded at
+  // run time): join_ranks joins the communicator rank 0's id names; then
+  // reduce_gradients replaces the last backward's gradients with their mean
+  // over the ranks (sh in full, as set_gradients leaves it) and
+  // reduce_densify_stats the statistics with their sums (radii: maximum),
+  // enqueued without waiting. Backends without it raise BackendError.
+  virtual void join_ranks(const std::string& unique_id, int rank, int ranks) {
+    (void)unique_id;
+    (void)rank;
+    (void)ranks;
+    throw BackendError("[device] this backend cannot reduce across ranks on the device (exchange='host')");
+  }
+  virtual void reduce_gradients() {
+    throw BackendError("[device] this backend cannot reduce across ranks on the device (exchange='host')");
+  }
+  virtual void reduce_densify_stats() {
+    throw BackendError("[device] this backend cannot reduce across ranks on the device (exchange='host')");
+  }
   // Renders the resident Gaussians into a host image [H,W,3].
   virtual void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                float* image) = 0;

@@ -291,7 +291,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     runner = trainer
     if group is not None:
         from .train_ranks import hand_out_start
-        runner = hand_out_start(group, cfg, synthetic, trainer, train)
+        runner = hand_out_start(args, group, cfg, synthetic, trainer, train)
     scene = SYNTHETIC_LABEL if synthetic else cfg.data.path
     eval_desc = "synthetic test views" if synthetic else \
         f"{cfg.data.eval_path or cfg.data.path} [{cfg.data.eval_split}]"
@@ -379,6 +379,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         task = bar.add_task("train", total=steps, completed=trainer.step_count, loss=float("nan"),
                             gaussians=trainer.num_gaussians, rate=0.0)
     first_step = trainer.step_count
+    ranks_stop = False
     try:
         for milestone in sorted(set(eval_steps) | set(ckpt_steps)):
             done = milestone < first_step or (milestone == first_step and (
@@ -386,15 +387,18 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             if done:    # before the checkpoint resumed from, or evaluated there already
                 continue
             t0 = time.perf_counter()
-            while trainer.step_count < milestone and stop.signum is None:
+            # Several ranks stop together: after the update whose exchange carries
+            # a rank's stop (this one's signal included), not before it.
+            while trainer.step_count < milestone and (stop.signum is None if group is None else not ranks_stop):
                 i = trainer.step_count + 1
                 j = i + ranks - 1   # the update's last view step
                 read = j // LOSS_EVERY > (i - 1) // LOSS_EVERY or j >= milestone
                 if group is None:
                     st = trainer.step(read_loss=read)
-                else:   # a signal to any rank stops every rank after the same update
+                else:
                     st = runner.step(read_loss=read, stop=stop.signum is not None)
-                    if st.stop and stop.signum is None:
+                    ranks_stop = st.stop
+                    if ranks_stop and stop.signum is None:   # another rank's signal
                         stop.signum = signal.SIGTERM
                 if live is not None:
                     live(trainer)
@@ -403,7 +407,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                     bar.update(task, completed=min(st.step, steps), loss=st.loss, gaussians=st.num_gaussians,
                                rate=rate)
             train_seconds += time.perf_counter() - t0
-            if stop.signum is not None:
+            if stop.signum is not None if group is None else ranks_stop:
                 break
             trainer.check_finite()
             if milestone in ckpt_steps:   # several ranks: the first step at or past the milestone

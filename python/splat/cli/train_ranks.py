@@ -133,13 +133,13 @@ def rank_group(args):
     return ProcessGroup.from_env(timeout=RANK_TIMEOUT_S)
 
 
-def hand_out_start(group, cfg, synthetic: bool, trainer, train):
+def hand_out_start(args, group, cfg, synthetic: bool, trainer, train):
     """Rank 0: the configuration and the starting state to every rank; returns the
     DataParallelTrainer around `trainer`."""
     from ..parallel import DataParallelTrainer
     group.broadcast(dict(config=cfg, synthetic=synthetic, state=trainer.state(), step=trainer.step_count,
                          scene_extent=trainer.scene_extent, names=list(train.names), sizes=list(trainer.sizes)))
-    return DataParallelTrainer.around(trainer, group)
+    return DataParallelTrainer.around(trainer, group, exchange=args.exchange)
 
 
 def follow(args, group, stop) -> int:
@@ -165,7 +165,7 @@ def follow(args, group, stop) -> int:
     if list(trainer.sizes) != [tuple(s) for s in start["sizes"]]:
         raise UserError(f"rank {group.rank}: the training views' sizes differ from rank 0's")
     try:
-        runner = DataParallelTrainer.around(trainer, group)
+        runner = DataParallelTrainer.around(trainer, group, exchange=args.exchange)
         while trainer.step_count < cfg.train.steps:
             if runner.step(stop=stop.signum is not None).stop:
                 return 128 + (stop.signum or signal.SIGTERM)

@@ -31,6 +31,8 @@ from ..trainer import Trainer
 from .group import ProcessGroup
 
 PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
+# exchange="device": the updates whose loss and stop request go through the host.
+CONTROL_EVERY = 10
 STATS = ("grad_accum", "grad_count", "max_radii")
 
 
@@ -83,7 +85,7 @@ class UpdateStats:
 
 class DataParallelTrainer:
     def __init__(self, dataset, config, backend_config, group: ProcessGroup, *, state: dict | None = None,
-                 step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt"):
+                 step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt", exchange: str = "host"):
         _check_group(group)
         _check_recipe(config, group)
         backend_config = rank_backend_config(backend_config, group)
@@ -93,11 +95,11 @@ class DataParallelTrainer:
             trainer = Trainer.from_dataset(dataset, config, backend_config)
         else:
             trainer = Trainer(dataset, config, backend_config, state, step=step)
-        self._attach(trainer, group, check_every, lr_scaling)
+        self._attach(trainer, group, check_every, lr_scaling, exchange)
 
     @classmethod
     def around(cls, trainer: Trainer, group: ProcessGroup, *, check_every: int = 100,
-               lr_scaling: str = "sqrt") -> "DataParallelTrainer":
+               lr_scaling: str = "sqrt", exchange: str = "host") -> "DataParallelTrainer":
         """Data-parallel updates of a Trainer built with rank_backend_config(...) (its
         state the same on every rank: the rank-0 state handed to the others)."""
         _check_group(group)
@@ -109,10 +111,12 @@ class DataParallelTrainer:
             raise ValueError("[parallel] trainer: a GPU rank's trainer needs rank_backend_config's settings "
                              "(pair_sizing = 'readback')")
         self = cls.__new__(cls)
-        self._attach(trainer, group, check_every, lr_scaling)
+        self._attach(trainer, group, check_every, lr_scaling, exchange)
         return self
 
-    def _attach(self, trainer: Trainer, group: ProcessGroup, check_every, lr_scaling) -> None:
+    def _attach(self, trainer: Trainer, group: ProcessGroup, check_every, lr_scaling, exchange) -> None:
+        if exchange not in ("host", "device"):
+            raise ValueError(f"[parallel] exchange: expected 'host' or 'device', got {exchange!r}")
         if lr_scaling not in ("sqrt", "none"):
             raise ValueError(f"[parallel] lr_scaling: expected 'sqrt' or 'none', got {lr_scaling!r}")
         if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
@@ -127,7 +131,25 @@ class DataParallelTrainer:
         self.beta2 = config.adam_beta2 ** n if lr_scaling == "sqrt" else config.adam_beta2
         # Updates so far: a checkpoint of any number of ranks resumes on another.
         self.updates = -(-trainer.step_count // n)
+        self.exchange = exchange if n > 1 else "host"
+        if self.exchange == "device":
+            self._join_device_ranks()
         self.check_lockstep()
+
+    def _join_device_ranks(self) -> None:
+        """exchange="device": the ranks' NCCL communicator, its id from rank 0."""
+        if self.trainer.backend != "cuda":
+            raise ValueError(f"[parallel] exchange='device' reduces through NCCL on CUDA devices; backend "
+                             f"{self.trainer.backend} has no device exchange: use exchange='host'")
+        from .. import _core
+        uid = None
+        if self.group.rank == 0:
+            ok, why = _core.nccl_available()
+            uid = _core.nccl_unique_id() if ok else why
+        uid = self.group.broadcast(uid)
+        if isinstance(uid, str):
+            raise RuntimeError(f"[parallel] exchange='device': {uid}")
+        self.trainer._native.join_ranks(uid, self.group.rank, self.group.world_size)
 
     # ------------------------------------------------------------------ state
     @property
@@ -171,7 +193,20 @@ class DataParallelTrainer:
         last = first + n - 1
         native.forward_backward(first + rank, native.sh_degree_at(first))
         loss, stopping = float("nan"), bool(stop)
-        if n > 1:  # the mean over the ranks (one rank: its own, left where it is)
+        if n > 1 and self.exchange == "device":
+            # In place on the device, nothing waited for; the loss and a stop go
+            # through the host every CONTROL_EVERY updates (the same ones on
+            # every rank), the loss of other updates is this rank's own.
+            native.reduce_gradients()
+            if (self.updates + 1) % CONTROL_EVERY == 0:
+                control = np.array([native.last_loss(), 1.0 if stop else 0.0], np.float32)
+                (control,) = self.group.allreduce([control], "sum")
+                loss, stopping = float(control[0]) / n, bool(control[1] > 0)
+            else:
+                stopping = False
+                if read_loss:
+                    loss = native.last_loss()
+        elif n > 1:  # the mean over the ranks through the host, with the loss and a stop
             grads = native.gradients()
             control = np.array([native.last_loss(), 1.0 if stop else 0.0], np.float32)
             *summed, control = self.group.allreduce([grads[k] for k in PARAMS] + [control], "sum")
@@ -192,7 +227,9 @@ class DataParallelTrainer:
             native.mcmc_noise(cfg.mcmc_noise_lr * native.means_lr(last), cfg.seed, last)
         for t in range(first, last + 1):
             if native.densifies_at(t):
-                if n > 1:
+                if n > 1 and self.exchange == "device":
+                    native.reduce_densify_stats()
+                elif n > 1:
                     stats = native.densify_stats()
                     accum, count = self.group.allreduce([stats["grad_accum"], stats["grad_count"]], "sum")
                     (radii,) = self.group.allreduce([stats["max_radii"]], "max")
