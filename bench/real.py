@@ -165,7 +165,8 @@ def floater_fields(trainer, test, ev) -> dict:
                 worst_psnr=None if worst is None else float(worst["psnr"]))
 
 
-def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None, floaters=False):
+def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None, floaters=False,
+              label="splat"):
     cfg = train_config(marks[-1], overrides)
     if backend != "cpu":
         from splat.warmup import warm_up  # every kernel of the run, before its clock starts
@@ -186,11 +187,11 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
                 break
         seconds += time.perf_counter() - t0
         ev = splat.evaluate(trainer, test)
-        rows.append(dict(scene=scene, trainer="splat", steps=trainer.step_count, target=mark, stopped=stopped,
+        rows.append(dict(scene=scene, trainer=label, steps=trainer.step_count, target=mark, stopped=stopped,
                          psnr=ev.psnr, ssim=ev.ssim, gaussians=trainer.num_gaussians, seconds=seconds,
                          peak_bytes=_memory_peak(backend), seed=cfg.seed,
                          **(floater_fields(trainer, test, ev) if floaters else {})))
-        log(f"[{scene}] splat seed {cfg.seed} {trainer.step_count} steps{' (stopped)' if stopped else ''}: "
+        log(f"[{scene}] {label} seed {cfg.seed} {trainer.step_count} steps{' (stopped)' if stopped else ''}: "
             f"PSNR {ev.psnr:.2f} "
             f"SSIM {ev.ssim:.4f} {trainer.num_gaussians:,} Gaussians {seconds:.1f} s")
         if stopped:
@@ -264,13 +265,13 @@ def seed_summary(rows) -> list[dict]:
 
 
 def print_seed_summary(summary, out=sys.stdout):
-    head = (f"{'scene':<10} {'trainer':<7} {'steps':>6} {'seeds':>5} {'mean PSNR':>9} {'std':>6} {'worst':>6} "
+    head = (f"{'scene':<10} {'trainer':<14} {'steps':>6} {'seeds':>5} {'mean PSNR':>9} {'std':>6} {'worst':>6} "
             f"{'best':>6} {'mean s':>7}")
     print("\nover seeds (PSNR in dB; std with n - 1)", file=out)
     print(head, file=out)
     print("-" * len(head), file=out)
     for g in summary:
-        print(f"{g['scene']:<10} {g['trainer']:<7} {g['target']:>6} {len(g['seeds']):>5} {g['mean']:>9.2f} "
+        print(f"{g['scene']:<10} {g['trainer']:<14} {g['target']:>6} {len(g['seeds']):>5} {g['mean']:>9.2f} "
               f"{g['std']:>6.2f} {g['worst']:>6.2f} {g['best']:>6.2f} {g['seconds']:>7.1f}", file=out)
 
 
@@ -313,13 +314,13 @@ def gib(n) -> str:
 
 def print_table(rows, skipped, out=sys.stdout):
     seeded = len({r.get("seed") for r in rows}) > 1
-    head = (f"{'scene':<10} {'trainer':<7} {'steps':>6} {'PSNR':>6} {'SSIM':>6} {'#Gaussians':>11} "
+    head = (f"{'scene':<10} {'trainer':<14} {'steps':>6} {'PSNR':>6} {'SSIM':>6} {'#Gaussians':>11} "
             f"{'train s':>8} {'peak GiB':>9}" + (f" {'seed':>5}" if seeded else ""))
     print(head, file=out)
     print("-" * len(head), file=out)
     for r in rows:
         steps = f"{r['steps']}{'*' if r['stopped'] else ''}"
-        print(f"{r['scene']:<10} {r['trainer']:<7} {steps:>6} {r['psnr']:>6.2f} {r['ssim']:>6.4f} "
+        print(f"{r['scene']:<10} {r['trainer']:<14} {steps:>6} {r['psnr']:>6.2f} {r['ssim']:>6.4f} "
               f"{r['gaussians']:>11,} {r['seconds']:>8.1f} {gib(r['peak_bytes']):>9}"
               + (f" {r.get('seed')!s:>5}" if seeded else ""), file=out)
     pairs = {}
@@ -357,6 +358,36 @@ def parse_sets(items) -> dict:
     return out
 
 
+def parse_variants(items) -> list:
+    """--variant NAME:train.KEY=VALUE[,train.KEY=VALUE...] -> [(NAME, overrides)]; a
+    value @default (train.max_gaussians=@default) takes the default run's final
+    Gaussian count on the same scene and seed."""
+    out = []
+    for item in items or []:
+        name, sep, sets = item.partition(":")
+        if not sep or not name.isidentifier() or name == "splat":
+            raise SystemExit(f"real.py: error: --variant: expected NAME:train.KEY=VALUE[,...], got {item!r}")
+        if name in {v[0] for v in out}:
+            raise SystemExit(f"real.py: error: --variant: {name} given twice")
+        pairs = [kv for kv in sets.split(",") if kv.strip()]
+        at_default = [kv.partition("=")[0] for kv in pairs if kv.partition("=")[2].strip() == "@default"]
+        bad = [k for k in at_default if k.strip() != "train.max_gaussians"]
+        if bad:
+            raise SystemExit(f"real.py: error: --variant {name}: @default is for train.max_gaussians, not {bad[0]}")
+        fixed = parse_sets([kv for kv in pairs if kv.partition("=")[2].strip() != "@default"])
+        out.append((name, fixed, bool(at_default)))
+    return out
+
+
+def variant_overrides(overrides: dict, variant: dict, default_count) -> dict:
+    merged = {k: dict(v) for k, v in overrides.items()}
+    for section, values in variant.items():
+        merged.setdefault(section, {}).update(values)
+    if default_count is not None:
+        merged.setdefault("train", {})["max_gaussians"] = int(default_count)
+    return merged
+
+
 def load_scene(path: Path, overrides: dict):
     d = splat.config.DataConfig(**overrides.get("data", {}))
     args = d.loader_args()
@@ -384,6 +415,10 @@ def main(argv=None) -> int:
                    help="train each scene N times, train.seed S..S+N-1 (S: the config's seed), and summarise")
     p.add_argument("--floaters", action="store_true",
                    help="per splat run: the worst test view and the Gaussians floating near the test cameras")
+    p.add_argument("--variant", action="append", metavar="NAME:train.KEY=VALUE[,...]",
+                   help="also train each scene and seed with these keys on top, as trainer splat:NAME (repeatable; "
+                        "train.max_gaussians=@default: the default run's final count, e.g. "
+                        "mcmc:train.strategy=mcmc,train.max_gaussians=@default)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = p.parse_args(argv)
     try:
@@ -393,6 +428,9 @@ def main(argv=None) -> int:
     if not marks or marks[0] < 1:
         raise SystemExit("real.py: error: --steps: need positive step counts")
     overrides = parse_sets(args.set)
+    variants = parse_variants(args.variant)
+    if variants and args.no_splat:
+        raise SystemExit("real.py: error: --variant trains splat: drop --no-splat")
     if args.seeds < 1:
         raise SystemExit(f"real.py: error: --seeds: need at least 1, got {args.seeds}")
     first_seed = train_config(marks[-1], overrides).seed
@@ -430,6 +468,15 @@ def main(argv=None) -> int:
                 else:
                     rows += run_splat(path.name, train, test, marks, run, backend, budget, log, breakdowns,
                                       args.floaters)
+                default_count = rows[-1]["gaussians"] if rows and rows[-1]["trainer"] == "splat" else None
+                for name, extra, wants_count in variants:
+                    if budget.spent() or (wants_count and default_count is None):
+                        skipped.append(f"{label} splat:{name} ("
+                                       f"{'--max-seconds reached' if budget.spent() else 'no default run'})")
+                        continue
+                    vrun = variant_overrides(run, extra, default_count if wants_count else None)
+                    rows += run_splat(path.name, train, test, marks, vrun, backend, budget, log, None,
+                                      args.floaters, label=f"splat:{name}")
             if use_gsplat:
                 if budget.spent():
                     skipped.append(f"{label} gsplat (--max-seconds reached)")
@@ -437,7 +484,7 @@ def main(argv=None) -> int:
                     rows += run_gsplat(path.name, train, test, marks, run, budget, log)
     print_table(rows, skipped)
     print_floaters(rows)
-    summary = seed_summary(rows) if len(seeds) > 1 else []
+    summary = seed_summary(rows) if len(seeds) > 1 or variants else []
     if summary:
         print_seed_summary(summary)
     print_targets(rows, summary)

@@ -182,3 +182,36 @@ def test_targets_are_judged_from_the_rows():
     assert any("seed    1" in ln and "-0.50 dB against 7000" in ln and "not met" in ln for ln in lines), lines
     std = float(np.std([p7 - 0.05, p7 - 0.5], ddof=1))
     assert any(f"std {std:.2f} dB over 2 seeds" in ln and "not met" in ln for ln in lines), lines
+
+
+def test_real_bench_variants_train_beside_the_default(tmp_path, capsys):
+    """--variant NAME:KEYS: each scene and seed trained again with those keys on top, as
+    trainer splat:NAME; train.max_gaussians=@default takes the default run's final count
+    (the MCMC-at-the-same-size comparison); each variant run is the one --set gives."""
+    root = tmp_path / "captures"
+    make_scene(root / "alpha")
+    out = tmp_path / "variants.json"
+    rc = _real().main(["--root", str(root), "--steps", "6", "--backend", "cpu", "--seeds", "2", "--json", str(out),
+                       "--variant", "mcmc:train.strategy=mcmc,train.max_gaussians=@default,train.mcmc_refine_from=2,"
+                       "train.mcmc_refine_every=2", "--variant", "aa:train.antialiased=true", *TINY])
+    assert rc == 0
+    text = capsys.readouterr().out
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["trainer"], r["seed"]) for r in rows] == [(t, s) for s in (0, 1) for t in ("splat", "splat:mcmc",
+                                                                                           "splat:aa")]
+    for s in (0, 1):
+        by = {r["trainer"]: r for r in rows if r["seed"] == s}
+        assert by["splat:mcmc"]["gaussians"] <= by["splat"]["gaussians"]  # capped at the default's count
+    groups = {g["trainer"]: g for g in json.loads(out.read_text())["seeds"]}
+    assert set(groups) == {"splat", "splat:mcmc", "splat:aa"} and all(g["seeds"] == [0, 1] for g in groups.values())
+    assert "splat:mcmc" in text and "over seeds" in text
+    # The aa variant of seed 1 is the run --set gives alone.
+    alone = tmp_path / "alone.json"
+    assert _real().main(["--root", str(root), "--steps", "6", "--backend", "cpu", "--set", "train.seed=1", "--set",
+                         "train.antialiased=true", "--json", str(alone), *TINY]) == 0
+    want = [r for r in rows if r["trainer"] == "splat:aa" and r["seed"] == 1][0]["psnr"]
+    assert json.loads(alone.read_text())["rows"][0]["psnr"] == pytest.approx(want, abs=1e-4)
+    for bad, match in [("nocolon", "expected NAME"), ("x:train.seed=@default", "@default is for"),
+                       ("splat:train.seed=1", "expected NAME")]:
+        with pytest.raises(SystemExit, match=match):
+            _real().main(["--root", str(root), "--backend", "cpu", "--variant", bad])
