@@ -166,6 +166,22 @@ void add_nvrtc_search_dir(const std::string& dir) {
   if (!nvrtc_loaded) nvrtc_tried = false;  // retry with the new directory
 }
 
+bool load_first_candidate(const char* env_var, const std::vector<std::string>& dirs,
+                          const std::vector<const char*>& dir_names, const std::vector<const char*>& bare_names,
+                          const std::function<bool(const std::string&, std::string&)>& load, std::string& tried) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv(env_var); env && *env) candidates.push_back(env);
+  for (const auto& dir : dirs)
+    for (const char* name : dir_names) candidates.push_back(dir + "/" + name);
+  for (const char* name : bare_names) candidates.push_back(name);
+  for (const auto& c : candidates) {
+    std::string why;
+    if (load(c, why)) return true;
+    tried += "\n  " + c + ": " + why;
+  }
+  return false;
+}
+
 const Nvrtc* nvrtc(std::string* error) {
   static Nvrtc n;
   static std::string failure;
@@ -173,20 +189,11 @@ const Nvrtc* nvrtc(std::string* error) {
   if (!nvrtc_tried) {
     nvrtc_tried = true;
     failure.clear();
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("SPLAT_NVRTC_LIBRARY"); env && *env) candidates.push_back(env);
-    for (const auto& dir : search_dirs())
-      for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) candidates.push_back(dir + "/" + name);
-    for (const char* name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) candidates.push_back(name);
     std::string tried;
-    for (const auto& c : candidates) {
-      std::string why;
-      if (load_nvrtc_from(c, n, why)) {
-        nvrtc_loaded = true;
-        break;
-      }
-      tried += "\n  " + c + ": " + why;
-    }
+    nvrtc_loaded = load_first_candidate(
+        "SPLAT_NVRTC_LIBRARY", search_dirs(), {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"},
+        {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"},
+        [&](const std::string& path, std::string& why) { return load_nvrtc_from(path, n, why); }, tried);
     if (!nvrtc_loaded)
       failure = "NVRTC (libnvrtc) could not be loaded; install the [cuda] extra (the nvidia-cuda-nvrtc-cu12 wheel), a "
                 "CUDA toolkit, or set SPLAT_NVRTC_LIBRARY to the library's path. Tried:" + tried;

@@ -3,6 +3,7 @@
 // without a driver simply reports the backend as unavailable.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,14 @@ struct Nvrtc {
 // what was tried when none loads.
 const Nvrtc* nvrtc(std::string* error);
 void add_nvrtc_search_dir(const std::string& dir);
+
+// A run-time library from its candidates: $env_var (a file path) first, then
+// each directory with each of dir_names, then each of bare_names for the
+// system loader; `load` tries one path (true: loaded; else why). Returns
+// whether one loaded; `tried` lists the failures, a line each.
+bool load_first_candidate(const char* env_var, const std::vector<std::string>& dirs,
+                          const std::vector<const char*>& dir_names, const std::vector<const char*>& bare_names,
+                          const std::function<bool(const std::string&, std::string&)>& load, std::string& tried);
 
 // Compute capabilities (e.g. 90) NVRTC can generate code for.
 std::vector<int> nvrtc_supported_archs(const Nvrtc* n);

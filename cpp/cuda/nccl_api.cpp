@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -76,19 +75,10 @@ const Nccl* nccl(std::string* error) {
   std::lock_guard<std::mutex> lock(nccl_mutex());
   if (!nccl_tried) {
     nccl_tried = true;
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("SPLAT_NCCL_LIBRARY"); env && *env) candidates.push_back(env);
-    for (const auto& dir : nccl_dirs()) candidates.push_back(dir + "/libnccl.so.2");
-    candidates.push_back("libnccl.so.2");
     std::string tried;
-    for (const auto& c : candidates) {
-      std::string why;
-      if (load_nccl_from(c, n, why)) {
-        nccl_loaded = true;
-        break;
-      }
-      tried += "\n  " + c + ": " + why;
-    }
+    nccl_loaded = load_first_candidate(
+        "SPLAT_NCCL_LIBRARY", nccl_dirs(), {"libnccl.so.2"}, {"libnccl.so.2"},
+        [&](const std::string& path, std::string& why) { return load_nccl_from(path, n, why); }, tried);
     if (!nccl_loaded)
       failure = "NCCL (libnccl.so.2, 2.10 or later) could not be loaded; install the [multigpu] extra (the "
                 "nvidia-nccl-cu12 wheel) or set SPLAT_NCCL_LIBRARY to the library's path. Tried:" + tried;
