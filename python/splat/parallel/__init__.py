@@ -9,9 +9,9 @@ averaged across the ranks before one identical update on every rank
     while trainer.step_count < config.steps:
         trainer.step()
 
-The collectives go through torch.distributed (gloo between processes on the
-CPU backend; the `[torch]` extra). Several ranks on a GPU backend are
-refused until their exchange has run on a GPU.
+The collectives go through torch.distributed's gloo (the `[torch]` extra), or,
+with exchange="device" on CUDA, the gradients through NCCL on the GPUs (the
+`[multigpu]` extra). `splat train --gpus N` starts the ranks itself.
 """
 from .env import RankEnv
 from .group import ProcessGroup, RankFailure

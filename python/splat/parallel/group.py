@@ -1,5 +1,6 @@
-"""The ranks' collectives, through torch.distributed: gloo between the
-processes of the CPU backend (NCCL for GPUs is its own path, not yet built).
+"""The ranks' collectives on the host, through torch.distributed's gloo (every
+backend's exchange="host", the rendezvous of exchange="device", and the
+control values; NCCL's device reduction is the trainer's, cpp/cuda/nccl_api).
 
 A collective that fails, because another rank stopped or cannot be reached
 within the timeout, raises RankFailure naming this rank and the operation;
