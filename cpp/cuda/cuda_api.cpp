@@ -60,6 +60,7 @@ const Driver* driver(std::string* error) {
       bind(lib, d.cuStreamCreate, "cuStreamCreate", missing);
       bind(lib, d.cuStreamDestroy, "cuStreamDestroy_v2", missing);
       bind(lib, d.cuStreamSynchronize, "cuStreamSynchronize", missing);
+      bind(lib, d.cuStreamQuery, "cuStreamQuery", missing);
       bind(lib, d.cuMemAlloc, "cuMemAlloc_v2", missing);
       bind(lib, d.cuMemFree, "cuMemFree_v2", missing);
       bind(lib, d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing);

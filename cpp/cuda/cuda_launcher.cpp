@@ -1,6 +1,9 @@
 #include "cuda_launcher.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <cstdio>
 
 #include "cuda_backend.h"
@@ -88,9 +91,15 @@ CudaLauncher::CudaLauncher(int ordinal, bool profile) : ordinal_(ordinal), profi
 CudaLauncher::~CudaLauncher() {
   CUcontext popped = nullptr;
   if (cu_->cuCtxPushCurrent(context_) == CUDA_SUCCESS) {
+    if (comm_) {  // a dead rank must not hold the exit: the wait aborts the communicator then
+      try {
+        wait_stream("cuStreamSynchronize");
+      } catch (const std::exception&) {
+      }
+      if (comm_) nccl_->ncclCommDestroy(comm_);
+    }
     if (stream_) cu_->cuStreamSynchronize(stream_);
     if (own_stream_ && own_stream_ != stream_) cu_->cuStreamSynchronize(own_stream_);
-    if (comm_) nccl_->ncclCommDestroy(comm_);
     for (CUevent e : events_)
       if (e) cu_->cuEventDestroy(e);
     for (auto& m : modules_) cu_->cuModuleUnload(m.second);
@@ -117,7 +126,7 @@ void CudaLauncher::release(gpu::BufferHandle buffer) {
   if (!buffer) return;
   Scope scope(*this);
   // Work still queued may use the buffer.
-  check(cu_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  wait_stream("cuStreamSynchronize");
   check(cu_->cuMemFree(static_cast<CUdeviceptr>(buffer)), "cuMemFree");
 }
 
@@ -135,7 +144,7 @@ void CudaLauncher::download(void* dst, gpu::BufferRef src, size_t bytes) {
   Scope scope(*this);
   check(cu_->cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src.handle + src.offset), bytes, stream_),
         "cuMemcpyDtoHAsync");
-  check(cu_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  wait_stream("cuStreamSynchronize");
   ++transfers_.downloads;
   transfers_.download_bytes += bytes;
 }
@@ -269,6 +278,35 @@ void CudaLauncher::dispatch(gpu::Pipeline pipeline, uint32_t groups, uint32_t gr
   if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel(" + state->name + ", " + std::to_string(groups) + " groups)");
 }
 
+void CudaLauncher::wait_stream(const char* what) {
+  if (!comm_) {
+    check(cu_->cuStreamSynchronize(stream_), what);
+    return;
+  }
+  double timeout_s = 600.0;
+  if (const char* env = std::getenv("SPLAT_RANK_TIMEOUT"); env && *env && std::atof(env) > 0) timeout_s = std::atof(env);
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    CUresult r = cu_->cuStreamQuery(stream_);
+    if (r == CUDA_SUCCESS) return;
+    if (r != CUDA_ERROR_NOT_READY) check(r, what);
+    ncclResult_t async = NCCL_SUCCESS;
+    nccl_->ncclCommGetAsyncError(comm_, &async);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if ((async != NCCL_SUCCESS && async != NCCL_IN_PROGRESS) || waited > timeout_s) {
+      const std::string why = async != NCCL_SUCCESS && async != NCCL_IN_PROGRESS
+                                  ? std::string(nccl_->ncclGetErrorString(async))
+                                  : "no progress in " + std::to_string(static_cast<int>(timeout_s)) + " s";
+      nccl_->ncclCommAbort(comm_);  // its kernels end, and the stream with them
+      comm_ = nullptr;
+      cu_->cuStreamSynchronize(stream_);
+      throw BackendError("[cuda] the ranks' exchange on the device failed (" + why +
+                         "): another rank stopped or did not answer (SPLAT_RANK_TIMEOUT)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 void CudaLauncher::join_ranks(const std::string& unique_id, int rank, int ranks) {
   if (comm_) throw BackendError("[cuda] join_ranks: this device has joined its ranks already");
   if (unique_id.size() != sizeof(NcclUniqueId))
@@ -307,7 +345,7 @@ void CudaLauncher::all_reduce(const gpu::BufferRef* buffers, const size_t* count
 
 void CudaLauncher::synchronize() {
   Scope scope(*this);
-  check(cu_->cuStreamSynchronize(stream_), "running the queued kernels (cuStreamSynchronize)");
+  wait_stream("running the queued kernels (cuStreamSynchronize)");
 }
 
 void CudaLauncher::set_timing(bool enabled) {
@@ -360,7 +398,7 @@ void CudaLauncher::release_host(void* p) {
   if (!p) return;
   if (!cu_->cuMemAllocHost || !cu_->cuMemFreeHost) return gpu::Launcher::release_host(p);
   Scope scope(*this);
-  check(cu_->cuStreamSynchronize(stream_), "cuStreamSynchronize");  // a copy may still read it
+  wait_stream("cuStreamSynchronize");  // a copy may still read it
   check(cu_->cuMemFreeHost(p), "cuMemFreeHost");
 }
 

@@ -56,6 +56,11 @@ class CudaLauncher final : public gpu::Launcher {
   class Scope;  // makes the context current for one call
 
   void check(CUresult r, const std::string& what) const;
+  // Waits for the stream (context current). With a communicator, polls it:
+  // a rank that died leaves NCCL's kernels waiting, so an asynchronous NCCL
+  // error, or no progress within $SPLAT_RANK_TIMEOUT seconds (600), aborts the
+  // communicator and raises BackendError.
+  void wait_stream(const char* what);
   CUmodule load_module(const gpu::KernelInfo& info, const std::vector<std::string>& defines);
 
   const Driver* cu_ = nullptr;

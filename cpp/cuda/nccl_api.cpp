@@ -42,6 +42,7 @@ bool load_nccl_from(const std::string& path, Nccl& n, std::string& why) {
   bind(lib, n.ncclCommInitRank, "ncclCommInitRank", missing);
   bind(lib, n.ncclCommDestroy, "ncclCommDestroy", missing);
   bind(lib, n.ncclCommAbort, "ncclCommAbort", missing);
+  bind(lib, n.ncclCommGetAsyncError, "ncclCommGetAsyncError", missing);
   bind(lib, n.ncclAllReduce, "ncclAllReduce", missing);
   bind(lib, n.ncclGroupStart, "ncclGroupStart", missing);
   bind(lib, n.ncclGroupEnd, "ncclGroupEnd", missing);

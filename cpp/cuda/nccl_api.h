@@ -11,6 +11,7 @@ namespace splat::cuda {
 using ncclResult_t = int;
 using ncclComm_t = struct ncclComm*;
 constexpr ncclResult_t NCCL_SUCCESS = 0;
+constexpr ncclResult_t NCCL_IN_PROGRESS = 7;
 // ncclDataType_t and ncclRedOp_t values (nccl.h).
 constexpr int NCCL_FLOAT32 = 7;
 constexpr int NCCL_SUM = 0;
@@ -31,6 +32,7 @@ struct Nccl {
   ncclResult_t (*ncclCommInitRank)(ncclComm_t*, int, NcclUniqueId, int);
   ncclResult_t (*ncclCommDestroy)(ncclComm_t);
   ncclResult_t (*ncclCommAbort)(ncclComm_t);
+  ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*);
   ncclResult_t (*ncclAllReduce)(const void*, void*, size_t, int, int, ncclComm_t, CUstream);
   ncclResult_t (*ncclGroupStart)();
   ncclResult_t (*ncclGroupEnd)();
