@@ -406,3 +406,14 @@ def test_python_dash_m(tmp_path):
     p = subprocess.run([sys.executable, "-m", "splat", "--version"], capture_output=True, text=True, env=env,
                        timeout=120)
     assert p.returncode == 0 and p.stdout.startswith("splat ")
+
+
+@pytest.mark.skipif(not NATIVE, reason="native module not built")
+@pytest.mark.parametrize("key,views", [("train_frames", 8), ("test_frames", 4)])
+def test_a_frame_selection_that_selects_nothing_names_its_key(tmp_path, capsys, key, views):
+    scene = tmp_path / "scene"
+    write_blender_scene(scene, SIZE, n_test_views=4)
+    rc, out, err = run_cli(capsys, "train", scene, "--set", f'data.{key}="50:"', "--steps", "2", "--backend", "cpu",
+                           "--out", tmp_path / "run", "--quiet")
+    assert_user_error(rc, err, f"data.{key}: slice(50, None, None) selects no view out of {views}")
+    assert not (tmp_path / "run" / "metrics.json").exists()

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .camera import Camera
+from .data.layout import axes_meeting_point, camera_axes
 from .gaussians import Gaussians
 
 AXES = {"+x": (1, 0, 0), "-x": (-1, 0, 0), "+y": (0, 1, 0), "-y": (0, -1, 0), "+z": (0, 0, 1), "-z": (0, 0, -1)}
@@ -77,17 +78,6 @@ def look_at(position, target, up) -> np.ndarray:
     return np.linalg.inv(c2w)
 
 
-def _camera_axes(cameras):
-    """(centres [V,3], forward [V,3], up [V,3]) of splat.Cameras."""
-    centres, fwd, up = [], [], []
-    for cam in cameras:
-        r = cam.world_to_camera[:3, :3].astype(np.float64)
-        centres.append(cam.center)
-        fwd.append(r[2])            # third row of R = camera z axis in world
-        up.append(-r[1])            # camera -y
-    return np.array(centres), np.array(fwd), np.array(up)
-
-
 def _gaussian_centre(g: Gaussians):
     """Median of the fairly opaque Gaussians' positions, and their 90th
     percentile distance from it (robust to the floaters around a scene)."""
@@ -133,15 +123,9 @@ def orbit_frame(g: Gaussians, cameras=(), up: str | None = None) -> OrbitFrame:
     cams = [c for c in cameras]
     g_centre, g_extent = _gaussian_centre(g)
     if cams:
-        centres, fwd, ups = _camera_axes(cams)
-        a = np.zeros((3, 3))
-        b = np.zeros(3)
-        for o, d in zip(centres, fwd):
-            proj = np.eye(3) - np.outer(d, d)
-            a += proj
-            b += proj @ o
-        w = np.linalg.eigvalsh(a)
-        centre = np.linalg.solve(a, b) if w[0] > 0.05 * w[-1] else g_centre
+        centres, fwd, ups = camera_axes(cams)
+        point = axes_meeting_point(centres, fwd)
+        centre = point if point is not None else g_centre
         up_v = ups.mean(axis=0)
         if up is not None:
             up_v = np.asarray(AXES[up], np.float64)

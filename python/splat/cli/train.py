@@ -59,14 +59,26 @@ def _builtin_scene(args) -> bool:
     return args.config is None and scene_arg(args) is None and not sets_path
 
 
+def _load_split(cfg, key: str, path, name: str, frames, source=None):
+    """One split of a run's scene; a frame selection that selects nothing names its
+    config key (data.train_frames, data.test_frames), and `source` the config file."""
+    from ..data import load_dataset
+    try:
+        return load_dataset(path, name, frames=frames, **cfg.data.loader_args())
+    except ValueError as exc:
+        if not str(exc).startswith("[splat] frames: "):
+            raise
+        where = f"{source}: " if source else ""
+        raise ValueError(f"[splat] {where}data.{key}: {str(exc).removeprefix('[splat] frames: ')}") from None
+
+
 def _train_dataset(cfg, synthetic: bool):
     """The training views alone (the ranks after the first)."""
     if synthetic:
         from ..data import synthetic as syn
         return syn.make_scene()[0]
-    from ..data import load_dataset
     d = cfg.data
-    return load_dataset(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
+    return _load_split(cfg, "train_frames", d.path, d.train_split, d.train_frames)
 
 
 def _datasets(cfg, synthetic: bool, source=None):
@@ -74,21 +86,14 @@ def _datasets(cfg, synthetic: bool, source=None):
     if synthetic:
         from ..data import synthetic as syn
         return syn.make_scene()
-    from ..data import load_dataset
     d = cfg.data
-    common = d.loader_args()
+    return (_load_split(cfg, "train_frames", d.path, d.train_split, d.train_frames, source),
+            _load_split(cfg, "test_frames", d.eval_path or d.path, d.eval_split, d.test_frames, source))
 
-    def split(key: str, path, name: str, frames):
-        try:
-            return load_dataset(path, name, frames=frames, **common)
-        except ValueError as exc:  # a frame selection that selects nothing: name its config key
-            if not str(exc).startswith("[splat] frames: "):
-                raise
-            where = f"{source}: " if source else ""
-            raise ValueError(f"[splat] {where}data.{key}: {str(exc).removeprefix('[splat] frames: ')}") from None
 
-    return (split("train_frames", d.path, d.train_split, d.train_frames),
-            split("test_frames", d.eval_path or d.path, d.eval_split, d.test_frames))
+def _image_budget(cfg, synthetic: bool) -> int:
+    """Device bytes the training images may take (0: the backend's default)."""
+    return 0 if synthetic else int(cfg.data.device_image_budget * (1 << 30))
 
 
 def _largest_size(ds) -> list:
@@ -267,7 +272,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         if start is not None and earlier.get("finished") and start[0]["step"] >= steps:
             raise UserError(f"run folder {out}: finished at step {start[0]['step']}; pass --steps N "
                             f"(N > {start[0]['step']}) to train on")
-    budget = 0 if synthetic else int(cfg.data.device_image_budget * (1 << 30))
+    budget = _image_budget(cfg, synthetic)
     # Before the trainer: the warm-up trains on two of the views, which the trainer
     # then drops from the dataset as it copies them (one copy of the images on the host).
     seconds = warm_up(train, bc, cfg.train)
@@ -380,6 +385,12 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                             gaussians=trainer.num_gaussians, rate=0.0)
     first_step = trainer.step_count
     ranks_stop = False
+
+    def stopping() -> bool:
+        """Several ranks stop together: after the update whose exchange carries a
+        rank's stop (this one's signal included), not before it."""
+        return stop.signum is not None if group is None else ranks_stop
+
     try:
         for milestone in sorted(set(eval_steps) | set(ckpt_steps)):
             done = milestone < first_step or (milestone == first_step and (
@@ -387,9 +398,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             if done:    # before the checkpoint resumed from, or evaluated there already
                 continue
             t0 = time.perf_counter()
-            # Several ranks stop together: after the update whose exchange carries
-            # a rank's stop (this one's signal included), not before it.
-            while trainer.step_count < milestone and (stop.signum is None if group is None else not ranks_stop):
+            while trainer.step_count < milestone and not stopping():
                 i = trainer.step_count + 1
                 j = i + ranks - 1   # the update's last view step
                 read = j // LOSS_EVERY > (i - 1) // LOSS_EVERY or j >= milestone
@@ -407,7 +416,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                     bar.update(task, completed=min(st.step, steps), loss=st.loss, gaussians=st.num_gaussians,
                                rate=rate)
             train_seconds += time.perf_counter() - t0
-            if stop.signum is not None if group is None else ranks_stop:
+            if stopping():
                 break
             trainer.check_finite()
             if milestone in ckpt_steps:   # several ranks: the first step at or past the milestone

@@ -146,7 +146,7 @@ def follow(args, group, stop) -> int:
     """Ranks 1..N-1: rank 0's start, its views' steps in lockstep, nothing written."""
     from ..parallel import DataParallelTrainer, RankFailure, rank_backend_config
     from ..trainer import Trainer
-    from .train import _train_dataset
+    from .train import _image_budget, _train_dataset
 
     try:
         start = group.broadcast()
@@ -159,9 +159,8 @@ def follow(args, group, stop) -> int:
         raise UserError(f"rank {group.rank}: the training views here differ from rank 0's ({len(train)} against "
                         f"{len(start['names'])}): every rank must read the same scene folder")
     bc = rank_backend_config(_make_backend(cfg.backend, explain_fallback=False), group)
-    budget = 0 if synthetic else int(cfg.data.device_image_budget * (1 << 30))
     trainer = Trainer(train, cfg.train, bc, start["state"], step=start["step"], scene_extent=start["scene_extent"],
-                      image_budget=budget, release_images=True)
+                      image_budget=_image_budget(cfg, synthetic), release_images=True)
     if list(trainer.sizes) != [tuple(s) for s in start["sizes"]]:
         raise UserError(f"rank {group.rank}: the training views' sizes differ from rank 0's")
     try:

@@ -15,22 +15,35 @@ import numpy as np
 OBJECT_MAX_ANGLE_DEG = 20.0
 
 
+def camera_axes(cameras):
+    """(centres [V,3], forward [V,3], up [V,3]) of splat.Cameras, in float64: each
+    camera's centre, view direction (its z axis) and up (its -y axis) in the world."""
+    rot = np.stack([np.asarray(c.world_to_camera, np.float64)[:3, :3] for c in cameras])
+    centres = np.stack([np.asarray(c.center, np.float64) for c in cameras])
+    return centres, rot[:, 2], -rot[:, 1]
+
+
+def axes_meeting_point(centres, forward):
+    """The point nearest to every optical axis (least squares), or None when the
+    axes are nearly parallel and meet nowhere in particular."""
+    proj = np.eye(3)[None] - forward[:, :, None] * forward[:, None, :]
+    a = proj.sum(0)
+    b = np.einsum("vij,vj->i", proj, centres)
+    w = np.linalg.eigvalsh(a)
+    return np.linalg.solve(a, b) if w[0] > 0.05 * w[-1] else None
+
+
 def axes_meeting_angle(cameras) -> float:
     """The median angle (degrees) between each camera's view direction and the
     direction to the point nearest all the optical axes; 90 when there is no
     such point (the axes nearly parallel, or fewer than two cameras)."""
     if len(cameras) < 2:
         return 90.0
-    rot = np.stack([np.asarray(c.world_to_camera, np.float64)[:3, :3] for c in cameras])
-    centres = np.stack([np.asarray(c.center, np.float64) for c in cameras])
-    forward = rot[:, 2]  # the camera z axis in the world
-    proj = np.eye(3)[None] - forward[:, :, None] * forward[:, None, :]
-    a = proj.sum(0)
-    b = np.einsum("vij,vj->i", proj, centres)
-    w = np.linalg.eigvalsh(a)
-    if not w[0] > 0.05 * w[-1]:  # parallel axes meet nowhere in particular
+    centres, forward, _ = camera_axes(cameras)
+    point = axes_meeting_point(centres, forward)
+    if point is None:
         return 90.0
-    to_point = np.linalg.solve(a, b)[None] - centres
+    to_point = point[None] - centres
     dist = np.linalg.norm(to_point, axis=1)
     cos = np.einsum("vi,vi->v", to_point, forward) / np.maximum(dist, 1e-12)
     return float(np.degrees(np.median(np.arccos(np.clip(cos, -1.0, 1.0)))))

@@ -87,6 +87,7 @@ class DataParallelTrainer:
     def __init__(self, dataset, config, backend_config, group: ProcessGroup, *, state: dict | None = None,
                  step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt", exchange: str = "host"):
         _check_group(group)
+        _check_options(check_every, lr_scaling, exchange)
         _check_recipe(config, group)
         backend_config = rank_backend_config(backend_config, group)
         if state is None:
@@ -103,6 +104,7 @@ class DataParallelTrainer:
         """Data-parallel updates of a Trainer built with rank_backend_config(...) (its
         state the same on every rank: the rank-0 state handed to the others)."""
         _check_group(group)
+        _check_options(check_every, lr_scaling, exchange)
         if not isinstance(trainer, Trainer):
             raise TypeError(f"[parallel] trainer: expected splat.Trainer, got {type(trainer).__name__}")
         _check_recipe(trainer.config, group)
@@ -115,12 +117,6 @@ class DataParallelTrainer:
         return self
 
     def _attach(self, trainer: Trainer, group: ProcessGroup, check_every, lr_scaling, exchange) -> None:
-        if exchange not in ("host", "device"):
-            raise ValueError(f"[parallel] exchange: expected 'host' or 'device', got {exchange!r}")
-        if lr_scaling not in ("sqrt", "none"):
-            raise ValueError(f"[parallel] lr_scaling: expected 'sqrt' or 'none', got {lr_scaling!r}")
-        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
-            raise ValueError(f"[parallel] check_every: expected an integer >= 0, got {check_every!r}")
         n = group.world_size
         self.group = group
         self.trainer = trainer
@@ -250,6 +246,16 @@ class DataParallelTrainer:
 def _check_group(group) -> None:
     if not isinstance(group, ProcessGroup):
         raise TypeError(f"[parallel] group: expected splat.parallel.ProcessGroup, got {type(group).__name__}")
+
+
+def _check_options(check_every, lr_scaling, exchange) -> None:
+    """Before any trainer is built."""
+    if exchange not in ("host", "device"):
+        raise ValueError(f"[parallel] exchange: expected 'host' or 'device', got {exchange!r}")
+    if lr_scaling not in ("sqrt", "none"):
+        raise ValueError(f"[parallel] lr_scaling: expected 'sqrt' or 'none', got {lr_scaling!r}")
+    if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
+        raise ValueError(f"[parallel] check_every: expected an integer >= 0, got {check_every!r}")
 
 
 def _check_recipe(config, group: ProcessGroup) -> None:
