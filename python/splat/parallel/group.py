@@ -114,7 +114,10 @@ class ProcessGroup:
         if self.world_size > 1:
             self._call("barrier", self._dist.barrier)
 
-    def _abandon(self) -> None:
+    def leave(self) -> None:
+        """Leaves the group now, without the others: after a failure that ends the
+        training (RankFailure, RanksDiverged), so that the interpreter's exit does
+        not tear down gloo's threads with a peer gone, which aborts the process."""
         try:
             if self._dist is not None and self._dist.is_initialized():
                 self._dist.destroy_process_group()
@@ -128,7 +131,7 @@ class ProcessGroup:
         except Exception as exc:  # gloo: a closed connection or a timeout
             # Leave the group now: its threads, left to the interpreter's exit
             # with a peer gone, abort the process.
-            self._abandon()
+            self.leave()
             raise RankFailure(f"[parallel] rank {self.rank} of {self.world_size}: {name} failed (another rank "
                               f"stopped or did not answer in time): {_first_sentence(exc)}") from exc
 

@@ -176,6 +176,7 @@ class DataParallelTrainer:
         """Raises RanksDiverged unless every rank holds the same parameters."""
         hashes = self.group.allgather(self.parameter_hash())
         if len(set(hashes)) > 1:
+            self.group.leave()  # every rank raises here: none trains on
             raise RanksDiverged(f"[parallel] rank {self.group.rank}: the ranks' parameters differ after "
                                 f"{self.step_count} view steps (hashes by rank: {', '.join(h[:12] for h in hashes)})")
 
