@@ -156,6 +156,9 @@ class GpuDevice final : public Device {
   void reserve_pixels(size_t pixels, uint32_t tiles);
   // d_sh of the last backward, expanded from its factors into `out`.
   void expand_sh_grad(BufferRef out);
+  // The training SH gradient in full at kGrad0 + 4: expanded from the last
+  // backward's factors, unless set_gradients / reduce_gradients left it there.
+  void ensure_full_sh_grad();
   Pipeline pipeline(Kernel k);
   void launch(Kernel k, uint32_t groups, std::initializer_list<KernelArg> args);
   void launch(Pipeline p, Kernel k, uint32_t groups, std::initializer_list<KernelArg> args);

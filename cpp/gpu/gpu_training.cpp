@@ -362,12 +362,16 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   finish_op(false);
 }
 
+void GpuDevice::ensure_full_sh_grad() {
+  const size_t n = count_;
+  if (n && !sh_grad_full_) expand_sh_grad(ensure(kGrad0 + 4, 4 * n * param_width(4, sh_stride_)));
+}
+
 void GpuDevice::get_gradients(std::vector<float> (&grads)[5]) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = count_;
   begin(TimingLabel::Readback);
-  // The SH gradient in full, as set_gradients gives it back (Adam then reads it so).
-  if (n && !sh_grad_full_) expand_sh_grad(ensure(kGrad0 + 4, 4 * n * param_width(4, sh_stride_)));
+  ensure_full_sh_grad();  // as set_gradients gives it back (Adam then reads it so)
   for (int a = 0; a < 5; ++a) {
     grads[a].resize(n * param_width(a, sh_stride_));
     if (n) launcher_->download(grads[a].data(), ref(kGrad0 + a), 4 * grads[a].size());
@@ -401,8 +405,7 @@ void GpuDevice::reduce_gradients() {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = count_;
   if (!n) return;
-  // The SH gradient in full: a sum of the ranks' rank-one factors is not rank one.
-  if (!sh_grad_full_) expand_sh_grad(ensure(kGrad0 + 4, 4 * n * param_width(4, sh_stride_)));
+  ensure_full_sh_grad();  // a sum of the ranks' rank-one factors is not rank one
   BufferRef buffers[5];
   size_t counts[5];
   for (int a = 0; a < 5; ++a) {
@@ -659,7 +662,7 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
   out.sorted_gauss.resize(num_pairs_);
   if (tiles) launcher_->download(out.tile_ranges.data(), ref(kRanges), 8 * tiles);
   if (num_pairs_) launcher_->download(out.sorted_gauss.data(), ref(sorted_in_b_ ? kValsB : kValsA), 4 * num_pairs_);
-  if (n) expand_sh_grad(ensure(kGrad0 + 4, 4 * n * param_width(4, sh_stride_)));
+  ensure_full_sh_grad();
   for (int a = 0; a < 5; ++a) {
     out.grads[a].resize(n * param_width(a, sh_stride_));
     if (n) launcher_->download(out.grads[a].data(), ref(kGrad0 + a), 4 * out.grads[a].size());
