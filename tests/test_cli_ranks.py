@@ -143,3 +143,12 @@ def test_the_device_exchange_needs_cuda(tmp_path):
     assert proc.returncode == 1, err[-3000:]
     assert "splat: error: exchange='device' reduces through NCCL on CUDA devices; backend cpu" in err, err[-3000:]
     assert "Traceback" not in err
+
+
+def test_gpus_spelt_as_argparse_takes_it(tmp_path):
+    # --gpu=2 (an abbreviation) starts the same two ranks as --gpus 2.
+    run = tmp_path / "run"
+    proc = splat_train("--gpu=2", "--backend", "cpu", "--steps", 4, "--out", run, "--quiet")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads((run / "metrics.json").read_text())["ranks"] == 2

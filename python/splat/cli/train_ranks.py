@@ -31,18 +31,8 @@ from ._shared import UserError, _clean, _make_backend
 FAILED_RANK_GRACE_S = 30.0
 # The group's timeout: rank 0 evaluates and writes checkpoints while the others wait.
 RANK_TIMEOUT_S = 3600.0
-
-
-def _without_gpus(argv: list[str]) -> list[str]:
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == "--gpus":
-            skip = True
-        elif not a.startswith("--gpus="):
-            out.append(a)
-    return out
+# Set in the ranks `--gpus N` starts: N.
+LAUNCHED_BY_GPUS = "SPLAT_LAUNCHED_BY_GPUS"
 
 
 def _free_port() -> int:
@@ -69,15 +59,16 @@ def launch(args) -> int:
         raise UserError("--gpus: this process is already a rank (RANK / WORLD_SIZE are set): drop --gpus, "
                         "the launcher that set them starts the ranks")
     _require_distributed()
-    argv = _without_gpus(list(args.argv))
     port = _free_port()
     procs, logs = [], []
     for rank in range(n):
+        # The same command line (--gpus N however it was spelt); LAUNCHED_BY_GPUS tells the rank
+        # that its --gpus started it rather than asks it to launch.
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **{LAUNCHED_BY_GPUS: str(n)})
         log = None if rank == 0 else tempfile.TemporaryFile(mode="w+b")
         logs.append(log)
-        procs.append(subprocess.Popen([sys.executable, "-m", "splat", *argv], env=env, start_new_session=True,
+        procs.append(subprocess.Popen([sys.executable, "-m", "splat", *args.argv], env=env, start_new_session=True,
                                       stdout=None if rank == 0 else subprocess.DEVNULL,
                                       stderr=None if rank == 0 else log))
     forwarded: dict[int, int] = {}
@@ -126,7 +117,7 @@ def rank_group(args):
     world = os.environ.get("WORLD_SIZE", "")
     if not world or world == "1":
         return None
-    if args.gpus and args.gpus > 1:
+    if args.gpus and args.gpus > 1 and os.environ.get(LAUNCHED_BY_GPUS) != str(args.gpus):
         raise UserError("--gpus: this process is already a rank (RANK / WORLD_SIZE are set): drop --gpus")
     _require_distributed()
     from ..parallel import ProcessGroup
