@@ -128,15 +128,15 @@ struct TileChunk {
   uint32_t lo, hi;      // this chunk's positions [lo, hi)
 };
 
-// Chunk k of `tile` (the chunk pass's head, ChunkPassParams); false when the
-// tile has fewer chunks.
+// Chunk k of `tile` (the chunk pass's head launches, and tile_chunk); false
+// when the tile has fewer chunks.
 SPLAT_FUNC bool tile_chunk_at(uint32_t tile, uint32_t k, SPLAT_DEVICE_MEM const uint32_t* ranges,
                               SPLAT_THREAD TileChunk& c) {
   c.tile = tile;
   c.start = ranges[2 * tile];
   c.end = ranges[2 * tile + 1];
   c.lo = c.start + k * (uint32_t)SPLAT_GROUP_SIZE;
-  if (c.end <= c.start || k >= chunk_count(c.start, c.end)) return false;
+  if (c.lo >= c.end) return false;
   c.hi = c.end - c.lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : c.lo + (uint32_t)SPLAT_GROUP_SIZE;
   return true;
 }
@@ -144,16 +144,10 @@ SPLAT_FUNC bool tile_chunk_at(uint32_t tile, uint32_t k, SPLAT_DEVICE_MEM const 
 SPLAT_FUNC bool tile_chunk(uint32_t slot, SPLAT_CONST_MEM const RasterParams& rp,
                            SPLAT_DEVICE_MEM const uint32_t* ranges, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles,
                            SPLAT_THREAD TileChunk& c) {
-  c.tile = chunk_tiles[slot];
-  if (c.tile >= rp.num_tiles) return false;
-  c.start = ranges[2 * c.tile];
-  c.end = ranges[2 * c.tile + 1];
-  uint32_t first = chunk_slot(c.tile, c.start, 0u);
-  if (slot < first) return false;
-  c.lo = c.start + (slot - first) * (uint32_t)SPLAT_GROUP_SIZE;
-  if (c.lo >= c.end) return false;
-  c.hi = c.end - c.lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : c.lo + (uint32_t)SPLAT_GROUP_SIZE;
-  return true;
+  const uint32_t tile = chunk_tiles[slot];
+  if (tile >= rp.num_tiles) return false;
+  const uint32_t first = chunk_slot(tile, ranges[2 * tile], 0u);
+  return slot >= first && tile_chunk_at(tile, slot - first, ranges, c);
 }
 
 // (P, L) of a run of splats blended from T = 1, accumulated splat by splat.
@@ -215,8 +209,8 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   // (A stale read only misses the skip.)
   if (cp.skip_saturated && tile_saturated[c.tile] < k) return;
   uint32_t count = c.hi - c.lo;
-  for (uint32_t k = t.tid; k < count; k += SPLAT_CHUNK_THREADS)
-    store_batch_splat(s_splats, k, records, sorted_ids[c.lo + k]);
+  for (uint32_t i = t.tid; i < count; i += SPLAT_CHUNK_THREADS)
+    store_batch_splat(s_splats, i, records, sorted_ids[c.lo + i]);
   sp_group_barrier();
   TilePixel px[SPLAT_CHUNK_PIXELS];
   vec2 pix[SPLAT_CHUNK_PIXELS];
