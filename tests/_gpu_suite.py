@@ -54,7 +54,8 @@ VARIANTS += [dict(deterministic=True, raster_backward_range=r) for r in ("last_c
 
 # Switches that must not change the forward's image or radii (a backend module adds its own).
 SUBMISSION_SWITCHES = [dict(submission="per_kernel"), dict(forward_submission="per_stage"),
-                       dict(binning="per_iter_alloc"), dict(raster_forward_chunks="skip_saturated")]
+                       dict(binning="per_iter_alloc"), dict(raster_forward_chunks="skip_saturated"),
+                       dict(raster_forward_chunks="all")]
 
 CASES = [  # (n, width, height, sh_degree): sizes mostly not tile multiples
     (1, 37, 53, 0),

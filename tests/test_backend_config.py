@@ -18,7 +18,7 @@ EXPECTED = {
     "pipelining": ["off", "on"],
     "binning": ["resident", "per_iter_alloc"],
     "pair_sizing": ["device", "readback"],
-    "raster_forward_chunks": ["all", "skip_saturated"],
+    "raster_forward_chunks": ["auto", "all", "skip_saturated"],
     "deterministic": ["false", "true"],
     "timing": ["off", "per_kernel"],
     "profile": ["false", "true"],

@@ -32,7 +32,7 @@ RECIPE = dict(
     visible_adam=False,
 )
 # The strategy and the Gaussian budget (gsplat's MCMC defaults for the mcmc_* keys).
-RECIPE.update(strategy="default", max_gaussians=2 ** 24, mcmc_refine_from=500, mcmc_refine_until=25000,
+RECIPE.update(preset="default", strategy="default", max_gaussians=2 ** 24, mcmc_refine_from=500, mcmc_refine_until=25000,
               mcmc_refine_every=100, mcmc_growth=0.05, mcmc_min_opacity=0.005, mcmc_noise_lr=5e5,
               mcmc_opacity_reg=0.01, mcmc_scale_reg=0.01, mcmc_init_opacity=0.5, mcmc_init_scale=0.1)
 

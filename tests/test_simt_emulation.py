@@ -237,13 +237,16 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
 
 
 def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
-    """exposure_apply / _backward / _reduce / _adam (train_exposure.h) against
-    loops over exposure.h and adam.h: the corrected image, A^T d_image and the
-    Adam step to the bit, the tree-summed gradient to float rounding of a
-    float64 sum, on pixel counts that leave a partial last threadgroup."""
+    """exposure_apply / _backward / _reduce / _adam / _center (train_exposure.h)
+    against loops over exposure.h and adam.h: the corrected image, A^T d_image and
+    the Adam step to the bit, the tree-summed gradient to float rounding of a
+    float64 sum, on pixel counts that leave a partial last threadgroup; the
+    centring's mean at the identity and the views' differences kept, with more
+    views than a threadgroup's threads (its strided sum)."""
     exe = compile_check(compiler, [EXPOSURE_SOURCE], str(tmp_path / "exposure_check"))
     rng, seed = make_rng()
-    for pixels, views in ((1, 1), (int(rng.integers(300, 5000)), int(rng.integers(2, 9)))):
+    for pixels, views in ((1, 1), (int(rng.integers(300, 5000)), int(rng.integers(2, 9))),
+                          (int(rng.integers(1, 300)), int(rng.integers(257, 700)))):
         p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(pixels), str(views)],
                            capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-4000:]
@@ -256,6 +259,10 @@ def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
         assert int(got["adam_moved"]) == int(got["adam_values"]) == 12 * views, (got, seed)
         # A step whose pairs did not fit (radius[0] = -1) leaves every correction and moment as it was.
         assert int(got["skip_kept"]) == 1, (got, seed)
+        # Centring: float32 sums of up to 700 values near 1 (rounding ~1e-7 each).
+        assert float(got["center_mean_err"]) < 2e-6, (got, seed)
+        assert float(got["center_diff_err"]) < 1e-6, (got, seed)
+        assert int(got["center_skip_kept"]) == 1, (got, seed)
 
 
 @pytest.mark.parametrize("key_bits", [8, 12, 32])

@@ -75,7 +75,7 @@ const std::vector<BackendConfig::Field>& BackendConfig::fields() {
       {"pipelining", {"off", "on"}, false},
       {"binning", {"resident", "per_iter_alloc"}, false},
       {"pair_sizing", {"device", "readback"}, false},
-      {"raster_forward_chunks", {"all", "skip_saturated"}, false},
+      {"raster_forward_chunks", {"auto", "all", "skip_saturated"}, false},
       {"deterministic", {"false", "true"}, true},
       {"timing", {"off", "per_kernel"}, false},
       {"profile", {"false", "true"}, true},

@@ -331,6 +331,20 @@ void CpuTraining::adam_step(const AdamSettings& s) {
       adam_update(step, current ? exposure_grad_[i % kExposureFloats] : 0.f, exposure_[i], exposure_m_[i],
                   exposure_v_[i]);
     }
+    center_exposure();
+  }
+}
+
+void CpuTraining::center_exposure() {
+  // The corrections are defined only relative to one another (the Gaussians'
+  // colours can absorb any affine map they share), so their mean is held at
+  // the identity: the model renders the views' average exposure.
+  const size_t views = exposure_.size() / kExposureFloats;
+  for (uint32_t k = 0; k < kExposureFloats; ++k) {
+    float sum = 0.f;
+    for (size_t v = 0; v < views; ++v) sum += exposure_[kExposureFloats * v + k];
+    const float shift = sum / static_cast<float>(views) - exposure_identity(k);
+    for (size_t v = 0; v < views; ++v) exposure_[kExposureFloats * v + k] -= shift;
   }
 }
 

@@ -94,6 +94,8 @@ class CpuTraining {
   // the loss, its gradient and d_rendered_ = A^T d_rendered_.
   void exposure_forward(uint32_t view, size_t pixels);
   void exposure_backward(uint32_t view, size_t pixels, uint32_t width);
+  // Holds the mean of the views' corrections at the identity (after each Adam step).
+  void center_exposure();
   // Densification scratch (kept between calls): where each Gaussian of the
   // densified set comes from.
   enum SourceKind : uint8_t { kOriginal, kClone, kChild };

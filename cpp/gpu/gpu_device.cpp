@@ -337,7 +337,7 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
               KernelArg::buf(sorted), KernelArg::buf(records), KernelArg::buf(chunk_tiles),
               KernelArg::buf(chunk_state), KernelArg::buf(chunk_last), KernelArg::buf(tile_saturated)});
     };
-    if (config_.raster_forward_chunks == RasterForwardChunks::SkipSaturated) {
+    if (skips_saturated_chunks(n, pixels)) {
       // Every tile's chunk k, one launch per k < kHeadChunks, each seeing
       // the chunks before it whole; then the rest over the slots, skipping
       // the chunks behind a tile's saturation (ChunkPassParams).

@@ -132,6 +132,15 @@ class GpuDevice final : public Device {
   // raster_forward_chunks = skip_saturated: the chunks per tile of the chunk
   // pass's first launch, in chunk order (ChunkPassParams).
   static constexpr uint32_t kHeadChunks = 4;
+  // raster_forward_chunks = auto skips from this many Gaussians or pixels on:
+  // below, the head launches' serial waves cost more than the chunks they skip
+  // (docs/gpu.md, "Chunks behind a saturated tile").
+  static constexpr size_t kSkipFromGaussians = 2'000'000, kSkipFromPixels = 1'000'000;
+  bool skips_saturated_chunks(size_t n, size_t pixels) const {
+    return config_.raster_forward_chunks == RasterForwardChunks::SkipSaturated ||
+           (config_.raster_forward_chunks == RasterForwardChunks::Auto &&
+            (n >= kSkipFromGaussians || pixels >= kSkipFromPixels));
+  }
   void forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
                     uint32_t sh_degree, const float background[3], uint32_t step = kNoStep);
   // A buffer holding 2^32 - 1: the count limit of sorts whose count the host knows.

@@ -519,6 +519,8 @@ void GpuDevice::adam_step(const AdamSettings& s) {
     launch(Kernel::ExposureAdam, div_up(xp.floats, kGroup),
            {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kExposureM)),
             KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad)), KernelArg::buf(ref(kRadius))});
+    launch(Kernel::ExposureCenter, 1,
+           {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kRadius))});
   }
   end(TimingLabel::Adam);
   finish_op(false);

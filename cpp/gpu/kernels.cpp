@@ -58,6 +58,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::ExposureBackward, "splat_exposure_backward", "train.cu", "train.metal", {}, kG},
       {Kernel::ExposureReduce, "splat_exposure_reduce", "train.cu", "train.metal", {}, kG},
       {Kernel::ExposureAdam, "splat_exposure_adam", "train.cu", "train.metal", {}, kG},
+      {Kernel::ExposureCenter, "splat_exposure_center", "train.cu", "train.metal", {}, kG},
   };
   return t;
 }

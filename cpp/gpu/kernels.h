@@ -57,6 +57,7 @@ enum class Kernel : uint8_t {
   ExposureBackward,
   ExposureReduce,
   ExposureAdam,
+  ExposureCenter,
   Count
 };
 constexpr size_t kKernelCount = static_cast<size_t>(Kernel::Count);

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .config import TrainConfig
+from .config import PRESETS, TrainConfig
 
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
 _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
@@ -16,7 +16,7 @@ _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad
 
 def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
     """Keys (with `prefix`, or among `keys`) whose value differs from the recipe's default."""
-    base = TrainConfig()
+    base = TrainConfig(preset=train.preset)   # the preset's values are not changes
     names = [f.name for f in fields(TrainConfig)]
     pick = [k for k in names if (keys is None and k.startswith(prefix)) or (keys is not None and k in keys)]
     return [k for k in pick if getattr(train, k) != getattr(base, k)]
@@ -25,6 +25,10 @@ def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
 def describe(train: TrainConfig) -> list[str]:
     """One line per mode of the recipe: what it does with these values."""
     budget = f"at most {train.max_gaussians:,} Gaussians"
+    preset = []
+    if PRESETS.get(train.preset):
+        keys = ", ".join(f"{k} {v:g}" for k, v in PRESETS[train.preset].items())
+        preset = [f"preset: {train.preset}: the keys not set explicitly take {keys}"]
     if train.strategy == "mcmc":
         lines = [f"strategy: mcmc: every {train.mcmc_refine_every} steps from {train.mcmc_refine_from} to "
                  f"{train.mcmc_refine_until}, Gaussians of opacity <= {train.mcmc_min_opacity:g} move onto live "
@@ -50,7 +54,7 @@ def describe(train: TrainConfig) -> list[str]:
         lines.append(f"exposure: on: a learned 3x3 + bias colour correction per training image before the loss "
                      f"(lr {train.exposure_lr:g} -> {train.exposure_lr_final:g}); evaluation leaves it out "
                      f"unless `splat eval --exposure` (training views)")
-    return lines
+    return preset + lines
 
 
 def mode_warnings(train: TrainConfig) -> list[str]:

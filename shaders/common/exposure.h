@@ -18,6 +18,9 @@ SPLAT_FUNC vec3 exposure_apply(ExposureAffine a, vec3 x) {
                    a.e[8] * x.x + a.e[9] * x.y + a.e[10] * x.z + a.e[11]);
 }
 
+// The identity's value at float k of [A | b]: 1 on A's diagonal (k = 0, 5, 10).
+SPLAT_FUNC float exposure_identity(uint32_t k) { return k % 5u == 0u ? 1.f : 0.f; }
+
 // d loss / d x = A^T d, d = d loss / d out.
 SPLAT_FUNC vec3 exposure_image_grad(ExposureAffine a, vec3 d) {
   return make_vec3(a.e[0] * d.x + a.e[4] * d.y + a.e[8] * d.z,

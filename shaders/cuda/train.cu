@@ -155,3 +155,9 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                         const int32_t* radius) {
   exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad, radius);
 }
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_exposure_center(ExposureParams p, float* exposure, const int32_t* radius) {
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
+  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, radius, s_red);
+}

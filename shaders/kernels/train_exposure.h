@@ -9,6 +9,10 @@
 //   exposure_reduce    one threadgroup: the partials summed in a fixed order
 //   exposure_adam      per float of every view's correction: Adam, with a
 //                      zero gradient for the views the step did not train
+//   exposure_center    one threadgroup: the corrections' mean over the views
+//                      held at the identity (they are defined only relative
+//                      to one another: the Gaussians' colours can absorb any
+//                      map they share)
 // No atomics: the gradient, and so training, is deterministic.
 #pragma once
 #include "adam.h"
@@ -95,4 +99,22 @@ SPLAT_FUNC void exposure_adam_body(SimtThread t, SPLAT_CONST_MEM const ExposureP
   exposure[i] = x;
   m[i] = mi;
   v[i] = vi;
+}
+
+SPLAT_FUNC void exposure_center_body(SimtThread t, SPLAT_CONST_MEM const ExposureParams& p,
+                                     SPLAT_DEVICE_MEM float* exposure, SPLAT_DEVICE_MEM const int32_t* radius,
+                                     SPLAT_TG_MEM float* s_red) {  // SPLAT_EXPOSURE_RED_FLOATS
+  if (step_skipped(radius)) return;  // the same for every thread: no barrier is left waiting
+  const uint32_t views = p.floats / SPLAT_EXPOSURE_FLOATS;
+  for (uint32_t c = 0; c < SPLAT_EXPOSURE_FLOATS; ++c) {
+    float sum = 0.f;
+    for (uint32_t v = t.tid; v < views; v += SPLAT_GROUP_SIZE) sum += exposure[SPLAT_EXPOSURE_FLOATS * v + c];
+    s_red[c * SPLAT_GROUP_SIZE + t.tid] = sum;
+  }
+  sp_group_barrier();
+  exposure_tree_sum(t, s_red, SPLAT_EXPOSURE_FLOATS);
+  for (uint32_t i = t.tid; i < p.floats; i += SPLAT_GROUP_SIZE) {
+    const uint32_t c = i % SPLAT_EXPOSURE_FLOATS;
+    exposure[i] -= s_red[c * SPLAT_GROUP_SIZE] / float(views) - exposure_identity(c);
+  }
 }

@@ -179,3 +179,9 @@ kernel void splat_exposure_adam(constant ExposureParams& p [[buffer(0)]], device
                                 SPLAT_THREAD_ATTRS) {
   exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad, radius);
 }
+
+kernel void splat_exposure_center(constant ExposureParams& p [[buffer(0)]], device float* exposure [[buffer(1)]],
+                                  device const int32_t* radius [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
+  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, radius, s_red);
+}

@@ -1,8 +1,9 @@
 // The exposure-compensation kernels (shaders/kernels/train_exposure.h) on the
 // SIMT emulator, against plain loops over the shared math of
 // shaders/common/exposure.h and adam.h: the corrected image and A^T d_image
-// to the bit, the 12 summed gradients against a float64 sum, and every
-// view's Adam step to the bit. Prints the counts and errors for
+// to the bit, the 12 summed gradients against a float64 sum, every view's
+// Adam step to the bit, and the centring's mean (against float64) and the
+// differences between views it must keep. Prints the counts and errors for
 // tests/test_simt_emulation.py.
 //
 //   exposure_check SEED PIXELS VIEWS
@@ -103,6 +104,29 @@ int main(int argc, char** argv) {
   size_t moved = 0;
   for (size_t i = 0; i < want_e.size(); ++i) moved += got_e[i] != exposure[i];
 
+  // exposure_center on the stepped corrections: each float's mean over the
+  // views becomes the identity's (float64 check); every view moves by the
+  // same shift, so the differences between views stay (to rounding).
+  std::vector<float> centred = got_e, skip_c = got_e;
+  simt_emu::dispatch(1, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
+    exposure_center_body(t, p, centred.data(), &kSeen, s_red);
+  });
+  simt_emu::dispatch(1, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
+    exposure_center_body(t, p, skip_c.data(), &kSkipped, s_red);
+  });
+  double mean_err = 0.0, diff_err = 0.0;
+  for (uint32_t k = 0; k < SPLAT_EXPOSURE_FLOATS; ++k) {
+    double mean = 0.0;
+    for (uint32_t w = 0; w < views; ++w) mean += centred[SPLAT_EXPOSURE_FLOATS * w + k];
+    mean_err = std::fmax(mean_err, std::fabs(mean / views - exposure_identity(k)));
+    for (uint32_t w = 1; w < views; ++w) {
+      const size_t i = SPLAT_EXPOSURE_FLOATS * w + k, j = k;
+      diff_err = std::fmax(diff_err, std::fabs((double(centred[i]) - centred[j]) - (double(got_e[i]) - got_e[j])));
+    }
+  }
+
   printf("apply_differ %zu\n", count_bit_differences(corrected, want_c));
   printf("image_grad_differ %zu\n", count_bit_differences(d_out, want_d));
   printf("grad_rel_err %.9g\n", std::sqrt(err / norm));
@@ -110,5 +134,8 @@ int main(int argc, char** argv) {
   printf("adam_moved %zu\n", moved);
   printf("adam_values %zu\n", want_e.size());
   printf("skip_kept %d\n", skip_kept ? 1 : 0);
+  printf("center_mean_err %.9g\n", mean_err);
+  printf("center_diff_err %.9g\n", diff_err);
+  printf("center_skip_kept %d\n", skip_c == got_e ? 1 : 0);
   return 0;
 }

@@ -19,7 +19,7 @@ enum class ForwardSubmission : uint8_t { Chained, PerStage };
 enum class Pipelining : uint8_t { Off, On };
 enum class Binning : uint8_t { Resident, PerIterAlloc };
 enum class PairSizing : uint8_t { Device, Readback };
-enum class RasterForwardChunks : uint8_t { All, SkipSaturated };
+enum class RasterForwardChunks : uint8_t { Auto, All, SkipSaturated };
 enum class Timing : uint8_t { Off, PerKernel };
 
 struct BackendConfig {
@@ -34,7 +34,7 @@ struct BackendConfig {
   Pipelining pipelining = Pipelining::Off;
   Binning binning = Binning::Resident;
   PairSizing pair_sizing = PairSizing::Device;
-  RasterForwardChunks raster_forward_chunks = RasterForwardChunks::All;
+  RasterForwardChunks raster_forward_chunks = RasterForwardChunks::Auto;
   bool deterministic = false;
   Timing timing = Timing::Off;
   bool profile = false;

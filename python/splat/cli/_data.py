@@ -108,6 +108,10 @@ def run_config(args):
     background for captures) into runs/<scene name>."""
     from ..config import Config, load_config
     overrides = parse_overrides(getattr(args, "set", None))
+    if getattr(args, "fast", False):
+        given = overrides.setdefault("train", {}).setdefault("preset", "fast")
+        if given != "fast":
+            raise ValueError(f"--fast: contradicts --set train.preset={given}")
     scene = scene_arg(args)
     if scene is not None:
         overrides.setdefault("data", {})["path"] = scene

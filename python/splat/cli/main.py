@@ -12,6 +12,9 @@ from ..stop_signals import Terminated
 from ._shared import BACKENDS, SYNTHETIC_OUT, UserError, _clean, _err, _exc_message
 from .check import cmd_check
 from .scene import _background, cmd_bench, cmd_eval, cmd_export, cmd_render, cmd_view
+
+FAST_HELP = ("the fast preset (train.preset = 'fast'): a compressed schedule, about a quarter of the default's "
+             "time; keys the config or --set give explicitly still win")
 from .train import cmd_train
 
 
@@ -33,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                    help="override any config key (repeatable), e.g. --set train.steps=7000")
     t.add_argument("--steps", type=positive_int, metavar="N", help="override train.steps")
+    t.add_argument("--fast", action="store_true", help=FAST_HELP)
     t.add_argument("--out", metavar="DIR", help=f"run folder (default: output.dir, or {SYNTHETIC_OUT})")
     t.add_argument("--backend", choices=BACKENDS, help="override backend.backend (default auto)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -65,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--data", metavar="PATH", help="override data.path")
     c.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override any config key (repeatable)")
     c.add_argument("--steps", type=positive_int, metavar="N", help="override train.steps")
+    c.add_argument("--fast", action="store_true", help=FAST_HELP)
     c.add_argument("--backend", choices=BACKENDS, help="override backend.backend")
     c.set_defaults(func=cmd_check)
 

@@ -26,6 +26,9 @@ def _synthetic_setup(args):
     from ..config import Config, ConfigError, OutputConfig, apply_overrides
     from ..data import synthetic
     overrides = parse_overrides(getattr(args, "set", None))
+    if getattr(args, "fast", False) or "preset" in overrides.get("train", {}):
+        raise UserError("--fast: the built-in scene's recipe is already scaled to its --steps; the fast preset is "
+                        "for a scene folder PATH (or --config X.toml)")
     if overrides.get("data"):
         key = next(iter(overrides["data"]))
         raise UserError(f"--set data.{key}: the built-in scene has no [data] to set; give a scene folder PATH "
@@ -197,9 +200,10 @@ def _train(args, stop: StopSignals, group=None) -> int:
         from ..viewer.server import check_address, require_viser
         require_viser()
         args.view_port = check_address(args.view_host, args.view_port)   # the first free one if unset
-    if resume and (args.config or args.out or args.scene is not None or getattr(args, "set", None)):
-        raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --set "
-                        "and --out (--data NEW_PATH: the scene folder, if it moved)")
+    if resume and (args.config or args.out or args.scene is not None or getattr(args, "set", None)
+                   or getattr(args, "fast", False)):
+        raise UserError("--resume RUN_DIR takes the config from the run folder: drop PATH, --config, --set, "
+                        "--fast and --out (--data NEW_PATH: the scene folder, if it moved)")
     if resume:
         out = Path(args.resume)
         folder = RunFolder.open(out, resume=True)
@@ -225,6 +229,7 @@ def _train(args, stop: StopSignals, group=None) -> int:
 
 
 def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float, group=None) -> int:
+    from ..config import OutputConfig
     from ..metrics import check_supersample, evaluate
     from ..plot import save_training_plot
     from ..trainer import Trainer, TrainingDiverged, check_checkpoint_sizes
@@ -248,7 +253,9 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
 
     eval_steps = sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps})
     ckpt_steps = sorted(s for s in cfg.output.checkpoint_steps if s <= steps)
-    skipped = [s for s in list(cfg.output.eval_steps) + list(cfg.output.checkpoint_steps) if s > steps]
+    # The default evaluation steps (7000, 30000) past a shorter run (the fast preset's) go unsaid.
+    asked_evals = [] if cfg.output.eval_steps == OutputConfig().eval_steps else list(cfg.output.eval_steps)
+    skipped = [s for s in asked_evals + list(cfg.output.checkpoint_steps) if s > steps]
     if skipped:
         print(f"note: steps {sorted(set(skipped))} are past train.steps = {steps} and are skipped",
               file=sys.stderr)
