@@ -20,6 +20,7 @@ points are printed beside it).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -104,6 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("--evals", type=int, default=8, help="evaluations per run, spread evenly over its steps")
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--backend-set", action="append", default=[], metavar="FIELD=VALUE")
+    ap.add_argument("--json", type=Path, metavar="PATH", help="also write the curves here")
     args = ap.parse_args(argv)
     recipes = [(r.strip(), {}) for r in args.recipes.split(",") if r.strip()]
     for name, _ in recipes:
@@ -139,6 +141,9 @@ def main(argv=None) -> int:
                 warm_up(train, splat.BackendConfig(**fields), cfg)
             results.append(run(scene, name, cfg, train, test, args.evals, fields, log))
     print_table(results)
+    if args.json:
+        from splat.io.atomic import atomic_write_text
+        atomic_write_text(args.json, json.dumps({"runs": results}, indent=1))
     return 0
 
 

@@ -4,6 +4,7 @@ gives the final model, and the first point reaching the target is the one report
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 
@@ -31,16 +32,15 @@ def test_curves_of_two_recipes_on_a_blender_scene_and_a_capture(tmp_path, capsys
     synthetic.write_blender(tmp_path / "lego_400", {"train": train, "test": test})
     make_scene(tmp_path / "captures" / "thermos")
     steps = int(rng.integers(6, 12))
-    small = f"train.init_points=200,train.densify_from=2,train.densify_every=2,train.sh_degree=1"
+    small = "train.init_points=200,train.densify_from=2,train.densify_every=2,train.sh_degree=1"
     fast = _fast()
-    results = []
-    orig = fast.run
-    fast.run = lambda *a, **k: results.append(orig(*a, **k)) or results[-1]
     rc = fast.main(["--data", str(tmp_path), "--captures", str(tmp_path / "captures"), "--backend", "cpu",
+                    "--json", str(tmp_path / "curves.json"),
                     "--recipes", "", "--evals", "3", "--variant", f"a:train.steps={steps},{small}",
                     "--variant", f"b:train.steps={steps + 3},train.preset=default,{small}"])
     assert rc == 0
     text = capsys.readouterr().out
+    results = json.loads((tmp_path / "curves.json").read_text())["runs"]
     assert [(r["scene"], r["recipe"]) for r in results] == [("lego_400", "a"), ("lego_400", "b"),
                                                             ("thermos", "a"), ("thermos", "b")]
     for r in results:
