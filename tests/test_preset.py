@@ -61,6 +61,8 @@ def test_splat_check_fast_resolves_the_preset_and_set_still_wins(tmp_path, capsy
 def test_fast_is_refused_where_it_cannot_apply(tmp_path, capsys):
     rc, out, err = run_cli(capsys, "train", "--fast", "--out", tmp_path / "builtin")
     assert_user_error(rc, err, "--fast", "built-in scene")
+    rc, out, err = run_cli(capsys, "train", "--set", "train.preset=fast", "--out", tmp_path / "builtin")
+    assert_user_error(rc, err, "--set train.preset", "built-in scene")
     rc, out, err = run_cli(capsys, "train", "--resume", tmp_path / "nowhere", "--fast")
     assert rc == 1 and "Traceback" not in err and "--fast" in err
 

@@ -1,6 +1,6 @@
 """The `splat` command line: train, check, render, eval, and bench (splat/bench/).
 
-    splat train [PATH] [--config X.toml] [--data PATH] [--set section.key=value ...] [--steps N]
+    splat train [PATH] [--config X.toml] [--data PATH] [--set section.key=value ...] [--steps N] [--fast]
                 [--out DIR] [--backend B] [--overwrite] [--view]
     splat train --resume RUN_DIR [--steps N]
     splat check [--config X.toml]

@@ -27,8 +27,9 @@ def _synthetic_setup(args):
     from ..data import synthetic
     overrides = parse_overrides(getattr(args, "set", None))
     if getattr(args, "fast", False) or "preset" in overrides.get("train", {}):
-        raise UserError("--fast: the built-in scene's recipe is already scaled to its --steps; the fast preset is "
-                        "for a scene folder PATH (or --config X.toml)")
+        what = "--fast" if getattr(args, "fast", False) else "--set train.preset"
+        raise UserError(f"{what}: the built-in scene's recipe is already scaled to its --steps; a preset is for a "
+                        f"scene folder PATH (or --config X.toml)")
     if overrides.get("data"):
         key = next(iter(overrides["data"]))
         raise UserError(f"--set data.{key}: the built-in scene has no [data] to set; give a scene folder PATH "
