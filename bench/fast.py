@@ -45,10 +45,9 @@ def load(scene: str, data: Path, captures: Path):
     return splat.load_dataset(captures / scene, "train"), splat.load_dataset(captures / scene, "test")
 
 
-def recipe(name: str, extra: dict) -> splat.TrainConfig:
-    if name == "default":
-        return splat.TrainConfig(**extra)
-    return splat.TrainConfig(**dict({"preset": "fast"}, **extra))
+def recipe(base: str, extra: dict) -> splat.TrainConfig:
+    """The preset `base` ("default" or "fast") with the keys of `extra` written over it."""
+    return splat.TrainConfig(**dict({"preset": base}, **extra))
 
 
 def run(scene, name, cfg, train, test, evals, backend_fields, log):
@@ -107,14 +106,16 @@ def main(argv=None) -> int:
     ap.add_argument("--backend-set", action="append", default=[], metavar="FIELD=VALUE")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the curves here")
     args = ap.parse_args(argv)
-    recipes = [(r.strip(), {}) for r in args.recipes.split(",") if r.strip()]
-    for name, _ in recipes:
+    recipes = [(r.strip(), r.strip(), {}) for r in args.recipes.split(",") if r.strip()]
+    for name, _, _ in recipes:
         if name not in ("default", "fast"):
             ap.error(f"--recipes: unknown recipe {name!r} (default, fast)")
     for name, sets, at_default in parse_variants(args.variant):
         if at_default or set(sets) - {"train"}:
             ap.error(f"--variant {name}: train.KEY=VALUE only")
-        recipes.append((name, sets["train"]))
+        if name in {r[0] for r in recipes}:
+            ap.error(f"--variant {name}: the name of a recipe already run")
+        recipes.append((name, "fast", sets["train"]))
     fields = {"backend": args.backend}
     for item in args.backend_set:
         key, sep, value = item.partition("=")
@@ -134,8 +135,8 @@ def main(argv=None) -> int:
     for scene in [s.strip() for s in args.scenes.split(",") if s.strip()]:
         train, test = load(scene, args.data, args.captures)
         log(f"[{scene}] {len(train)} train views {train.size_summary()}, {len(test)} test views")
-        for name, extra in recipes:
-            cfg = recipe(name, extra)
+        for name, base, extra in recipes:
+            cfg = recipe(base, extra)
             if args.backend != "cpu":
                 from splat.warmup import warm_up
                 warm_up(train, splat.BackendConfig(**fields), cfg)
