@@ -32,9 +32,9 @@ def scene(seed, strategy):
     if strategy == "mcmc":
         cfg = small_config(steps=60, strategy="mcmc", mcmc_refine_from=6, mcmc_refine_every=8, mcmc_refine_until=40,
                            max_gaussians=150, seed=seed % 1000)
-    else:
+    else:  # default, or exposure: the default recipe with exposure compensation
         cfg = small_config(steps=60, densify_from=6, densify_every=8, densify_until=40, opacity_reset_every=24,
-                           seed=seed % 1000)
+                           seed=seed % 1000, exposure=strategy == "exposure")
     state = dict(means=init.means, log_scales=init.log_scales, quats=init.quats,
                  opacity_logits=init.opacity_logits, sh=init.sh)
     return ds, cfg, state

@@ -64,9 +64,10 @@ def children(pid):
     return sorted(out)
 
 
-def test_two_ranks_train_the_batches_of_one_process(tmp_path):
+@pytest.mark.parametrize("recipe", [[], ["--set", "train.exposure=true"]], ids=["default", "exposure"])
+def test_two_ranks_train_the_batches_of_one_process(tmp_path, recipe):
     run = tmp_path / "run"
-    proc = splat_train("--gpus", 2, "--backend", "cpu", "--steps", 40, "--out", run, "--quiet")
+    proc = splat_train("--gpus", 2, "--backend", "cpu", "--steps", 40, "--out", run, "--quiet", *recipe)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     assert "on cpu x 2 ranks" in out and "Traceback" not in err
@@ -85,8 +86,10 @@ def test_two_ranks_train_the_batches_of_one_process(tmp_path):
     start = splat.Trainer.from_dataset(train, cfg, cpu).state()
     want = simulate_batches(train, cfg, {k: start[k] for k in PARAMS}, 20, backend_config=cpu).state()
     _, got = splat.trainer.read_checkpoint(run / "checkpoint.npz")
-    for k in PARAMS:
+    for k in PARAMS + (("exposure",) if recipe else ()):
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    if recipe:  # rank 0 wrote the corrections the ranks trained together
+        np.testing.assert_array_equal(np.load(run / "exposure.npy"), want["exposure"])
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the ranks through /proc")

@@ -90,7 +90,8 @@ def simulate_batches(ds, cfg, state, updates, world=2, backend_config=None):
             nat.forward_backward(first + r, nat.sh_degree_at(first))
             grads.append(nat.gradients())
             stats[r] = nat.densify_stats()
-        nat.set_gradients({k: (grads[0][k] + grads[1][k]) / np.float32(world) for k in PARAMS})
+        keys = PARAMS + (("exposure",) if "exposure" in grads[0] else ())
+        nat.set_gradients({k: (grads[0][k] + grads[1][k]) / np.float32(world) for k in keys})
         nat.apply_update(last, u, lr_scale, b1, b2)
         if cfg.strategy == "mcmc":
             for t in range(first, last + 1):
@@ -110,7 +111,7 @@ def simulate_batches(ds, cfg, state, updates, world=2, backend_config=None):
     return tr
 
 
-@pytest.mark.parametrize("strategy", ["default", "mcmc"])
+@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure"])
 def test_one_rank_is_the_one_process_trainer(strategy):
     rng, seed = make_rng()
     sys.path.insert(0, HERE)
@@ -132,7 +133,7 @@ def assert_one_rank_is_the_trainer(ds, cfg, state, backend_config, what):
     return dp
 
 
-@pytest.mark.parametrize("strategy", ["default", "mcmc"])
+@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure"])
 def test_two_ranks_agree_and_match_the_batches_in_one_process(tmp_path, strategy):
     rng, seed = make_rng()
     scene_seed, updates = int(rng.integers(0, 2 ** 31)), 18  # 36 view steps: densifications and a reset
@@ -148,6 +149,9 @@ def test_two_ranks_agree_and_match_the_batches_in_one_process(tmp_path, strategy
         np.testing.assert_array_equal(ranks[0][k], want[k], err_msg=f"{strategy} {k}; seed {seed}")
     losses = ranks[0]["losses"]
     assert np.isfinite(losses[4::5]).all() and np.array_equal(losses, ranks[1]["losses"], equal_nan=True)
+    if strategy == "exposure":  # every view's correction moved, the two ranks' views' most
+        moved = np.abs(ranks[0]["exposure"] - np.eye(3, 4, dtype=np.float32)).max(axis=(1, 2))
+        assert moved.min() > 0 and np.abs(ranks[0]["exposure"].mean(axis=0) - np.eye(3, 4)).max() < 1e-6, seed
 
 
 def test_a_rank_that_leaves_stops_the_other(tmp_path):
@@ -207,11 +211,13 @@ def test_what_several_ranks_do_not_support_is_refused_before_training():
     from _parallel_rank import scene
     ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), "default")
     two = ProcessGroup(0, 2)  # never reaches a collective: refused first
-    for field in ("exposure", "visible_adam"):
-        with pytest.raises(ValueError, match=rf"\[parallel\] train.{field} is not supported with several ranks"):
-            values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-            DataParallelTrainer(ds, splat.TrainConfig(**dict(values, **{field: True})),
-                                splat.BackendConfig(backend="cpu"), two, state=state)
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    with pytest.raises(ValueError, match=r"\[parallel\] train.visible_adam is not supported with several ranks"):
+        DataParallelTrainer(ds, splat.TrainConfig(**dict(values, visible_adam=True)),
+                            splat.BackendConfig(backend="cpu"), two, state=state)
+    with pytest.raises(ValueError, match=r"\[parallel\] train.exposure: the device exchange does not carry"):
+        DataParallelTrainer(ds, splat.TrainConfig(**dict(values, exposure=True)),
+                            splat.BackendConfig(backend="cpu"), two, state=state, exchange="device")
     with pytest.raises(ValueError, match=r"exchange='device' reduces through NCCL on CUDA devices; backend cpu"):
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), two, state=state, exchange="device")
     with pytest.raises(ValueError, match="exchange: expected 'host' or 'device'"):
@@ -239,6 +245,18 @@ def test_gradients_of_the_wrong_size_are_refused_naming_the_array():
         nat.set_gradients(dict(grads, sh=grads["sh"][:, :-1]))
     with pytest.raises(ValueError, match=r"densification statistics: missing max_radii"):
         nat.set_densify_stats({k: v for k, v in nat.densify_stats().items() if k != "max_radii"})
+    assert "exposure" not in grads
+    with pytest.raises(ValueError, match=r"exposure given, but this run has no exposure compensation"):
+        nat.set_gradients(dict(grads, exposure=np.zeros((len(ds), 3, 4), np.float32)))
+    # With exposure compensation: every view's correction gradient, zero but the step's view's.
+    ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), "exposure")
+    nat = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)._native
+    nat.forward_backward(1, 0)
+    grads = nat.gradients()
+    assert grads["exposure"].shape == (len(ds), 3, 4)
+    assert (np.abs(grads["exposure"]).reshape(len(ds), -1).max(axis=1) > 0).sum() == 1
+    with pytest.raises(ValueError, match=r"gradients: exposure has 12 values, expected"):
+        nat.set_gradients(dict(grads, exposure=grads["exposure"][:1]))
 
 
 def test_nccl_loads_at_run_time_and_makes_communicator_ids():

@@ -254,6 +254,7 @@ def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
         assert int(got["apply_differ"]) == 0 and int(got["image_grad_differ"]) == 0, (got, seed)
         assert float(got["grad_rel_err"]) < 1e-5, (got, seed)
         assert int(got["adam_differ"]) == 0, (got, seed)
+        assert int(got["adam_views_differ"]) == 0, (got, seed)   # all_views: every view's own gradient
         # Every view's parameters step (the trained view's by its gradient,
         # the others by their momentum alone).
         assert int(got["adam_moved"]) == int(got["adam_values"]) == 12 * views, (got, seed)

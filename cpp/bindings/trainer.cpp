@@ -176,6 +176,9 @@ class PyTrainer {
     d["quats"] = float_array(g[2], {n, 4});
     d["opacity_logits"] = float_array(g[3], {n});
     d["sh"] = float_array(g[4], {n, k, 3});
+    std::vector<float> exposure;
+    trainer_->device().get_exposure_gradients(exposure);
+    if (!exposure.empty()) d["exposure"] = float_array(exposure, {exposure.size() / 12, 3, 4});
     return d;
   }
   void set_gradients(nb::dict d) {
@@ -189,7 +192,13 @@ class PyTrainer {
       const size_t len = a < 4 ? n * param_width(a, 1) : (nb::try_cast(d[kParamNames[a]], arr) ? arr.size() : 0);
       g[a] = to_vector(d[kParamNames[a]], kParamNames[a], len);
     }
+    std::vector<float> exposure;
+    if (d.contains("exposure")) {
+      FloatIn arr;
+      exposure = to_vector(d["exposure"], "exposure", nb::try_cast(d["exposure"], arr) ? arr.size() : 0);
+    }
     trainer_->device().set_gradients(g);
+    if (d.contains("exposure")) trainer_->device().set_exposure_gradients(exposure);
   }
   nb::dict densify_stats() {
     ObjectLock guard(mutex_);
@@ -368,7 +377,8 @@ void bind_trainer(nb::module_& m) {
            "Data-parallel training: view step `step`'s forward and backward alone (statistics while densifying, "
            "the MCMC regularisers); the gradients stay for gradients() / set_gradients()")
       .def("last_loss", &PyTrainer::last_loss, "The loss of the last forward (a read-back)")
-      .def("gradients", &PyTrainer::gradients, "The last backward's gradients, as the state's arrays (sh in full)")
+      .def("gradients", &PyTrainer::gradients, "The last backward's gradients, as the state's arrays (sh in full; with exposure "
+           "compensation also exposure [views, 3, 4], zero but the step's view)")
       .def("set_gradients", &PyTrainer::set_gradients, nb::arg("gradients"),
            "Replaces the gradients the next update applies (the ranks' reduction)")
       .def("densify_stats", &PyTrainer::densify_stats, "{grad_accum, grad_count, max_radii} since the last densification")

@@ -129,6 +129,8 @@ void CpuTraining::set_state(const TrainingState& s) {
     // Identity [I | 0]: entries 0, 5 and 10 of each view are 1.
     for (size_t i = 0; i < len; ++i) exposure_[i] = s.exposure.empty() ? (i % 12 % 5 == 0 ? 1.f : 0.f) : s.exposure[i];
     grow_vector(exposure_m_, len, allocations_);
+    grow_vector(exposure_grad_views_, len, allocations_);
+    exposure_grad_views_set_ = false;
     grow_vector(exposure_v_, len, allocations_);
     load(s.exposure_m, exposure_m_);
     load(s.exposure_v, exposure_v_);
@@ -150,6 +152,28 @@ void CpuTraining::set_grads(const std::vector<float> (&grads)[5]) {
       throw ConfigError("[trainer] gradients: array " + std::to_string(a) + " has " + std::to_string(grads[a].size()) +
                         " values, expected " + std::to_string(count_ * param_width(a, sh_stride_)));
   for (int a = 0; a < 5; ++a) std::copy(grads[a].begin(), grads[a].end(), grads_[a].begin());
+}
+
+void CpuTraining::get_exposure_grads(std::vector<float>& grads) const {
+  grads.clear();
+  if (!options_.exposure) return;
+  if (exposure_grad_views_set_) {
+    grads = exposure_grad_views_;
+    return;
+  }
+  grads.assign(exposure_.size(), 0.f);
+  if (exposure_view_ >= 0)
+    std::copy(exposure_grad_, exposure_grad_ + kExposureFloats, grads.begin() + kExposureFloats * exposure_view_);
+}
+
+void CpuTraining::set_exposure_grads(const std::vector<float>& grads) {
+  if (!options_.exposure)
+    throw ConfigError("[trainer] gradients: exposure given, but this run has no exposure compensation");
+  if (grads.size() != exposure_.size())
+    throw ConfigError("[trainer] gradients: exposure has " + std::to_string(grads.size()) + " values, expected " +
+                      std::to_string(exposure_.size()) + " (12 per training view)");
+  std::copy(grads.begin(), grads.end(), exposure_grad_views_.begin());
+  exposure_grad_views_set_ = true;
 }
 
 void CpuTraining::get_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) const {
@@ -289,6 +313,7 @@ void CpuTraining::exposure_backward(uint32_t view, size_t pixels, uint32_t width
     exposure_grad_[k] = sum;
   }
   exposure_view_ = view;
+  exposure_grad_views_set_ = false;
 }
 
 void CpuTraining::adam_step(const AdamSettings& s) {
@@ -321,15 +346,17 @@ void CpuTraining::adam_step(const AdamSettings& s) {
       }
     }
   });
-  if (options_.exposure && exposure_view_ >= 0) {
+  if (options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_)) {
     // Every view's correction steps (a zero gradient but the last step's
-    // view's), as one dense parameter tensor under torch.optim.Adam.
+    // view's, or every view's that set_exposure_grads gave), as one dense
+    // parameter tensor under torch.optim.Adam.
     AdamStep step = base;
     step.lr = s.lr_exposure;
     for (size_t i = 0; i < exposure_.size(); ++i) {
       const bool current = i / kExposureFloats == static_cast<size_t>(exposure_view_);
-      adam_update(step, current ? exposure_grad_[i % kExposureFloats] : 0.f, exposure_[i], exposure_m_[i],
-                  exposure_v_[i]);
+      const float g = exposure_grad_views_set_ ? exposure_grad_views_[i]
+                                               : (current ? exposure_grad_[i % kExposureFloats] : 0.f);
+      adam_update(step, g, exposure_[i], exposure_m_[i], exposure_v_[i]);
     }
     center_exposure();
   }

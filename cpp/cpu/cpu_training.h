@@ -33,6 +33,10 @@ class CpuTraining {
   // Data-parallel training: the gradients and statistics out and back (sizes checked).
   void get_grads(std::vector<float> (&grads)[5]) const;
   void set_grads(const std::vector<float> (&grads)[5]);
+  // Exposure: every view's correction gradient [views x 12] (zero but the
+  // last step's view's); set: the next Adam step uses these instead.
+  void get_exposure_grads(std::vector<float>& grads) const;
+  void set_exposure_grads(const std::vector<float>& grads);
   void get_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) const;
   void set_stats(const std::vector<float>& accum, const std::vector<float>& count, const std::vector<float>& max_radii);
   DensifyResult densify(const DensifySettings& s);
@@ -90,6 +94,10 @@ class CpuTraining {
   std::vector<float> exposure_, exposure_m_, exposure_v_, corrected_, exposure_partials_;
   float exposure_grad_[12] = {};
   int64_t exposure_view_ = -1;
+  // set_exposure_grads' gradient of every view, used by the next Adam step
+  // (until the next backward) instead of the one view's.
+  std::vector<float> exposure_grad_views_;
+  bool exposure_grad_views_set_ = false;
   // Applies view `view`'s correction to rendered_ (into corrected_); after
   // the loss, its gradient and d_rendered_ = A^T d_rendered_.
   void exposure_forward(uint32_t view, size_t pixels);

@@ -47,6 +47,8 @@ class GpuDevice final : public Device {
   // Data-parallel training: host copies (the SH gradient expanded; once set, Adam reads it in full).
   void get_gradients(std::vector<float> (&grads)[5]) override;
   void set_gradients(const std::vector<float> (&grads)[5]) override;
+  void get_exposure_gradients(std::vector<float>& grads) override;
+  void set_exposure_gradients(const std::vector<float>& grads) override;
   void get_densify_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) override;
   void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,
                          const std::vector<float>& max_radii) override;
@@ -102,6 +104,7 @@ class GpuDevice final : public Device {
     // first); exposure: every view's correction, its moments, the step's
     // gradient, its partials and the corrected render.
     kMeans2dAbs, kPairAbs, kExposure, kExposureM, kExposureV, kExposureGrad, kExposurePartials, kCorrected,
+    kExposureGradViews,
     // The PairStatus of training forwards sized on the device and that of the
     // forwards whose count is read back, and a count limit of 2^32 - 1.
     kPairStatus, kPairStatusExact, kCountUnlimited,
@@ -245,6 +248,9 @@ class GpuDevice final : public Device {
   uint32_t train_sh_degree_ = 0;  // of the last train_forward_backward (its SH gradient factors)
   TrainingOptions options_;
   int64_t exposure_view_ = -1;  // the view of the last step's exposure gradient (-1: none yet)
+  // set_exposure_gradients gave every view's gradient (kExposureGradViews) for
+  // the next Adam step, instead of the one view's in kExposureGrad.
+  bool exposure_grad_views_set_ = false;
   bool last_absgrad_ = false;   // the last step summed the absolute gradient (kMeans2dAbs is its)
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current

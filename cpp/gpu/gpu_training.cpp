@@ -226,6 +226,8 @@ void GpuDevice::set_training_state(const TrainingState& s) {
         launcher_->upload(ensure(mslots[k], 4 * len), moments[k]->data(), 4 * len);
     }
     ensure(kExposureGrad, 4 * kExposureFloats);
+    ensure(kExposureGradViews, 4 * len);
+    exposure_grad_views_set_ = false;
     ensure(kExposurePartials, 4 * kExposureFloats * div_up(images_.max_pixels, kGroup));
     ensure(kCorrected, 12 * images_.max_pixels);
     exposure_view_ = -1;
@@ -337,6 +339,7 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
     launch(Kernel::ExposureReduce, 1,
            {KernelArg::value(xp), KernelArg::buf(ref(kExposurePartials)), KernelArg::buf(ref(kExposureGrad))});
     exposure_view_ = view;
+    exposure_grad_views_set_ = false;
   }
   end(TimingLabel::Ssim);
 
@@ -393,6 +396,39 @@ void GpuDevice::set_gradients(const std::vector<float> (&grads)[5]) {
     if (n) launcher_->upload(ensure(kGrad0 + a, 4 * grads[a].size(), true), grads[a].data(), 4 * grads[a].size());
   end(TimingLabel::Upload);
   sh_grad_full_ = true;
+  finish_op(false);
+}
+
+void GpuDevice::get_exposure_gradients(std::vector<float>& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  grads.clear();
+  if (!options_.exposure) return;
+  const size_t len = kExposureFloats * images_.views.size();
+  begin(TimingLabel::Readback);
+  if (exposure_grad_views_set_) {
+    grads.resize(len);
+    launcher_->download(grads.data(), ref(kExposureGradViews), 4 * len);
+  } else {
+    grads.assign(len, 0.f);
+    if (exposure_view_ >= 0)
+      launcher_->download(grads.data() + kExposureFloats * exposure_view_, ref(kExposureGrad), 4 * kExposureFloats);
+  }
+  end(TimingLabel::Readback);
+  finish_op(true);
+}
+
+void GpuDevice::set_exposure_gradients(const std::vector<float>& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!options_.exposure)
+    throw ConfigError("[gpu] gradients: exposure given, but this run has no exposure compensation");
+  const size_t len = kExposureFloats * images_.views.size();
+  if (grads.size() != len)
+    throw ConfigError("[gpu] gradients: exposure has " + std::to_string(grads.size()) + " values, expected " +
+                      std::to_string(len) + " (12 per training view)");
+  begin(TimingLabel::Upload);
+  launcher_->upload(ref(kExposureGradViews), grads.data(), 4 * len);
+  end(TimingLabel::Upload);
+  exposure_grad_views_set_ = true;
   finish_op(false);
 }
 
@@ -505,10 +541,12 @@ void GpuDevice::adam_step(const AdamSettings& s) {
           KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
           KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
           KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius))});
-  if (options_.exposure && exposure_view_ >= 0) {
-    // Every view's correction steps (zero gradient but the last step's view's).
+  if (options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_)) {
+    // Every view's correction steps (zero gradient but the last step's view's,
+    // or every view's that set_exposure_gradients gave).
     ExposureParams xp{};
     xp.view = static_cast<uint32_t>(exposure_view_);
+    xp.all_views = exposure_grad_views_set_ ? 1u : 0u;
     xp.floats = static_cast<uint32_t>(kExposureFloats * images_.views.size());
     xp.lr = s.lr_exposure;
     xp.beta1 = p.beta1;
@@ -518,7 +556,8 @@ void GpuDevice::adam_step(const AdamSettings& s) {
     xp.bias2 = p.bias2;
     launch(Kernel::ExposureAdam, div_up(xp.floats, kGroup),
            {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kExposureM)),
-            KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad)), KernelArg::buf(ref(kRadius))});
+            KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad)),
+            KernelArg::buf(ref(kExposureGradViews)), KernelArg::buf(ref(kRadius))});
     launch(Kernel::ExposureCenter, 1,
            {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kRadius))});
   }

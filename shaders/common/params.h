@@ -223,7 +223,8 @@ struct ExposureParams {
   uint32_t floats;  // 12 x views
   float lr, beta1, beta2, eps;
   float bias1, bias2;  // 1 - beta^t, as the host computes them
-  uint32_t pad0, pad1;
+  uint32_t all_views;  // exposure_adam: 1 = every view's gradient from grad_views (the ranks' mean)
+  uint32_t pad1;
 };
 SPLAT_STATIC_ASSERT(sizeof(ExposureParams) == 48, "ExposureParams layout");
 

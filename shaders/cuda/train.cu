@@ -152,8 +152,8 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_exposure_adam(ExposureParams p, float* exposure, float* m, float* v, const float* grad,
-                        const int32_t* radius) {
-  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad, radius);
+                        const float* grad_views, const int32_t* radius) {
+  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad, grad_views, radius);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

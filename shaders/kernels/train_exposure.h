@@ -9,6 +9,8 @@
 //   exposure_reduce    one threadgroup: the partials summed in a fixed order
 //   exposure_adam      per float of every view's correction: Adam, with a
 //                      zero gradient for the views the step did not train
+//                      (or, all_views, every view's from grad_views: the
+//                      data-parallel ranks' mean)
 //   exposure_center    one threadgroup: the corrections' mean over the views
 //                      held at the identity (they are defined only relative
 //                      to one another: the Gaussians' colours can absorb any
@@ -83,7 +85,7 @@ SPLAT_FUNC void exposure_reduce_body(SimtThread t, SPLAT_CONST_MEM const Exposur
 SPLAT_FUNC void exposure_adam_body(SimtThread t, SPLAT_CONST_MEM const ExposureParams& p,
                                    SPLAT_DEVICE_MEM float* exposure, SPLAT_DEVICE_MEM float* m,
                                    SPLAT_DEVICE_MEM float* v, SPLAT_DEVICE_MEM const float* grad,
-                                   SPLAT_DEVICE_MEM const int32_t* radius) {
+                                   SPLAT_DEVICE_MEM const float* grad_views, SPLAT_DEVICE_MEM const int32_t* radius) {
   uint32_t i = global_index(t);
   if (i >= p.floats || step_skipped(radius)) return;
   AdamStep a;
@@ -93,7 +95,7 @@ SPLAT_FUNC void exposure_adam_body(SimtThread t, SPLAT_CONST_MEM const ExposureP
   a.eps = p.eps;
   a.bias1 = p.bias1;
   a.bias2 = p.bias2;
-  float g = i / SPLAT_EXPOSURE_FLOATS == p.view ? grad[i % SPLAT_EXPOSURE_FLOATS] : 0.f;
+  float g = p.all_views ? grad_views[i] : (i / SPLAT_EXPOSURE_FLOATS == p.view ? grad[i % SPLAT_EXPOSURE_FLOATS] : 0.f);
   float x = exposure[i], mi = m[i], vi = v[i];
   adam_update(a, g, x, mi, vi);
   exposure[i] = x;

@@ -175,9 +175,9 @@ kernel void splat_exposure_reduce(constant ExposureParams& p [[buffer(0)]], devi
 
 kernel void splat_exposure_adam(constant ExposureParams& p [[buffer(0)]], device float* exposure [[buffer(1)]],
                                 device float* m [[buffer(2)]], device float* v [[buffer(3)]],
-                                device const float* grad [[buffer(4)]], device const int32_t* radius [[buffer(5)]],
-                                SPLAT_THREAD_ATTRS) {
-  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad, radius);
+                                device const float* grad [[buffer(4)]], device const float* grad_views [[buffer(5)]],
+                                device const int32_t* radius [[buffer(6)]], SPLAT_THREAD_ATTRS) {
+  exposure_adam_body(SPLAT_THREAD_CTX(), p, exposure, m, v, grad, grad_views, radius);
 }
 
 kernel void splat_exposure_center(constant ExposureParams& p [[buffer(0)]], device float* exposure [[buffer(1)]],

@@ -67,11 +67,20 @@ int main(int argc, char** argv) {
   static const int32_t kSeen = 3, kSkipped = -1;
   std::vector<float> skip_e = exposure, skip_m = m, skip_v = v;
   simt_emu::dispatch((p.floats + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    exposure_adam_body(t, p, skip_e.data(), skip_m.data(), skip_v.data(), grad.data(), &kSkipped);
+    exposure_adam_body(t, p, skip_e.data(), skip_m.data(), skip_v.data(), grad.data(), nullptr, &kSkipped);
   });
   const bool skip_kept = skip_e == exposure && skip_m == m && skip_v == v;
   simt_emu::dispatch((p.floats + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    exposure_adam_body(t, p, got_e.data(), got_m.data(), got_v.data(), grad.data(), &kSeen);
+    exposure_adam_body(t, p, got_e.data(), got_m.data(), got_v.data(), grad.data(), nullptr, &kSeen);
+  });
+  // all_views: every view's gradient from grad_views (the data-parallel ranks' mean).
+  std::vector<float> grad_views(exposure.size());
+  for (float& x : grad_views) x = 1e-2f * normal(rng);
+  ExposureParams pv = p;
+  pv.all_views = 1;
+  std::vector<float> views_e = exposure, views_m = m, views_v = v;
+  simt_emu::dispatch((p.floats + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    exposure_adam_body(t, pv, views_e.data(), views_m.data(), views_v.data(), grad.data(), grad_views.data(), &kSeen);
   });
 
   // The references.
@@ -101,6 +110,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < want_e.size(); ++i)
     adam_update(step, i / SPLAT_EXPOSURE_FLOATS == view ? grad[i % SPLAT_EXPOSURE_FLOATS] : 0.f, want_e[i], want_m[i],
                 want_v[i]);
+  std::vector<float> wantv_e = exposure, wantv_m = m, wantv_v = v;
+  for (size_t i = 0; i < wantv_e.size(); ++i) adam_update(step, grad_views[i], wantv_e[i], wantv_m[i], wantv_v[i]);
   size_t moved = 0;
   for (size_t i = 0; i < want_e.size(); ++i) moved += got_e[i] != exposure[i];
 
@@ -132,6 +143,8 @@ int main(int argc, char** argv) {
   printf("grad_rel_err %.9g\n", std::sqrt(err / norm));
   printf("adam_differ %zu\n", count_bit_differences(got_e, want_e) + count_bit_differences(got_m, want_m) + count_bit_differences(got_v, want_v));
   printf("adam_moved %zu\n", moved);
+  printf("adam_views_differ %zu\n", count_bit_differences(views_e, wantv_e) + count_bit_differences(views_m, wantv_m) +
+                                        count_bit_differences(views_v, wantv_v));
   printf("adam_values %zu\n", want_e.size());
   printf("skip_kept %d\n", skip_kept ? 1 : 0);
   printf("center_mean_err %.9g\n", mean_err);

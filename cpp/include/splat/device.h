@@ -152,6 +152,15 @@ class Device {
   // ranks' reduction; sizes checked).
   virtual void get_gradients(std::vector<float> (&grads)[5]) = 0;
   virtual void set_gradients(const std::vector<float> (&grads)[5]) = 0;
+  // Exposure compensation's share: every view's correction gradient
+  // [views x 12] (zero but the last step's view's; empty without exposure);
+  // set_* gives the next Adam step every view's gradient instead (the ranks'
+  // mean of their views').
+  virtual void get_exposure_gradients(std::vector<float>& grads) { grads.clear(); }
+  virtual void set_exposure_gradients(const std::vector<float>& grads) {
+    (void)grads;
+    throw BackendError("[device] this backend cannot take exposure gradients");
+  }
   virtual void get_densify_stats(std::vector<float>& accum, std::vector<float>& count,
                                  std::vector<float>& max_radii) = 0;
   virtual void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,

@@ -88,7 +88,7 @@ class DataParallelTrainer:
                  step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt", exchange: str = "host"):
         _check_group(group)
         _check_options(check_every, lr_scaling, exchange)
-        _check_recipe(config, group)
+        _check_recipe(config, group, exchange)
         backend_config = rank_backend_config(backend_config, group)
         if state is None:
             if step:
@@ -107,7 +107,7 @@ class DataParallelTrainer:
         _check_options(check_every, lr_scaling, exchange)
         if not isinstance(trainer, Trainer):
             raise TypeError(f"[parallel] trainer: expected splat.Trainer, got {type(trainer).__name__}")
-        _check_recipe(trainer.config, group)
+        _check_recipe(trainer.config, group, exchange)
         bc = trainer.backend_config
         if bc.resolved_backend() != "cpu" and bc.pair_sizing != "readback":
             raise ValueError("[parallel] trainer: a GPU rank's trainer needs rank_backend_config's settings "
@@ -168,7 +168,7 @@ class DataParallelTrainer:
     def parameter_hash(self) -> str:
         st = self.trainer.state()
         h = hashlib.blake2b(digest_size=16)
-        for name in PARAMS:
+        for name in PARAMS + (("exposure",) if "exposure" in st else ()):
             h.update(np.ascontiguousarray(st[name]).tobytes())
         return h.hexdigest()
 
@@ -205,10 +205,11 @@ class DataParallelTrainer:
                     loss = native.last_loss()
         elif n > 1:  # the mean over the ranks through the host, with the loss and a stop
             grads = native.gradients()
+            keys = PARAMS + (("exposure",) if "exposure" in grads else ())
             control = np.array([native.last_loss(), 1.0 if stop else 0.0], np.float32)
-            *summed, control = self.group.allreduce([grads[k] for k in PARAMS] + [control], "sum")
+            *summed, control = self.group.allreduce([grads[k] for k in keys] + [control], "sum")
             scale = np.float32(n)
-            native.set_gradients({k: g / scale for k, g in zip(PARAMS, summed)})
+            native.set_gradients({k: g / scale for k, g in zip(keys, summed)})
             loss, stopping = float(control[0]) / n, bool(control[1] > 0)
         elif read_loss:
             loss = native.last_loss()
@@ -259,7 +260,11 @@ def _check_options(check_every, lr_scaling, exchange) -> None:
         raise ValueError(f"[parallel] check_every: expected an integer >= 0, got {check_every!r}")
 
 
-def _check_recipe(config, group: ProcessGroup) -> None:
-    unsupported = [k for k in ("visible_adam", "exposure") if getattr(config, k)]
-    if unsupported and group.world_size > 1:
-        raise ValueError(f"[parallel] train.{unsupported[0]} is not supported with several ranks yet")
+def _check_recipe(config, group: ProcessGroup, exchange: str) -> None:
+    if group.world_size <= 1:
+        return
+    if config.visible_adam:
+        raise ValueError("[parallel] train.visible_adam is not supported with several ranks yet")
+    if config.exposure and exchange == "device":
+        raise ValueError("[parallel] train.exposure: the device exchange does not carry the exposure corrections' "
+                         "gradients yet; use exchange='host' (splat train --exchange host)")
