@@ -32,10 +32,13 @@ def scene(seed, strategy):
     if strategy == "mcmc":
         cfg = small_config(steps=60, strategy="mcmc", mcmc_refine_from=6, mcmc_refine_every=8, mcmc_refine_until=40,
                            max_gaussians=150, seed=seed % 1000)
-    else:  # default, or exposure: the default recipe with exposure compensation
+    else:  # default, exposure or visible_adam: the default recipe, with that mode on
         cfg = small_config(steps=60, densify_from=6, densify_every=8, densify_until=40, opacity_reset_every=24,
-                           seed=seed % 1000, exposure=strategy == "exposure")
-    state = dict(means=init.means, log_scales=init.log_scales, quats=init.quats,
+                           seed=seed % 1000, exposure=strategy == "exposure", visible_adam=strategy == "visible_adam")
+    # visible_adam: spread 4x wider, so each view sees about half of them and two
+    # views' sets differ in a fifth (what the ranks' union of radii decides).
+    means = init.means * np.float32(4) if strategy == "visible_adam" else init.means
+    state = dict(means=means, log_scales=init.log_scales, quats=init.quats,
                  opacity_logits=init.opacity_logits, sh=init.sh)
     return ds, cfg, state
 

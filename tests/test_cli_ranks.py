@@ -64,7 +64,8 @@ def children(pid):
     return sorted(out)
 
 
-@pytest.mark.parametrize("recipe", [[], ["--set", "train.exposure=true"]], ids=["default", "exposure"])
+@pytest.mark.parametrize("recipe", [[], ["--set", "train.exposure=true"], ["--set", "train.visible_adam=true"]],
+                         ids=["default", "exposure", "visible_adam"])
 def test_two_ranks_train_the_batches_of_one_process(tmp_path, recipe):
     run = tmp_path / "run"
     proc = splat_train("--gpus", 2, "--backend", "cpu", "--steps", 40, "--out", run, "--quiet", *recipe)
@@ -86,9 +87,10 @@ def test_two_ranks_train_the_batches_of_one_process(tmp_path, recipe):
     start = splat.Trainer.from_dataset(train, cfg, cpu).state()
     want = simulate_batches(train, cfg, {k: start[k] for k in PARAMS}, 20, backend_config=cpu).state()
     _, got = splat.trainer.read_checkpoint(run / "checkpoint.npz")
-    for k in PARAMS + (("exposure",) if recipe else ()):
+    exposure = "train.exposure=true" in recipe
+    for k in PARAMS + (("exposure",) if exposure else ()):
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
-    if recipe:  # rank 0 wrote the corrections the ranks trained together
+    if exposure:  # rank 0 wrote the corrections the ranks trained together
         np.testing.assert_array_equal(np.load(run / "exposure.npy"), want["exposure"])
 
 

@@ -28,7 +28,7 @@ def cuda_config():
     return splat.BackendConfig(backend="cuda", deterministic=True)
 
 
-@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure"])
+@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure", "visible_adam"])
 def test_one_cuda_rank_is_the_one_process_trainer(strategy):
     from _parallel_rank import scene
     rng, seed = make_rng()
@@ -38,7 +38,7 @@ def test_one_cuda_rank_is_the_one_process_trainer(strategy):
     assert dp.trainer.backend_config.pair_sizing == "readback"
 
 
-@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure"])
+@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure", "visible_adam"])
 def test_two_cuda_ranks_agree_and_match_the_batches_in_one_process(tmp_path, strategy):
     rng, seed = make_rng()
     scene_seed, updates = int(rng.integers(0, 2 ** 31)), 18  # 36 view steps: densifications and a reset

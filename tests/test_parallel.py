@@ -84,14 +84,17 @@ def simulate_batches(ds, cfg, state, updates, world=2, backend_config=None):
     for u in range(1, updates + 1):
         first = tr.step_count + 1
         last = first + world - 1
-        grads = []
+        grads, radii = [], []
         for r in range(world):
             nat.set_densify_stats(stats[r])
             nat.forward_backward(first + r, nat.sh_degree_at(first))
             grads.append(nat.gradients())
+            radii.append(nat.step_radii())
             stats[r] = nat.densify_stats()
         keys = PARAMS + (("exposure",) if "exposure" in grads[0] else ())
         nat.set_gradients({k: (grads[0][k] + grads[1][k]) / np.float32(world) for k in keys})
+        if cfg.visible_adam:  # what either view saw
+            nat.set_step_radii(np.maximum(radii[0], radii[1]))
         nat.apply_update(last, u, lr_scale, b1, b2)
         if cfg.strategy == "mcmc":
             for t in range(first, last + 1):
@@ -111,7 +114,7 @@ def simulate_batches(ds, cfg, state, updates, world=2, backend_config=None):
     return tr
 
 
-@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure"])
+@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure", "visible_adam"])
 def test_one_rank_is_the_one_process_trainer(strategy):
     rng, seed = make_rng()
     sys.path.insert(0, HERE)
@@ -133,7 +136,7 @@ def assert_one_rank_is_the_trainer(ds, cfg, state, backend_config, what):
     return dp
 
 
-@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure"])
+@pytest.mark.parametrize("strategy", ["default", "mcmc", "exposure", "visible_adam"])
 def test_two_ranks_agree_and_match_the_batches_in_one_process(tmp_path, strategy):
     rng, seed = make_rng()
     scene_seed, updates = int(rng.integers(0, 2 ** 31)), 18  # 36 view steps: densifications and a reset
@@ -212,12 +215,10 @@ def test_what_several_ranks_do_not_support_is_refused_before_training():
     ds, cfg, state = scene(int(rng.integers(0, 2 ** 31)), "default")
     two = ProcessGroup(0, 2)  # never reaches a collective: refused first
     values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    with pytest.raises(ValueError, match=r"\[parallel\] train.visible_adam is not supported with several ranks"):
-        DataParallelTrainer(ds, splat.TrainConfig(**dict(values, visible_adam=True)),
-                            splat.BackendConfig(backend="cpu"), two, state=state)
-    with pytest.raises(ValueError, match=r"\[parallel\] train.exposure: the device exchange does not carry"):
-        DataParallelTrainer(ds, splat.TrainConfig(**dict(values, exposure=True)),
-                            splat.BackendConfig(backend="cpu"), two, state=state, exchange="device")
+    for key in ("exposure", "visible_adam"):
+        with pytest.raises(ValueError, match=rf"\[parallel\] train.{key}: the device exchange does not carry"):
+            DataParallelTrainer(ds, splat.TrainConfig(**dict(values, **{key: True})),
+                                splat.BackendConfig(backend="cpu"), two, state=state, exchange="device")
     with pytest.raises(ValueError, match=r"exchange='device' reduces through NCCL on CUDA devices; backend cpu"):
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), two, state=state, exchange="device")
     with pytest.raises(ValueError, match="exchange: expected 'host' or 'device'"):

@@ -200,6 +200,17 @@ class PyTrainer {
     trainer_->device().set_gradients(g);
     if (d.contains("exposure")) trainer_->device().set_exposure_gradients(exposure);
   }
+  FloatOut step_radii() {
+    ObjectLock guard(mutex_);
+    std::vector<int32_t> r;
+    trainer_->device().get_step_radii(r);
+    return float_array(std::vector<float>(r.begin(), r.end()), {r.size()});
+  }
+  void set_step_radii(nb::object radii) {
+    ObjectLock guard(mutex_);
+    const std::vector<float> f = to_vector(radii, "radii", trainer_->device().num_gaussians());
+    trainer_->device().set_step_radii(std::vector<int32_t>(f.begin(), f.end()));
+  }
   nb::dict densify_stats() {
     ObjectLock guard(mutex_);
     std::vector<float> accum, count, radii;
@@ -381,6 +392,10 @@ void bind_trainer(nb::module_& m) {
            "compensation also exposure [views, 3, 4], zero but the step's view)")
       .def("set_gradients", &PyTrainer::set_gradients, nb::arg("gradients"),
            "Replaces the gradients the next update applies (the ranks' reduction)")
+      .def("step_radii", &PyTrainer::step_radii,
+           "The last forward's screen radius of every Gaussian (0: unseen; visible_adam steps the others)")
+      .def("set_step_radii", &PyTrainer::set_step_radii, nb::arg("radii"),
+           "Replaces them before the update (the ranks' maximum, for visible_adam)")
       .def("densify_stats", &PyTrainer::densify_stats, "{grad_accum, grad_count, max_radii} since the last densification")
       .def("set_densify_stats", &PyTrainer::set_densify_stats, nb::arg("stats"),
            "Replaces the densification statistics (the ranks' reduction)")

@@ -183,7 +183,8 @@ void Trainer::apply_update(uint32_t t, uint32_t update, float lr_scale, float be
     throw ConfigError("[trainer] apply_update: lr_scale must be > 0 and the betas in [0, 1)");
   AdamSettings adam{means_lr(t) * lr_scale, s.log_scales_lr * lr_scale, s.quats_lr * lr_scale,
                     s.opacity_lr * lr_scale, s.sh_dc_lr * lr_scale, s.sh_rest_lr * lr_scale,
-                    beta1, beta2, s.adam_eps, update, s.exposure ? exposure_lr(t) * lr_scale : 0.f, false};
+                    beta1, beta2, s.adam_eps, update, s.exposure ? exposure_lr(t) * lr_scale : 0.f,
+                    s.visible_adam};
   device_->adam_step(adam);
   step_ = t;
 }

@@ -154,6 +154,17 @@ void CpuTraining::set_grads(const std::vector<float> (&grads)[5]) {
   for (int a = 0; a < 5; ++a) std::copy(grads[a].begin(), grads[a].end(), grads_[a].begin());
 }
 
+void CpuTraining::get_step_radii(std::vector<int32_t>& radii) const {
+  radii.assign(radii_.begin(), radii_.begin() + std::min(radii_.size(), count_));
+}
+
+void CpuTraining::set_step_radii(const std::vector<int32_t>& radii) {
+  if (radii.size() != count_ || radii_.size() < count_)
+    throw ConfigError("[trainer] step radii: " + std::to_string(radii.size()) + " values, expected " +
+                      std::to_string(count_) + " (one per Gaussian, after a forward)");
+  std::copy(radii.begin(), radii.end(), radii_.begin());
+}
+
 void CpuTraining::get_exposure_grads(std::vector<float>& grads) const {
   grads.clear();
   if (!options_.exposure) return;

@@ -399,6 +399,26 @@ void GpuDevice::set_gradients(const std::vector<float> (&grads)[5]) {
   finish_op(false);
 }
 
+void GpuDevice::get_step_radii(std::vector<int32_t>& radii) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  radii.resize(count_);
+  begin(TimingLabel::Readback);
+  if (count_) launcher_->download(radii.data(), ref(kRadius), 4 * count_);
+  end(TimingLabel::Readback);
+  finish_op(true);
+}
+
+void GpuDevice::set_step_radii(const std::vector<int32_t>& radii) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (radii.size() != count_)
+    throw ConfigError("[gpu] step radii: " + std::to_string(radii.size()) + " values, expected " +
+                      std::to_string(count_) + " (one per Gaussian)");
+  begin(TimingLabel::Upload);
+  if (count_) launcher_->upload(ref(kRadius), radii.data(), 4 * count_);
+  end(TimingLabel::Upload);
+  finish_op(false);
+}
+
 void GpuDevice::get_exposure_gradients(std::vector<float>& grads) {
   std::lock_guard<std::mutex> lock(mutex_);
   grads.clear();

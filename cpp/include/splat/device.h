@@ -161,6 +161,11 @@ class Device {
     (void)grads;
     throw BackendError("[device] this backend cannot take exposure gradients");
   }
+  // visible_adam's share: the last forward's screen radius of every Gaussian
+  // (0: not seen; Adam steps the Gaussians above 0); set_* replaces it (the
+  // ranks' maximum: a Gaussian any rank's view saw).
+  virtual void get_step_radii(std::vector<int32_t>& radii) = 0;
+  virtual void set_step_radii(const std::vector<int32_t>& radii) = 0;
   virtual void get_densify_stats(std::vector<float>& accum, std::vector<float>& count,
                                  std::vector<float>& max_radii) = 0;
   virtual void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,

@@ -211,6 +211,9 @@ class DataParallelTrainer:
             scale = np.float32(n)
             native.set_gradients({k: g / scale for k, g in zip(keys, summed)})
             loss, stopping = float(control[0]) / n, bool(control[1] > 0)
+            if self.config.visible_adam:  # Adam steps what any rank's view saw
+                (radii,) = self.group.allreduce([native.step_radii()], "max")
+                native.set_step_radii(radii)
         elif read_loss:
             loss = native.last_loss()
         self.updates += 1
@@ -263,8 +266,8 @@ def _check_options(check_every, lr_scaling, exchange) -> None:
 def _check_recipe(config, group: ProcessGroup, exchange: str) -> None:
     if group.world_size <= 1:
         return
-    if config.visible_adam:
-        raise ValueError("[parallel] train.visible_adam is not supported with several ranks yet")
-    if config.exposure and exchange == "device":
-        raise ValueError("[parallel] train.exposure: the device exchange does not carry the exposure corrections' "
-                         "gradients yet; use exchange='host' (splat train --exchange host)")
+    for key, what in (("exposure", "the exposure corrections' gradients"),
+                      ("visible_adam", "the Gaussians each rank's view saw")):
+        if getattr(config, key) and exchange == "device":
+            raise ValueError(f"[parallel] train.{key}: the device exchange does not carry {what} yet; use "
+                             f"exchange='host' (splat train --exchange host)")
