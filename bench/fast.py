@@ -131,8 +131,13 @@ def main(argv=None) -> int:
     def log(msg):
         print(msg, flush=True)
 
+    scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
+    for scene in scenes:  # every scene's folder before any training
+        where = args.data / scene if scene.startswith("lego") else args.captures / scene
+        if not where.is_dir():
+            ap.error(f"--scenes {scene}: no folder {where} (lego_* under --data, captures under --captures)")
     results = []
-    for scene in [s.strip() for s in args.scenes.split(",") if s.strip()]:
+    for scene in scenes:
         train, test = load(scene, args.data, args.captures)
         log(f"[{scene}] {len(train)} train views {train.size_summary()}, {len(test)} test views")
         for name, base, extra in recipes:

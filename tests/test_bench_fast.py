@@ -65,7 +65,8 @@ def test_bad_arguments_are_named(tmp_path, capsys):
     for argv, words in ((["--recipes", "turbo"], "unknown recipe 'turbo'"),
                         (["--evals", "0"], "--evals"),
                         (["--backend-set", "nope=1"], "--backend-set nope=1"),
-                        (["--recipes", "fast", "--variant", "fast:train.steps=5"], "--variant fast: the name")):
+                        (["--recipes", "fast", "--variant", "fast:train.steps=5"], "--variant fast: the name"),
+                        (["--scenes", "nosuch", "--captures", str(tmp_path)], "--scenes nosuch: no folder")):
         with pytest.raises(SystemExit) as exc:
             fast.main(["--data", str(tmp_path), "--backend", "cpu", *argv])
         assert exc.value.code == 2
