@@ -71,9 +71,10 @@ def test_two_ranks_train_the_batches_of_one_process(tmp_path, recipe):
     proc = splat_train("--gpus", 2, "--backend", "cpu", "--steps", 40, "--out", run, "--quiet", *recipe)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
-    assert "on cpu x 2 ranks" in out and "Traceback" not in err
+    assert "on cpu x 2 ranks (host exchange)" in out and "Traceback" not in err
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["ranks"] == 2 and metrics["steps"] == 40 and metrics["finished"]
+    assert metrics["exchange"] == "host"   # auto: the CPU backend has no device exchange
     # The built-in scene's cameras orbit it: screen-size pruning at 15% of 80 px.
     assert metrics["camera_layout"] == "object" and metrics["screen_prune_px"] == pytest.approx(12.0)
     # The same batches in one process, from the run's recipe and its initial state.

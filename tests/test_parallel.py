@@ -221,12 +221,22 @@ def test_what_several_ranks_do_not_support_is_refused_before_training():
                                 splat.BackendConfig(backend="cpu"), two, state=state, exchange="device")
     with pytest.raises(ValueError, match=r"exchange='device' reduces through NCCL on CUDA devices; backend cpu"):
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), two, state=state, exchange="device")
-    with pytest.raises(ValueError, match="exchange: expected 'host' or 'device'"):
+    with pytest.raises(ValueError, match="exchange: expected 'auto', 'host' or 'device'"):
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), exchange="gloo")
     with pytest.raises(ValueError, match="lr_scaling"):
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), ProcessGroup.single(), lr_scaling="linear")
     with pytest.raises(TypeError, match="group"):
         DataParallelTrainer(ds, cfg, splat.BackendConfig(backend="cpu"), None)
+
+
+def test_auto_exchange_goes_through_the_gpus_only_when_every_rank_has_its_own():
+    from splat.parallel.trainer import choose_exchange
+    a, b = ("node1", "", "0"), ("node1", "", "1")
+    assert choose_exchange([(True, a), (True, b)]) == "device"
+    assert choose_exchange([(True, a), (True, a)]) == "host"          # two ranks on one GPU: NCCL refuses
+    assert choose_exchange([(True, a), (False, b)]) == "host"         # a rank without NCCL (or not on CUDA)
+    assert choose_exchange([(True, a), (True, ("node2", "", "0"))]) == "device"   # the same ordinal on another host
+    assert choose_exchange([(True, ("n", "3", "0")), (True, ("n", "4", "0"))]) == "device"  # one visible GPU each
 
 
 def test_gradients_of_the_wrong_size_are_refused_naming_the_array():

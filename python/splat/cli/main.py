@@ -54,9 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--gpus", type=positive_int, metavar="N",
                    help="train on N GPUs of this host, data-parallel: N ranks, one view each per update, rank 0 "
                         "writes the run folder (splat-gs[torch]; with --backend cpu: N processes)")
-    t.add_argument("--exchange", choices=("host", "device"), default="host",
-                   help="with several ranks: average the gradients through the host (gloo; the default) or on "
-                        "the GPUs (NCCL, splat-gs[multigpu]; CUDA only)")
+    t.add_argument("--exchange", choices=("auto", "host", "device"), default="auto",
+                   help="with several ranks: average the gradients on the GPUs (device: NCCL, splat-gs[multigpu]; "
+                        "CUDA only) or through the host (gloo); auto (the default): device where every rank "
+                        "can, host otherwise")
     t.set_defaults(func=cmd_train)
 
     c = sub.add_parser("check", help="validate a config and show it resolved (no config: the backends here)",

@@ -317,7 +317,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     _write_cameras(out, train, test)
     print(f"splat train: {scene}: {len(train)} views {train.size_summary()} ({_storage_text(trainer)}), "
           f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
-          f"{trainer.backend}" + (f" x {ranks} ranks" if ranks > 1 else "") + f"; eval on {len(test)} views of {eval_desc}"
+          f"{trainer.backend}" + (f" x {ranks} ranks ({runner.exchange} exchange)" if ranks > 1 else "") + f"; eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
 
     if seconds is not None:
@@ -351,6 +351,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             "config": config_path,
             "backend": trainer.backend,
             "ranks": ranks,
+            "exchange": runner.exchange if ranks > 1 else None,   # several ranks: host or device
             "camera_layout": trainer.camera_layout,       # what prune_screen = "auto" followed
             "screen_prune_px": trainer.screen_prune_px,   # 0: off
             "steps": trainer.step_count,

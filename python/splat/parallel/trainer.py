@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import socket
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,7 +86,7 @@ class UpdateStats:
 
 class DataParallelTrainer:
     def __init__(self, dataset, config, backend_config, group: ProcessGroup, *, state: dict | None = None,
-                 step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt", exchange: str = "host"):
+                 step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt", exchange: str = "auto"):
         _check_group(group)
         _check_options(check_every, lr_scaling, exchange)
         _check_recipe(config, group, exchange)
@@ -100,7 +101,7 @@ class DataParallelTrainer:
 
     @classmethod
     def around(cls, trainer: Trainer, group: ProcessGroup, *, check_every: int = 100,
-               lr_scaling: str = "sqrt", exchange: str = "host") -> "DataParallelTrainer":
+               lr_scaling: str = "sqrt", exchange: str = "auto") -> "DataParallelTrainer":
         """Data-parallel updates of a Trainer built with rank_backend_config(...) (its
         state the same on every rank: the rank-0 state handed to the others)."""
         _check_group(group)
@@ -127,7 +128,7 @@ class DataParallelTrainer:
         self.beta2 = config.adam_beta2 ** n if lr_scaling == "sqrt" else config.adam_beta2
         # Updates so far: a checkpoint of any number of ranks resumes on another.
         self.updates = -(-trainer.step_count // n)
-        self.exchange = exchange if n > 1 else "host"
+        self.exchange = _resolve_exchange(exchange, trainer, group)
         if self.exchange == "device":
             self._join_device_ranks()
         self.check_lockstep()
@@ -253,10 +254,36 @@ def _check_group(group) -> None:
         raise TypeError(f"[parallel] group: expected splat.parallel.ProcessGroup, got {type(group).__name__}")
 
 
+def _resolve_exchange(exchange: str, trainer: Trainer, group: ProcessGroup) -> str:
+    """host or device. auto: device (NCCL) when every rank trains on CUDA, on a GPU
+    of its own (NCCL refuses two ranks on one device), can load NCCL, and its
+    recipe needs nothing the device exchange lacks (exposure, visible_adam); host
+    otherwise. The ranks decide together (an allgather), so they never disagree."""
+    if group.world_size == 1:
+        return "host"
+    if exchange != "auto":
+        return exchange
+    cfg = trainer.config
+    ok = trainer.backend == "cuda" and not (cfg.exposure or cfg.visible_adam)
+    if ok:
+        from .. import _core
+        ok = bool(_core.nccl_available()[0])
+    # The GPU as this process names it: its host, the devices it sees and the ordinal it trains on.
+    gpu = (socket.gethostname(), os.environ.get("CUDA_VISIBLE_DEVICES", ""), os.environ.get("SPLAT_CUDA_DEVICE", "0"))
+    return choose_exchange(group.allgather((ok, gpu)))
+
+
+def choose_exchange(ranks: list) -> str:
+    """exchange='auto' from every rank's (can use NCCL, its GPU): device when all can
+    and no two share a GPU."""
+    own_gpus = len({gpu for _, gpu in ranks}) == len(ranks)
+    return "device" if own_gpus and all(ok for ok, _ in ranks) else "host"
+
+
 def _check_options(check_every, lr_scaling, exchange) -> None:
     """Before any trainer is built."""
-    if exchange not in ("host", "device"):
-        raise ValueError(f"[parallel] exchange: expected 'host' or 'device', got {exchange!r}")
+    if exchange not in ("auto", "host", "device"):
+        raise ValueError(f"[parallel] exchange: expected 'auto', 'host' or 'device', got {exchange!r}")
     if lr_scaling not in ("sqrt", "none"):
         raise ValueError(f"[parallel] lr_scaling: expected 'sqrt' or 'none', got {lr_scaling!r}")
     if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
