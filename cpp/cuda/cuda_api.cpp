@@ -7,23 +7,19 @@
 #include <mutex>
 
 namespace splat::cuda {
-namespace {
 
-std::string dl_error() {
+void* library_symbol(void* lib, const char* name) { return dlsym(lib, name); }
+
+std::string library_error() {
   const char* e = dlerror();
   return e ? e : "unknown error";
 }
 
-// Resolves `name` into `fn`; appends the name to `missing` when absent.
-template <class F>
-void bind(void* lib, F& fn, const char* name, std::string& missing) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-}
+namespace {
 
 template <class F>
 void bind_optional(void* lib, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
+  fn = reinterpret_cast<F>(library_symbol(lib, name));
 }
 
 std::mutex& load_mutex() {
@@ -41,44 +37,44 @@ const Driver* driver(std::string* error) {
   if (!tried) {
     tried = true;
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    std::string first_error = lib ? "" : dl_error();
+    std::string first_error = lib ? "" : library_error();
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       failure = "the NVIDIA driver library libcuda.so.1 could not be loaded (" + first_error + ")";
     } else {
       std::string missing;
-      bind(lib, d.cuInit, "cuInit", missing);
-      bind(lib, d.cuDriverGetVersion, "cuDriverGetVersion", missing);
-      bind(lib, d.cuDeviceGetCount, "cuDeviceGetCount", missing);
-      bind(lib, d.cuDeviceGet, "cuDeviceGet", missing);
-      bind(lib, d.cuDeviceGetName, "cuDeviceGetName", missing);
-      bind(lib, d.cuDeviceGetAttribute, "cuDeviceGetAttribute", missing);
-      bind(lib, d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", missing);
-      bind(lib, d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", missing);
-      bind(lib, d.cuCtxPushCurrent, "cuCtxPushCurrent_v2", missing);
-      bind(lib, d.cuCtxPopCurrent, "cuCtxPopCurrent_v2", missing);
-      bind(lib, d.cuStreamCreate, "cuStreamCreate", missing);
-      bind(lib, d.cuStreamDestroy, "cuStreamDestroy_v2", missing);
-      bind(lib, d.cuStreamSynchronize, "cuStreamSynchronize", missing);
-      bind(lib, d.cuStreamQuery, "cuStreamQuery", missing);
-      bind(lib, d.cuMemAlloc, "cuMemAlloc_v2", missing);
-      bind(lib, d.cuMemFree, "cuMemFree_v2", missing);
-      bind(lib, d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing);
-      bind(lib, d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", missing);
-      bind(lib, d.cuMemsetD8Async, "cuMemsetD8Async", missing);
-      bind(lib, d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
-      bind(lib, d.cuModuleLoadDataEx, "cuModuleLoadDataEx", missing);
-      bind(lib, d.cuModuleUnload, "cuModuleUnload", missing);
-      bind(lib, d.cuModuleGetFunction, "cuModuleGetFunction", missing);
-      bind(lib, d.cuFuncGetAttribute, "cuFuncGetAttribute", missing);
-      bind(lib, d.cuLaunchKernel, "cuLaunchKernel", missing);
-      bind(lib, d.cuEventCreate, "cuEventCreate", missing);
-      bind(lib, d.cuEventDestroy, "cuEventDestroy_v2", missing);
-      bind(lib, d.cuEventRecord, "cuEventRecord", missing);
-      bind(lib, d.cuEventSynchronize, "cuEventSynchronize", missing);
-      bind(lib, d.cuEventElapsedTime, "cuEventElapsedTime", missing);
-      bind(lib, d.cuGetErrorName, "cuGetErrorName", missing);
-      bind(lib, d.cuGetErrorString, "cuGetErrorString", missing);
+      bind_symbol(lib, d.cuInit, "cuInit", missing);
+      bind_symbol(lib, d.cuDriverGetVersion, "cuDriverGetVersion", missing);
+      bind_symbol(lib, d.cuDeviceGetCount, "cuDeviceGetCount", missing);
+      bind_symbol(lib, d.cuDeviceGet, "cuDeviceGet", missing);
+      bind_symbol(lib, d.cuDeviceGetName, "cuDeviceGetName", missing);
+      bind_symbol(lib, d.cuDeviceGetAttribute, "cuDeviceGetAttribute", missing);
+      bind_symbol(lib, d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", missing);
+      bind_symbol(lib, d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", missing);
+      bind_symbol(lib, d.cuCtxPushCurrent, "cuCtxPushCurrent_v2", missing);
+      bind_symbol(lib, d.cuCtxPopCurrent, "cuCtxPopCurrent_v2", missing);
+      bind_symbol(lib, d.cuStreamCreate, "cuStreamCreate", missing);
+      bind_symbol(lib, d.cuStreamDestroy, "cuStreamDestroy_v2", missing);
+      bind_symbol(lib, d.cuStreamSynchronize, "cuStreamSynchronize", missing);
+      bind_symbol(lib, d.cuStreamQuery, "cuStreamQuery", missing);
+      bind_symbol(lib, d.cuMemAlloc, "cuMemAlloc_v2", missing);
+      bind_symbol(lib, d.cuMemFree, "cuMemFree_v2", missing);
+      bind_symbol(lib, d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing);
+      bind_symbol(lib, d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", missing);
+      bind_symbol(lib, d.cuMemsetD8Async, "cuMemsetD8Async", missing);
+      bind_symbol(lib, d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
+      bind_symbol(lib, d.cuModuleLoadDataEx, "cuModuleLoadDataEx", missing);
+      bind_symbol(lib, d.cuModuleUnload, "cuModuleUnload", missing);
+      bind_symbol(lib, d.cuModuleGetFunction, "cuModuleGetFunction", missing);
+      bind_symbol(lib, d.cuFuncGetAttribute, "cuFuncGetAttribute", missing);
+      bind_symbol(lib, d.cuLaunchKernel, "cuLaunchKernel", missing);
+      bind_symbol(lib, d.cuEventCreate, "cuEventCreate", missing);
+      bind_symbol(lib, d.cuEventDestroy, "cuEventDestroy_v2", missing);
+      bind_symbol(lib, d.cuEventRecord, "cuEventRecord", missing);
+      bind_symbol(lib, d.cuEventSynchronize, "cuEventSynchronize", missing);
+      bind_symbol(lib, d.cuEventElapsedTime, "cuEventElapsedTime", missing);
+      bind_symbol(lib, d.cuGetErrorName, "cuGetErrorName", missing);
+      bind_symbol(lib, d.cuGetErrorString, "cuGetErrorString", missing);
       bind_optional(lib, d.cuMemGetInfo, "cuMemGetInfo_v2");
       bind_optional(lib, d.cuMemAllocHost, "cuMemAllocHost_v2");
       bind_optional(lib, d.cuMemFreeHost, "cuMemFreeHost");
@@ -123,19 +119,19 @@ bool nvrtc_tried = false;
 bool load_nvrtc_from(const std::string& path, Nvrtc& n, std::string& why) {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    why = dl_error();
+    why = library_error();
     return false;
   }
   std::string missing;
-  bind(lib, n.nvrtcGetErrorString, "nvrtcGetErrorString", missing);
-  bind(lib, n.nvrtcVersion, "nvrtcVersion", missing);
-  bind(lib, n.nvrtcCreateProgram, "nvrtcCreateProgram", missing);
-  bind(lib, n.nvrtcDestroyProgram, "nvrtcDestroyProgram", missing);
-  bind(lib, n.nvrtcCompileProgram, "nvrtcCompileProgram", missing);
-  bind(lib, n.nvrtcGetPTXSize, "nvrtcGetPTXSize", missing);
-  bind(lib, n.nvrtcGetPTX, "nvrtcGetPTX", missing);
-  bind(lib, n.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", missing);
-  bind(lib, n.nvrtcGetProgramLog, "nvrtcGetProgramLog", missing);
+  bind_symbol(lib, n.nvrtcGetErrorString, "nvrtcGetErrorString", missing);
+  bind_symbol(lib, n.nvrtcVersion, "nvrtcVersion", missing);
+  bind_symbol(lib, n.nvrtcCreateProgram, "nvrtcCreateProgram", missing);
+  bind_symbol(lib, n.nvrtcDestroyProgram, "nvrtcDestroyProgram", missing);
+  bind_symbol(lib, n.nvrtcCompileProgram, "nvrtcCompileProgram", missing);
+  bind_symbol(lib, n.nvrtcGetPTXSize, "nvrtcGetPTXSize", missing);
+  bind_symbol(lib, n.nvrtcGetPTX, "nvrtcGetPTX", missing);
+  bind_symbol(lib, n.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", missing);
+  bind_symbol(lib, n.nvrtcGetProgramLog, "nvrtcGetProgramLog", missing);
   bind_optional(lib, n.nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
   bind_optional(lib, n.nvrtcGetCUBIN, "nvrtcGetCUBIN");
   bind_optional(lib, n.nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs");

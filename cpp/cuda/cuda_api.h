@@ -116,6 +116,18 @@ struct Nvrtc {
 const Nvrtc* nvrtc(std::string* error);
 void add_nvrtc_search_dir(const std::string& dir);
 
+// dlopen'ed libraries (the driver, NVRTC, NCCL): the symbol `name` of `lib`
+// (null when absent), and dlerror()'s text.
+void* library_symbol(void* lib, const char* name);
+std::string library_error();
+
+// Resolves `name` into `fn`; appends the name to `missing` when absent.
+template <class F>
+void bind_symbol(void* lib, F& fn, const char* name, std::string& missing) {
+  fn = reinterpret_cast<F>(library_symbol(lib, name));
+  if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
+}
+
 // A run-time library from its candidates: $env_var (a file path) first, then
 // each directory with each of dir_names, then each of bare_names for the
 // system loader; `load` tries one path (true: loaded; else why). Returns

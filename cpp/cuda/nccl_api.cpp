@@ -23,30 +23,23 @@ std::vector<std::string>& nccl_dirs() {
 bool nccl_loaded = false;
 bool nccl_tried = false;
 
-template <class F>
-void bind(void* lib, F& fn, const char* name, std::string& missing) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-}
-
 bool load_nccl_from(const std::string& path, Nccl& n, std::string& why) {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    const char* e = dlerror();
-    why = e ? e : "unknown error";
+    why = library_error();
     return false;
   }
   std::string missing;
-  bind(lib, n.ncclGetVersion, "ncclGetVersion", missing);
-  bind(lib, n.ncclGetUniqueId, "ncclGetUniqueId", missing);
-  bind(lib, n.ncclCommInitRank, "ncclCommInitRank", missing);
-  bind(lib, n.ncclCommDestroy, "ncclCommDestroy", missing);
-  bind(lib, n.ncclCommAbort, "ncclCommAbort", missing);
-  bind(lib, n.ncclCommGetAsyncError, "ncclCommGetAsyncError", missing);
-  bind(lib, n.ncclAllReduce, "ncclAllReduce", missing);
-  bind(lib, n.ncclGroupStart, "ncclGroupStart", missing);
-  bind(lib, n.ncclGroupEnd, "ncclGroupEnd", missing);
-  bind(lib, n.ncclGetErrorString, "ncclGetErrorString", missing);
+  bind_symbol(lib, n.ncclGetVersion, "ncclGetVersion", missing);
+  bind_symbol(lib, n.ncclGetUniqueId, "ncclGetUniqueId", missing);
+  bind_symbol(lib, n.ncclCommInitRank, "ncclCommInitRank", missing);
+  bind_symbol(lib, n.ncclCommDestroy, "ncclCommDestroy", missing);
+  bind_symbol(lib, n.ncclCommAbort, "ncclCommAbort", missing);
+  bind_symbol(lib, n.ncclCommGetAsyncError, "ncclCommGetAsyncError", missing);
+  bind_symbol(lib, n.ncclAllReduce, "ncclAllReduce", missing);
+  bind_symbol(lib, n.ncclGroupStart, "ncclGroupStart", missing);
+  bind_symbol(lib, n.ncclGroupEnd, "ncclGroupEnd", missing);
+  bind_symbol(lib, n.ncclGetErrorString, "ncclGetErrorString", missing);
   if (!missing.empty()) {
     why = "missing " + missing;
     dlclose(lib);
