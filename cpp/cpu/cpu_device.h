@@ -60,9 +60,9 @@ class CpuDevice final : public Device {
   void get_gradients(std::vector<float> (&grads)[5]) override { training_.get_grads(grads); }
   void set_gradients(const std::vector<float> (&grads)[5]) override { training_.set_grads(grads); }
   void get_exposure_gradients(std::vector<float>& grads) override { training_.get_exposure_grads(grads); }
+  void set_exposure_gradients(const std::vector<float>& grads) override { training_.set_exposure_grads(grads); }
   void get_step_radii(std::vector<int32_t>& radii) override { training_.get_step_radii(radii); }
   void set_step_radii(const std::vector<int32_t>& radii) override { training_.set_step_radii(radii); }
-  void set_exposure_gradients(const std::vector<float>& grads) override { training_.set_exposure_grads(grads); }
   void get_densify_stats(std::vector<float>& accum, std::vector<float>& count,
                          std::vector<float>& max_radii) override {
     training_.get_stats(accum, count, max_radii);

@@ -36,10 +36,10 @@ class CpuTraining {
   // Exposure: every view's correction gradient [views x 12] (zero but the
   // last step's view's); set: the next Adam step uses these instead.
   void get_exposure_grads(std::vector<float>& grads) const;
+  void set_exposure_grads(const std::vector<float>& grads);
   // The last forward's screen radii (visible_adam's mask), and their replacement.
   void get_step_radii(std::vector<int32_t>& radii) const;
   void set_step_radii(const std::vector<int32_t>& radii);
-  void set_exposure_grads(const std::vector<float>& grads);
   void get_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) const;
   void set_stats(const std::vector<float>& accum, const std::vector<float>& count, const std::vector<float>& max_radii);
   DensifyResult densify(const DensifySettings& s);

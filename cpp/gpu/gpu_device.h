@@ -48,9 +48,9 @@ class GpuDevice final : public Device {
   void get_gradients(std::vector<float> (&grads)[5]) override;
   void set_gradients(const std::vector<float> (&grads)[5]) override;
   void get_exposure_gradients(std::vector<float>& grads) override;
+  void set_exposure_gradients(const std::vector<float>& grads) override;
   void get_step_radii(std::vector<int32_t>& radii) override;
   void set_step_radii(const std::vector<int32_t>& radii) override;
-  void set_exposure_gradients(const std::vector<float>& grads) override;
   void get_densify_stats(std::vector<float>& accum, std::vector<float>& count, std::vector<float>& max_radii) override;
   void set_densify_stats(const std::vector<float>& accum, const std::vector<float>& count,
                          const std::vector<float>& max_radii) override;

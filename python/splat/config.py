@@ -225,9 +225,9 @@ class TrainConfig(_Section):
     def _collect_bad(cls, kwargs: dict):
         # A preset supplies the keys the caller leaves out; a bad preset name is
         # reported by the field's own check.
-        preset = PRESETS.get(kwargs.get("preset", "default")) if isinstance(kwargs.get("preset", "default"), str) \
-            else None
-        return super()._collect_bad(dict(preset or {}, **kwargs))
+        preset = kwargs.get("preset", "default")
+        values = PRESETS.get(preset, {}) if isinstance(preset, str) else {}
+        return super()._collect_bad({**values, **kwargs})
 
     @classmethod
     def _cross_check(cls, v, bad):

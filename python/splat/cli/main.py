@@ -12,10 +12,10 @@ from ..stop_signals import Terminated
 from ._shared import BACKENDS, SYNTHETIC_OUT, UserError, _clean, _err, _exc_message
 from .check import cmd_check
 from .scene import _background, cmd_bench, cmd_eval, cmd_export, cmd_render, cmd_view
+from .train import cmd_train
 
 FAST_HELP = ("the fast preset (train.preset = 'fast'): a compressed schedule, about a quarter of the default's "
              "time; keys the config or --set give explicitly still win")
-from .train import cmd_train
 
 
 def build_parser() -> argparse.ArgumentParser:

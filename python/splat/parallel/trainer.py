@@ -34,6 +34,9 @@ from .group import ProcessGroup
 PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
 # exchange="device": the updates whose loss and stop request go through the host.
 CONTROL_EVERY = 10
+# Recipe modes only the host exchange carries, and what it carries for them.
+HOST_EXCHANGE_ONLY = (("exposure", "the exposure corrections' gradients"),
+                      ("visible_adam", "the Gaussians each rank's view saw"))
 STATS = ("grad_accum", "grad_count", "max_radii")
 
 
@@ -263,8 +266,7 @@ def _resolve_exchange(exchange: str, trainer: Trainer, group: ProcessGroup) -> s
         return "host"
     if exchange != "auto":
         return exchange
-    cfg = trainer.config
-    ok = trainer.backend == "cuda" and not (cfg.exposure or cfg.visible_adam)
+    ok = trainer.backend == "cuda" and not any(getattr(trainer.config, key) for key, _ in HOST_EXCHANGE_ONLY)
     if ok:
         from .. import _core
         ok = bool(_core.nccl_available()[0])
@@ -293,8 +295,7 @@ def _check_options(check_every, lr_scaling, exchange) -> None:
 def _check_recipe(config, group: ProcessGroup, exchange: str) -> None:
     if group.world_size <= 1:
         return
-    for key, what in (("exposure", "the exposure corrections' gradients"),
-                      ("visible_adam", "the Gaussians each rank's view saw")):
+    for key, what in HOST_EXCHANGE_ONLY:
         if getattr(config, key) and exchange == "device":
             raise ValueError(f"[parallel] train.{key}: the device exchange does not carry {what} yet; use "
                              f"exchange='host' (splat train --exchange host)")
