@@ -30,9 +30,11 @@ GRADS = ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d")
 # identical screen-covering Gaussians centred on the image, so a mean's or a scale's
 # gradient is a sum over 67M pixels whose halves cancel, and float atomics in another
 # order show relative to that small sum. Measured on the H200 over 5 seeds: 0.00227
-# at most (means; log_scales 0.00176, means2d 0.00189, the others under 0.0007).
-# Bound: twice that. A misplaced pair would move whole gradients (~1).
-PAIR_LIMIT_GRAD_TOL = 5e-3
+# at most (means; log_scales 0.00176, means2d 0.00189, the others under 0.0007); a
+# later seed (1631744454608788768) gave 0.0101 (means; log_scales 0.0090, means2d
+# 0.0084, the others under 0.0042). Bound: three times the largest seen. A misplaced
+# pair would move whole gradients (~1).
+PAIR_LIMIT_GRAD_TOL = 3e-2
 
 
 def gpu(**fields):
