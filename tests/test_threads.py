@@ -2,8 +2,8 @@
 "Threads"): each native object serves one call at a time and the CPU
 backend's thread pool takes one job at a time, so two threads on one
 Rasterizer, on two Rasterizers, through splat.torch, or a Trainer stepping
-beside a render give every call the result it gets alone: no crash, no hang,
-no corrupted state. Each case runs in a fresh process under a timeout (a hang
+beside a render, or two Trainers training side by side, give every call the
+result it gets alone: no crash, no hang, no corrupted state. Each case runs in a fresh process under a timeout (a hang
 fails the test instead of the suite), many rounds each; the CUDA twins run
 on a GPU.
 """
@@ -51,7 +51,7 @@ PRELUDE = textwrap.dedent("""
             raise errors[0]
 
     def same(a, b, what):
-        assert np.array_equal(a, b), f"{what}: differs from the render alone; seed {seed}"
+        assert np.array_equal(a, b), f"{what}: differs from the result alone; seed {seed}"
 """)
 
 CASES = {
@@ -119,6 +119,34 @@ CASES = {
                 same(img, want[i][0], f"thread {i} image")
                 np.testing.assert_allclose(grad, want[i][1], rtol=1e-3, atol=1e-6)
         in_threads(lambda: loop(0), lambda: loop(1))
+    """,
+    "two_trainers": """
+        import dataclasses
+        from splat.data import synthetic
+        train, _ = synthetic.make_scene()
+        base = synthetic.default_train_config(rounds, image_size=train.width)
+        configs = [dataclasses.replace(base, exposure=True, seed=3),
+                   dataclasses.replace(base, strategy="mcmc", max_gaussians=6000, mcmc_refine_from=5,
+                                       mcmc_refine_every=10, seed=4)]
+        # No float atomics: a step's bits cannot depend on what runs beside it.
+        bcfg = splat.BackendConfig(backend=backend, deterministic=True)
+        want = []
+        for c in configs:
+            alone = splat.Trainer.from_dataset(train, c, bcfg)
+            for _ in range(rounds):
+                alone.step(read_loss=False)
+            want.append(alone.state())
+        got = [None, None]
+        def steps(i):
+            t = splat.Trainer.from_dataset(train, configs[i], bcfg)
+            for _ in range(rounds):
+                t.step(read_loss=False)
+            got[i] = t.state()
+        in_threads(lambda: steps(0), lambda: steps(1))
+        for i in range(2):
+            assert got[i].keys() == want[i].keys()
+            for k, v in want[i].items():
+                same(got[i][k], v, f"trainer {i} {k}")
     """,
     "trainer_and_render": """
         from splat.data import synthetic
