@@ -266,8 +266,17 @@ def test_gradients_of_the_wrong_size_are_refused_naming_the_array():
     grads = nat.gradients()
     assert grads["exposure"].shape == (len(ds), 3, 4)
     assert (np.abs(grads["exposure"]).reshape(len(ds), -1).max(axis=1) > 0).sum() == 1
+    # A refused call applies nothing: the gradients stay those of the step.
+    other = {k: (v + np.float32(1.0)).astype(np.float32) for k, v in grads.items()}
     with pytest.raises(ValueError, match=r"gradients: exposure has 12 values, expected"):
-        nat.set_gradients(dict(grads, exposure=grads["exposure"][:1]))
+        nat.set_gradients(dict(other, exposure=other["exposure"][:1]))
+    with pytest.raises(ValueError, match=r"gradients: missing exposure"):
+        nat.set_gradients({k: v for k, v in other.items() if k != "exposure"})
+    after = nat.gradients()
+    for k, v in grads.items():
+        assert np.array_equal(after[k], v), k
+    nat.set_gradients(other)  # whole: accepted
+    assert np.array_equal(nat.gradients()["exposure"], other["exposure"])
 
 
 def test_nccl_loads_at_run_time_and_makes_communicator_ids():

@@ -192,13 +192,23 @@ class PyTrainer {
       const size_t len = a < 4 ? n * param_width(a, 1) : (nb::try_cast(d[kParamNames[a]], arr) ? arr.size() : 0);
       g[a] = to_vector(d[kParamNames[a]], kParamNames[a], len);
     }
+    // Checked in full before anything is applied: a refused call changes nothing.
+    const bool exposure_on = trainer_->settings().exposure;
+    if (d.contains("exposure") && !exposure_on)
+      throw ConfigError("[trainer] gradients: exposure given, but this run has no exposure compensation");
+    if (exposure_on && !d.contains("exposure"))
+      throw ConfigError("[trainer] gradients: missing exposure (this run learns a correction per view)");
     std::vector<float> exposure;
-    if (d.contains("exposure")) {
+    if (exposure_on) {
       FloatIn arr;
       exposure = to_vector(d["exposure"], "exposure", nb::try_cast(d["exposure"], arr) ? arr.size() : 0);
+      const size_t want = kExposureFloats * trainer_->num_views();
+      if (exposure.size() != want)
+        throw ConfigError("[trainer] gradients: exposure has " + std::to_string(exposure.size()) +
+                          " values, expected " + std::to_string(want) + " (12 per training view)");
     }
     trainer_->device().set_gradients(g);
-    if (d.contains("exposure")) trainer_->device().set_exposure_gradients(exposure);
+    if (exposure_on) trainer_->device().set_exposure_gradients(exposure);
   }
   FloatOut step_radii() {
     ObjectLock guard(mutex_);

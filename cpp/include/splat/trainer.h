@@ -134,6 +134,7 @@ class Trainer {
 
   Device& device() { return *device_; }
   const TrainSettings& settings() const { return settings_; }
+  size_t num_views() const { return cameras_.size(); }
   void render(const CameraParams& cam, float* image, const float* background = nullptr);
 
  private:
