@@ -82,3 +82,17 @@ def test_eval_exposure_errors(exposure_run, scene_dir, capsys):
     capsys.readouterr()
     rc, out, err = run_cli(capsys, "eval", plain, "--data", scene_dir / "scene", "--split", "train", "--exposure")
     assert_user_error(rc, err, "no learned colour corrections")
+
+
+def test_eval_fit_exposure(exposure_run, scene_dir, tmp_path, capsys):
+    path = tmp_path / "fit.json"
+    rc, out, err = run_cli(capsys, "eval", exposure_run, "--data", scene_dir / "scene", "--fit-exposure",
+                           "--json", path)
+    assert rc == 0, err
+    assert "exposure fitted on the left" in out
+    result = json.loads(path.read_text())
+    assert result["fit_exposure"] is True and result["exposure"] is False
+    assert all(np.asarray(v["exposure"]).shape == (3, 4) for v in result["per_view"])
+    rc, out, err = run_cli(capsys, "eval", exposure_run, "--data", scene_dir / "scene", "--split", "train",
+                           "--exposure", "--fit-exposure")
+    assert_user_error(rc, err, "--exposure, --fit-exposure: choose one")

@@ -159,3 +159,48 @@ def test_evaluate_reports_progress_after_every_view(tiny):
     assert calls == [(k, len(test)) for k in range(1, len(test) + 1)]
     assert [v["name"] for v in ev.per_view] == [n for i, n in enumerate(test.names) if i != 1]
     assert ev.psnr == splat.evaluate(trainer, masked, masked=True).psnr
+
+
+def test_fitted_exposure_scores_right_halves_fitted_on_the_left(tiny):
+    """Test images that are the renders under a random colour correction per view:
+    fitted on each left half, the right half matches to the 8-bit rounding. The
+    oracle: the normal equations solved by numpy on the left half, and the right
+    half's PSNR by hand."""
+    from splat.data.dataset import Dataset
+    trainer, test = tiny
+    rng, seed = make_rng()
+    images = []
+    for cam in test.cameras:
+        render = trainer.render(cam, background=test.background).astype(np.float64)
+        a, b = np.eye(3) + rng.normal(0, 0.08, (3, 3)), rng.normal(0, 0.05, 3)
+        images.append(np.rint(np.clip(render @ a.T + b, 0, 1) * 255).astype(np.uint8))
+    shifted = Dataset(cameras=test.cameras, images=images, names=test.names, masks=[None] * len(test),
+                      background=test.background, scene_extent=test.scene_extent)
+    plain = splat.evaluate(trainer, shifted)
+    renders = {}
+    ev = splat.evaluate(trainer, shifted, fit_exposure=True, renders=renders)
+    assert ev.fit_exposure and ev.to_dict()["fit_exposure"] is True and "fit_exposure" not in plain.to_dict()
+    for v, cam, img in zip(ev.per_view, test.cameras, images):
+        render = trainer.render(cam, background=test.background).astype(np.float64)
+        target = img.astype(np.float64) / 255.0
+        half = cam.width // 2
+        x = np.concatenate([render[:, :half].reshape(-1, 3), np.ones((cam.height * half, 1))], axis=1)
+        sol = np.linalg.solve(x.T @ x, x.T @ target[:, :half].reshape(-1, 3))   # [4, 3]
+        np.testing.assert_allclose(np.asarray(v["exposure"]), sol.T, atol=1e-4, err_msg=str(seed))
+        corrected = np.clip(render @ sol[:3] + sol[3], 0, 1)
+        np.testing.assert_allclose(renders[v["name"]], corrected, atol=1e-4)
+        mse = np.mean((corrected[:, half:] - target[:, half:]) ** 2)
+        assert v["psnr"] == pytest.approx(-10 * np.log10(mse), abs=1e-3), seed
+    assert ev.psnr > plain.psnr + 5, (ev.psnr, plain.psnr, seed)
+
+
+def test_fit_exposure_recovers_a_correction_and_needs_pixels():
+    rng, seed = make_rng()
+    render = rng.uniform(0.1, 0.9, (20, 30, 3))
+    e = np.concatenate([np.eye(3) + rng.normal(0, 0.1, (3, 3)), rng.normal(0, 0.05, (3, 1))], axis=1)
+    target = render @ e[:, :3].T + e[:, 3]
+    np.testing.assert_allclose(splat.metrics.fit_exposure(render, target), e, atol=1e-5, err_msg=str(seed))
+    few = np.zeros((20, 30), bool)
+    few[0, :3] = True
+    with pytest.raises(ValueError, match=r"fit_exposure: 3 pixels"):
+        splat.metrics.fit_exposure(render, target, few)

@@ -58,17 +58,38 @@ def box_downsample(image: np.ndarray, factor: int) -> np.ndarray:
     return image.reshape(h // factor, factor, w // factor, factor, c).mean(axis=(1, 3), dtype=np.float64).astype(np.float32)
 
 
+def fit_exposure(render, target, mask=None) -> np.ndarray:
+    """The colour correction [A | b] (3x4) that best maps `render` onto `target`
+    (least squares over the pixels of `mask`, every pixel without one):
+    target ~ A rgb + b, the form `[train] exposure` learns per training view."""
+    x = real_array("render", render).reshape(-1, 3).astype(np.float64)
+    y = real_array("target", target, np.shape(render)).reshape(-1, 3).astype(np.float64)
+    m = _as_mask(mask, np.shape(render))
+    if m is not None:
+        x, y = x[m.reshape(-1)], y[m.reshape(-1)]
+    if len(x) < 4:
+        raise ValueError(f"[splat] fit_exposure: {len(x)} pixels to fit 12 values on, need at least 4")
+    design = np.concatenate([x, np.ones((len(x), 1))], axis=1)
+    solution = np.linalg.lstsq(design, y, rcond=None)[0]   # [4, 3]
+    return solution.T.astype(np.float32)
+
+
+_fit_exposure = fit_exposure  # evaluate's keyword of the same name shadows it there
+
+
 @dataclass
 class Evaluation:
     psnr: float
     ssim: float
-    per_view: list = field(default_factory=list)  # [{"name", "psnr", "ssim"(, "lpips")}]
+    per_view: list = field(default_factory=list)  # [{"name", "psnr", "ssim"(, "lpips", "exposure")}]
     lpips: float | None = None      # with evaluate(lpips_net=...)
     lpips_net: str | None = None
+    fit_exposure: bool = False      # with evaluate(fit_exposure=True): right halves, fitted on the left
 
     def to_dict(self) -> dict:
         extra = {} if self.lpips is None else {"lpips": self.lpips, "lpips_net": self.lpips_net}
-        return {"psnr": self.psnr, "ssim": self.ssim} | extra | {"per_view": self.per_view}
+        fit = {"fit_exposure": True} if self.fit_exposure else {}
+        return {"psnr": self.psnr, "ssim": self.ssim} | extra | fit | {"per_view": self.per_view}
 
 
 def check_supersample(dataset, supersample: int, name: str = "supersample") -> None:
@@ -82,7 +103,8 @@ def check_supersample(dataset, supersample: int, name: str = "supersample") -> N
 
 
 def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = None,
-             masked: bool = False, lpips_net: str | None = None, lpips_device=None, progress=None) -> Evaluation:
+             masked: bool = False, lpips_net: str | None = None, lpips_device=None, progress=None,
+             fit_exposure: bool = False) -> Evaluation:
     """Mean PSNR and SSIM of `trainer`'s renders against `dataset`'s images,
     each view at its own size.
 
@@ -94,7 +116,12 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     images by view name. lpips_net: also LPIPS with that backbone ("alex" or
     "vgg", splat.metrics_lpips) on `lpips_device` (default: CUDA when torch
     sees one); its weights are checked before the first render. progress: a callable
-    given (views done, views) after each view."""
+    given (views done, views) after each view. fit_exposure: for a model trained
+    with exposure compensation, whose renders show the training views' average
+    exposure: each view's colour correction is fitted on its left half
+    (`fit_exposure`, least squares) and applied to the render, and the metrics
+    score the right half alone (a view's entry keeps its correction as
+    "exposure"; `renders` receives the corrected render)."""
     supersample = integer("supersample", supersample, 1)
     if len(dataset.cameras):
         check_supersample(dataset, int(supersample))
@@ -106,12 +133,27 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     per_view = []
     for i, (cam, image, name) in enumerate(zip(dataset.cameras, dataset.images, dataset.names)):
         mask = None if masks is None else masks[i]
+        fit_mask = None
+        if fit_exposure:  # fitted on the left half, scored on the right
+            left = np.zeros((cam.height, cam.width), bool)
+            left[:, : cam.width // 2] = True
+            fit_mask = left if mask is None else left & mask
+            mask = ~left if mask is None else ~left & mask
+            if fit_mask.sum() < 4:
+                mask = np.zeros_like(left)  # nothing to fit on: the view is left out
         if mask is None or mask.any():
             render = trainer.render(cam.scaled(supersample) if supersample > 1 else cam,
                                     background=dataset.background)
             render = box_downsample(render, supersample)
             target = image.astype(np.float32) / 255.0
+            correction = None
+            if fit_mask is not None:
+                from .exposure import apply_exposure
+                correction = _fit_exposure(render, target, fit_mask)
+                render = apply_exposure(render, correction)
             entry = {"name": name, "psnr": psnr(render, target, mask), "ssim": ssim(render, target, mask)}
+            if correction is not None:
+                entry["exposure"] = correction.tolist()
             if lpips_net is not None:
                 entry["lpips"] = lpips(render, target, lpips_net, mask=mask, device=lpips_device)
             if mask is not None:
@@ -126,4 +168,4 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
     return Evaluation(psnr=float(np.mean([v["psnr"] for v in per_view])),
                       ssim=float(np.mean([v["ssim"] for v in per_view])), per_view=per_view,
                       lpips=None if lpips_net is None else float(np.mean([v["lpips"] for v in per_view])),
-                      lpips_net=lpips_net)
+                      lpips_net=lpips_net, fit_exposure=bool(fit_exposure))

@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--exposure", action="store_true",
                    help="apply the run's learned per-view colour corrections ([train] exposure = true); "
                         "training views only (--split train): test views have none")
+    e.add_argument("--fit-exposure", action="store_true",
+                   help="fit each view's colour correction on its left half (least squares, 3x3 + bias) and "
+                        "score its right half: how a model trained with exposure compensation is compared")
     e.set_defaults(func=cmd_eval)
 
     v = sub.add_parser("view", help="look at a run or a scene file in the browser (needs viser: splat-gs[view])",

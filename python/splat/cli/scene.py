@@ -219,6 +219,9 @@ def _view_progress(label: str, total: int, enabled: bool):
 def cmd_eval(args) -> int:
     from ..metrics import evaluate
     _output_file("--json", args.json)
+    if args.exposure and args.fit_exposure:
+        raise ValueError("[splat] --exposure, --fit-exposure: choose one (the learned corrections of training "
+                         "views, or corrections fitted on each view's left half)")
     model = _open_model(args)
     data, where, folder, split, kwargs = _load_views(args, model, args.split)
     t0 = time.perf_counter()
@@ -228,7 +231,7 @@ def cmd_eval(args) -> int:
         renderer = corrected_renderer(model, data, split)
     with _view_progress("eval", len(data), not args.quiet) as progress:
         ev = evaluate(renderer, data, supersample=args.supersample, masked=args.masked, lpips_net=args.lpips,
-                      progress=progress)
+                      progress=progress, fit_exposure=args.fit_exposure)
     seconds = time.perf_counter() - t0
     lp = (lambda v: f"  LPIPS({args.lpips}) {v:.4f}") if args.lpips else (lambda v: "")
     if args.per_view:
@@ -239,7 +242,9 @@ def cmd_eval(args) -> int:
           + (f" at downscale {kwargs['downscale']}" if kwargs.get("downscale", 1) != 1 else "")
           + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
           + (" antialiased" if model.antialiased else "")
-          + (" with the learned exposure corrections" if args.exposure else "") + f" ({model.renderer.backend})")
+          + (" with the learned exposure corrections" if args.exposure else "")
+          + (" on right halves, exposure fitted on the left" if args.fit_exposure else "")
+          + f" ({model.renderer.backend})")
     if args.json:
         is_ckpt = model.source.lower().endswith(".npz")
         result = ev.to_dict() | {"source": str(Path(model.source).resolve()),
@@ -247,7 +252,7 @@ def cmd_eval(args) -> int:
                                  "data": "synthetic" if folder is BUILTIN else str(Path(folder).resolve()), "split": split,
                                  "frames": kwargs["frames"], "downscale": kwargs.get("downscale", 1), "supersample": args.supersample, "masked": args.masked,
                                  "antialiased": model.antialiased, "background": list(model.background),
-                                 "exposure": args.exposure,
+                                 "exposure": args.exposure, "fit_exposure": args.fit_exposure,
                                  "views": len(data), "num_gaussians": model.renderer.num_gaussians,
                                  "step": model.renderer.step_count, "backend": model.renderer.backend,
                                  "seconds": seconds}
