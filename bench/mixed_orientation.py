@@ -74,21 +74,22 @@ def make(src: Path, dst: Path, every: int = 2, jpeg_quality: int | None = None) 
         q, t = tuple(im.qvec), np.asarray(im.tvec, np.float64)
         name = im.name
         model, w, h, params = cam.model, cam.width, cam.height, tuple(cam.params)
-        if (k - 1) % every == every - 1:
+        turn = (k - 1) % every == every - 1
+        if turn:
             model, w, h, params = turned_camera(model, w, h, params)
             q, t = turned_qvec(q), TURN @ t
             stem = str(Path(name).with_suffix(""))
             name = stem + (".jpg" if jpeg_quality else ".png")
+        (dst / "images" / name).parent.mkdir(parents=True, exist_ok=True)  # names may hold folders
+        if turn:
             with Image.open(src / "images" / im.name) as pic:
                 pic = pic.transpose(Image.Transpose.ROTATE_270)  # a quarter turn clockwise
-                (dst / "images" / name).parent.mkdir(parents=True, exist_ok=True)
                 if jpeg_quality:
                     pic.save(dst / "images" / name, quality=int(jpeg_quality), subsampling=0)
                 else:
                     pic.save(dst / "images" / name)
             turned += 1
         else:
-            (dst / "images" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src / "images" / im.name, dst / "images" / name)
         cam_lines.append(f"{k} {model} {w} {h} " + " ".join(repr(float(v)) for v in params))
         img_lines += [f"{k} " + " ".join(repr(float(v)) for v in (*q, *t)) + f" {k} {name}", ""]

@@ -1,11 +1,11 @@
 """Native entry points called from several Python threads (docs/architecture.md,
 "Threads"): each native object serves one call at a time and the CPU
 backend's thread pool takes one job at a time, so two threads on one
-Rasterizer, on two Rasterizers, through splat.torch, or a Trainer stepping
-beside a render, or two Trainers training side by side, give every call the
-result it gets alone: no crash, no hang, no corrupted state. Each case runs in a fresh process under a timeout (a hang
-fails the test instead of the suite), many rounds each; the CUDA twins run
-on a GPU.
+Rasterizer, on two Rasterizers, through splat.torch, a Trainer stepping
+beside a render, or two Trainers training side by side give every call the
+result it gets alone: no crash, no hang, no corrupted state. Each case runs in
+a fresh process under a timeout (a hang fails the test instead of the suite),
+many rounds each; the CUDA twins run on a GPU.
 """
 from __future__ import annotations
 
