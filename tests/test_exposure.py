@@ -97,8 +97,14 @@ def test_exposure_learns_per_view_colour_shifts():
     400 steps with and without exposure compensation from the same start.
     The corrections are identifiable only relative to one view (the scene can
     absorb a common transform), so A_v A_0^-1 is compared with the truth.
-    Measured over 11 seeds: the loss of the last 80 steps 0.67-0.86x the
-    uncorrected run's; the colour-map error 0.09-0.14x that of no correction."""
+    Measured over 11 seeds before the corrections were centred: the loss of the
+    last 80 steps 0.67-0.86x the uncorrected run's; the colour-map error
+    0.09-0.14x that of no correction. Centred (the current rule), 16 seeds: loss
+    0.66-0.89x; colour-map error 0.088-0.42x (four of them uncentred: 0.085-0.14x).
+    The centring moves every view's correction without moving the scene's
+    colours to match, so it costs this recovery (docs/training_modes.md,
+    "Centring"). Bound: 0.6, above the largest seen and well below no
+    correction's 1."""
     rng, seed = make_rng()
     gt = random_gaussians(rng, 150)
     truth = random_corrections(rng, 8)
@@ -127,7 +133,7 @@ def test_exposure_learns_per_view_colour_shifts():
     t = truth.astype(np.float64)
     err_learned = np.mean([np.abs(relative(learned, v) - relative(t, v)).mean() for v in range(1, 8)])
     err_none = np.mean([np.abs(colours - relative(t, v)).mean() for v in range(1, 8)])
-    assert err_learned < 0.25 * err_none, (err_learned, err_none, seed)
+    assert err_learned < 0.6 * err_none, (err_learned, err_none, seed)
 
 
 def test_corrections_keep_their_mean_at_the_identity():
