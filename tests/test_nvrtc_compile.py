@@ -15,7 +15,7 @@ KERNELS = {
     "splat_scan_apply", "splat_radix_histogram", "splat_radix_scatter", "splat_emit_pairs", "splat_pair_total",
     "splat_tile_ranges", "splat_tile_chunks", "splat_rasterize_chunks", "splat_rasterize_forward",
     "splat_rasterize_walk", "splat_rasterize_checkpoints", "splat_rasterize_backward",
-    "splat_ssim_forward", "splat_ssim_backward", "splat_adam", "splat_grad_stats", "splat_reset_opacity",
+    "splat_ssim_forward", "splat_ssim_backward", "splat_adam", "splat_adam_mark", "splat_grad_stats", "splat_reset_opacity",
     "splat_densify_classify", "splat_densify_mark", "splat_densify_gather", "splat_densify_children",
     "splat_count_nonfinite", "splat_nonfinite_total",
     "splat_mcmc_weights", "splat_mcmc_block_offsets", "splat_mcmc_sample", "splat_mcmc_apply", "splat_mcmc_copy",

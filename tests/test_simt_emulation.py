@@ -223,8 +223,12 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         assert int(got["skip_changed"]) == 0, (got, n, seed)
         # The SH gradient in full (data-parallel) steps as its factors do, to the bit.
         assert int(got["full_differ"]) == 0, (got, n, seed)
+        # Deferred (train.deferred_adam): missed steps from the ring, then the step; settle; stamps; the ring.
+        for key in ("deferred_differ", "settle_differ", "mark_differ", "ring_differ"):
+            assert int(got[key]) == 0, (key, got, n, seed)
     # visible_only (train.visible_adam): the unseen Gaussians' parameters and moments
     # stay to the bit, the seen ones step as above; quads that straddle both included.
+    # The deferred modes on the same radii: the unseen wait, the seen catch up and step.
     for n, share in ((1, 0.0), (7, 0.5), (int(rng.integers(64, 700)), 0.3), (int(rng.integers(64, 700)), 0.9)):
         k_count = int(rng.integers(1, sh_width // 3 + 1))
         p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_width), str(k_count), str(share)],
@@ -233,6 +237,8 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["differ"]) == 0, (got, n, share, seed)
         assert int(got["full_differ"]) == 0, (got, n, share, seed)
+        for key in ("deferred_differ", "settle_differ", "mark_differ", "ring_differ"):
+            assert int(got[key]) == 0, (key, got, n, share, seed)
         assert (int(got["unseen"]) == n) if share == 0.0 else 0 < int(got["unseen"]) < n or n < 10, got
 
 

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "gpu_device.h"
+#include "../../shaders/common/adam.h"
 #include "../../shaders/common/exposure.h"
 #include "../../shaders/common/sh.h"
 #include "grid.h"
@@ -179,6 +180,8 @@ void GpuDevice::set_training_state(const TrainingState& s) {
       if (!v->empty() && v->size() != kExposureFloats * images_.views.size())
         throw ConfigError("[trainer] state.exposure: expected " + std::to_string(kExposureFloats * images_.views.size()) +
                           " values (12 per view), got " + std::to_string(v->size()));
+  adam_pending_ = false;  // a new state: nothing waits
+  adam_seen_fill_ = true;
   have_forward_ = false;
   have_loss_ = false;
   have_train_step_ = false;
@@ -239,6 +242,7 @@ void GpuDevice::set_training_state(const TrainingState& s) {
 
 void GpuDevice::get_training_state(TrainingState& s) {
   std::lock_guard<std::mutex> lock(mutex_);
+  settle_adam(true);
   const size_t n = count_;
   s.count = n;
   s.sh_stride = sh_stride_;
@@ -382,6 +386,40 @@ float GpuDevice::last_loss() {
   return value;
 }
 
+void GpuDevice::launch_adam(const AdamParams& p) {
+  const bool ring = p.deferred != SPLAT_ADAM_DENSE;  // the dense kernel never reads the last two
+  launch(Kernel::Adam, div_up(adam_quads(p.count, p.sh_width), kGroup),
+         {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
+          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
+          KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
+          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
+          KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
+          KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
+          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
+          KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius)),
+          KernelArg::buf(ref(ring ? kAdamSeen : kRadius)), KernelArg::buf(ref(ring ? kAdamRing : kRadius))});
+}
+
+void GpuDevice::launch_adam_mark(const AdamParams& p) {
+  launch(Kernel::AdamMark, div_up(p.count, kGroup),
+         {KernelArg::value(p), KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(kAdamSeen))});
+}
+
+void GpuDevice::settle_adam(bool label) {
+  if (!adam_pending_) return;
+  adam_pending_ = false;
+  if (count_ == 0) return;
+  if (label) begin(TimingLabel::Adam);
+  AdamParams p{};
+  p.count = static_cast<uint32_t>(count_);
+  p.sh_width = 3 * sh_stride_;
+  p.step = adam_last_step_;
+  p.deferred = SPLAT_ADAM_SETTLE;
+  launch_adam(p);
+  launch_adam_mark(p);
+  if (label) end(TimingLabel::Adam);
+}
+
 void GpuDevice::adam_step(const AdamSettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = count_;
@@ -403,19 +441,38 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
   p.visible_only = s.visible_only ? 1u : 0u;
   p.sh_grad_full = sh_grad_full_ ? 1u : 0u;
+  p.step = s.step;
+  const bool deferred = s.deferred && !s.visible_only && n > 0;
   if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
     throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
-  const size_t total = adam_quads(p.count, p.sh_width);
   begin(TimingLabel::Adam);
-  launch(Kernel::Adam, div_up(total, kGroup),
-         {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
-          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
-          KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
-          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
-          KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
-          KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
-          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
-          KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius))});
+  if (!deferred) {
+    settle_adam(false);  // a dense step continues from every Gaussian's current state
+  } else {
+    if (s.step == 0) throw ConfigError("[gpu] adam_step: deferred steps count from 1");
+    ensure(kAdamSeen, 4 * n, true);
+    ensure(kAdamRing, sizeof(AdamRingEntry) * SPLAT_ADAM_RING);
+    if (adam_seen_fill_) {
+      AdamParams fill = p;
+      fill.deferred = SPLAT_ADAM_FILL;
+      fill.step = s.step - 1;
+      launch_adam_mark(fill);
+      adam_seen_fill_ = false;
+    }
+    p.deferred = SPLAT_ADAM_DEFERRED;
+  }
+  if (n) launch_adam(p);
+  if (deferred) {
+    launch_adam_mark(p);
+    adam_pending_ = true;
+    adam_last_step_ = s.step;
+    if (s.step % SPLAT_ADAM_SETTLE_EVERY == 0) {  // no pending step older than the ring
+      AdamParams settle = p;
+      settle.deferred = SPLAT_ADAM_SETTLE;
+      launch_adam(settle);
+      launch_adam_mark(settle);
+    }
+  }
   if (options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_)) {
     // Every view's correction steps (zero gradient but the last step's view's,
     // or every view's that set_exposure_gradients gave).
@@ -442,6 +499,8 @@ void GpuDevice::adam_step(const AdamSettings& s) {
 
 DensifyResult GpuDevice::densify(const DensifySettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
+  settle_adam(true);
+  adam_seen_fill_ = true;  // the rows move; every Gaussian is current
   DensifyResult result;
   const size_t n = count_;
   have_forward_ = false;
@@ -524,6 +583,7 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
 
 void GpuDevice::reset_opacity(float max_opacity) {
   std::lock_guard<std::mutex> lock(mutex_);
+  settle_adam(true);
   const size_t n = count_;
   ElementParams p{static_cast<uint32_t>(n), 0u, 0u, std::log(max_opacity / (1.f - max_opacity))};
   launch(Kernel::ResetOpacity, div_up(n, kGroup), {KernelArg::value(p), KernelArg::buf(ref(kParam0 + 3))});
@@ -603,6 +663,7 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
 void GpuDevice::render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                 float* image) {
   std::lock_guard<std::mutex> lock(mutex_);
+  settle_adam(true);
   have_train_step_ = false;  // the binning buffers now hold this render's (or a stopped one's)
   forward_pass(state_params(), count_, sh_stride_, cam, sh_degree, background);
   have_forward_ = false;

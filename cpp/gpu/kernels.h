@@ -35,6 +35,7 @@ enum class Kernel : uint8_t {
   SsimForward,
   SsimBackward,
   Adam,
+  AdamMark,
   GradStats,
   ResetOpacity,
   DensifyClassify,

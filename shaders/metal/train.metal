@@ -40,10 +40,16 @@ kernel void splat_adam(constant AdamParams& p [[buffer(0)]], device float* means
                        device const float* g_means [[buffer(16)]], device const float* g_log_scales [[buffer(17)]],
                        device const float* g_quats [[buffer(18)]], device const float* g_opacity [[buffer(19)]],
                        device const float* sh_factors [[buffer(20)]], device const int32_t* radius [[buffer(21)]],
+                       device const uint32_t* adam_seen [[buffer(22)]], device AdamRingEntry* ring [[buffer(23)]],
                        SPLAT_THREAD_ATTRS) {
   adam_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, sh, m_means, m_log_scales, m_quats, m_opacity,
             m_sh, v_means, v_log_scales, v_quats, v_opacity, v_sh, g_means, g_log_scales, g_quats, g_opacity, sh_factors,
-            radius);
+            radius, adam_seen, ring);
+}
+
+kernel void splat_adam_mark(constant AdamParams& p [[buffer(0)]], device const int32_t* radius [[buffer(1)]],
+                            device uint32_t* adam_seen [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  adam_mark_body(SPLAT_THREAD_CTX(), p, radius, adam_seen);
 }
 
 kernel void splat_grad_stats(constant ElementParams& p [[buffer(0)]], device const int32_t* radius [[buffer(1)]],
