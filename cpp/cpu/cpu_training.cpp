@@ -435,15 +435,26 @@ void CpuTraining::adam_step(const AdamSettings& s) {
 
 void CpuTraining::center_exposure() {
   // The corrections are defined only relative to one another (the Gaussians'
-  // colours can absorb any affine map they share), so their mean is held at
-  // the identity: the model renders the views' average exposure.
+  // colours can absorb any affine map they share): their mean M goes back to
+  // the identity, each correction C -> C M^-1, and the scene's colours x -> M x
+  // so that the corrected renders stay as they were (exposure.h).
   const size_t views = exposure_.size() / kExposureFloats;
+  float mean[kExposureFloats];
   for (uint32_t k = 0; k < kExposureFloats; ++k) {
     float sum = 0.f;
     for (size_t v = 0; v < views; ++v) sum += exposure_[kExposureFloats * v + k];
-    const float shift = sum / static_cast<float>(views) - exposure_identity(k);
-    for (size_t v = 0; v < views; ++v) exposure_[kExposureFloats * v + k] -= shift;
+    mean[k] = sum / static_cast<float>(views);
   }
+  const ExposureGauge g = exposure_gauge(mean);
+  for (size_t v = 0; v < views; ++v) {
+    const ExposureAffine c = exposure_recentre(exposure_of(exposure_.data() + kExposureFloats * v), g);
+    std::copy(c.e, c.e + kExposureFloats, exposure_.data() + kExposureFloats * v);
+  }
+  float* sh = params_[4].data();
+  const uint32_t stride = sh_stride_;
+  pool_.parallel_for(count_, 4096, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) exposure_map_sh(g, sh + 3 * stride * i, stride);
+  });
 }
 
 DensifyResult CpuTraining::densify(const DensifySettings& s) {

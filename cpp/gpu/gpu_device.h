@@ -110,6 +110,8 @@ class GpuDevice final : public Device {
     // Deferred Adam (shaders/common/adam.h): each Gaussian's last Adam step
     // and the ring of the last steps' hyperparameters.
     kAdamSeen, kAdamRing,
+    // Exposure's centring: M and its inverse (exposure_center -> exposure_map_scene).
+    kExposureGauge,
     // The PairStatus of training forwards sized on the device and that of the
     // forwards whose count is read back, and a count limit of 2^32 - 1.
     kPairStatus, kPairStatusExact, kCountUnlimited,

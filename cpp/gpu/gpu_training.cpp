@@ -230,6 +230,7 @@ void GpuDevice::set_training_state(const TrainingState& s) {
         launcher_->upload(ensure(mslots[k], 4 * len), moments[k]->data(), 4 * len);
     }
     ensure(kExposureGrad, 4 * kExposureFloats);
+    ensure(kExposureGauge, 4 * SPLAT_EXPOSURE_GAUGE_FLOATS);
     ensure(kExposureGradViews, 4 * len);
     exposure_grad_views_set_ = false;
     ensure(kExposurePartials, 4 * kExposureFloats * div_up(images_.max_pixels, kGroup));
@@ -491,7 +492,12 @@ void GpuDevice::adam_step(const AdamSettings& s) {
             KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad)),
             KernelArg::buf(ref(kExposureGradViews)), KernelArg::buf(ref(kRadius))});
     launch(Kernel::ExposureCenter, 1,
-           {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kRadius))});
+           {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kExposureGauge)),
+            KernelArg::buf(ref(kRadius))});
+    ShGradParams mp{static_cast<uint32_t>(n), sh_stride_, 0u, 0u};
+    launch(Kernel::ExposureMapScene, div_up(n, kGroup),
+           {KernelArg::value(mp), KernelArg::buf(ref(kExposureGauge)), KernelArg::buf(ref(kParam0 + 4)),
+            KernelArg::buf(ref(kRadius))});
   }
   end(TimingLabel::Adam);
   finish_op(false);

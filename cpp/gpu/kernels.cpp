@@ -60,6 +60,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::ExposureReduce, "splat_exposure_reduce", "train.cu", "train.metal", {}, kG},
       {Kernel::ExposureAdam, "splat_exposure_adam", "train.cu", "train.metal", {}, kG},
       {Kernel::ExposureCenter, "splat_exposure_center", "train.cu", "train.metal", {}, kG},
+      {Kernel::ExposureMapScene, "splat_exposure_map_scene", "train.cu", "train.metal", {}, kG},
   };
   return t;
 }

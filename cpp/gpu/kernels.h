@@ -59,6 +59,7 @@ enum class Kernel : uint8_t {
   ExposureReduce,
   ExposureAdam,
   ExposureCenter,
+  ExposureMapScene,
   Count
 };
 constexpr size_t kKernelCount = static_cast<size_t>(Kernel::Count);

@@ -162,7 +162,12 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_exposure_center(ExposureParams p, float* exposure, const int32_t* radius) {
+    splat_exposure_center(ExposureParams p, float* exposure, float* gauge, const int32_t* radius) {
   SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
-  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, radius, s_red);
+  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, gauge, radius, s_red);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_exposure_map_scene(ShGradParams p, const float* gauge, float* sh, const int32_t* radius) {
+  exposure_map_scene_body(SPLAT_THREAD_CTX(), p, gauge, sh, radius);
 }

@@ -187,7 +187,14 @@ kernel void splat_exposure_adam(constant ExposureParams& p [[buffer(0)]], device
 }
 
 kernel void splat_exposure_center(constant ExposureParams& p [[buffer(0)]], device float* exposure [[buffer(1)]],
-                                  device const int32_t* radius [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+                                  device float* gauge [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
+                                  SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
-  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, radius, s_red);
+  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, gauge, radius, s_red);
+}
+
+kernel void splat_exposure_map_scene(constant ShGradParams& p [[buffer(0)]], device const float* gauge [[buffer(1)]],
+                                     device float* sh [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
+                                     SPLAT_THREAD_ATTRS) {
+  exposure_map_scene_body(SPLAT_THREAD_CTX(), p, gauge, sh, radius);
 }
