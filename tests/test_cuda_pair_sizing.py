@@ -27,8 +27,6 @@ RECIPES = {
     "mcmc": dict(strategy="mcmc", mcmc_refine_from=10, mcmc_refine_every=20, mcmc_refine_until=90,
                  max_gaussians=400),
     "exposure": dict(exposure=True, densify_from=10, densify_until=90, densify_every=30),
-    # Adam's deferred steps (past the periodic settle at 128), through densification and a reset
-    "deferred": dict(deferred_adam=True, densify_from=10, densify_until=90, densify_every=20, opacity_reset_every=60),
 }
 
 
@@ -50,9 +48,9 @@ def run(ds, cfg, initial, sizing, steps, capacity=None, loss_every=7):
 def test_overflowing_steps_run_again_to_the_bit(recipe):
     rng, seed = make_rng()
     ds = make_dataset(rng, random_gaussians(rng, 60), n_views=6, width=64, height=48)
-    steps = 140 if recipe == "deferred" else 100
-    initial = random_gaussians(rng, 150, spread=1.6 if recipe == "deferred" else 0.6)  # deferred: some unseen
-    cfg = small_config(steps=steps, **RECIPES[recipe])
+    initial = random_gaussians(rng, 150)
+    cfg = small_config(steps=100, **RECIPES[recipe])
+    steps = 100
     want, want_losses = run(ds, cfg, initial, "readback", steps)
     got, got_losses = run(ds, cfg, initial, "device", steps, capacity=64)
     buffers = got._native.pair_buffers()

@@ -143,25 +143,6 @@ def test_visible_adam_steps_match_cpu():
     assert unseen > 0, seed
 
 
-def test_deferred_adam_warm_step_does_not_allocate():
-    """[train] deferred_adam on the GPU (its agreement with dense Adam to the bit:
-    tests/test_deferred_adam.py): its per-Gaussian stamps and ring are allocated once."""
-    rng, seed = make_rng()
-    ds = make_dataset(rng, random_gaussians(rng, 150), n_views=4, width=40, height=32)
-    cfg = small_config(densify_from=10_000, densify_until=10_000, deferred_adam=True)
-    gpu = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda"),
-                                     initial=random_gaussians(rng, 400, spread=1.6))
-    unseen = 0
-    for _ in range(2 * len(ds)):
-        gpu.step(read_loss=False)
-        unseen += int((np.asarray(gpu._native.step_radii()) <= 0).sum())
-    assert unseen > 0, seed
-    warm = gpu._native.allocation_count
-    for _ in range(len(ds) + 1):
-        gpu.step(read_loss=False)
-    assert gpu._native.allocation_count == warm, seed
-
-
 def test_densification_and_opacity_reset_match_cpu():
     """A step that densifies (clone, split with the counter-based RNG, prune)
     and resets opacity: the same Gaussians in the same order, new ones with

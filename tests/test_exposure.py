@@ -97,16 +97,14 @@ def test_exposure_learns_per_view_colour_shifts():
     400 steps with and without exposure compensation from the same start.
     The corrections are identifiable only relative to one view (the scene can
     absorb a common transform), so A_v A_0^-1 is compared with the truth.
-    Measured over 56 seeds with the current centring (the corrections' mean M
-    brought to the identity and the scene's colours mapped by M): colour-map
-    error 0.066-0.202x that of no correction (16 of those seeds with a centring
-    that did not move the scene's colours: 0.067-0.67x). The loss of the last
-    80 steps: 0.69-1.17x the uncorrected run's (0.67-0.91x before). This scene's
-    grey background is in every view, a colour the corrections must map right,
-    and each centring moves them off it while the background does not move, so
-    on this scene the loss can end above no correction's. Bounds: 0.3 on the
-    error, above the largest seen and well below no correction's 1; the loss
-    below 1.3x, a guard against a run that fails."""
+    Measured over 11 seeds before the corrections were centred: the loss of the
+    last 80 steps 0.67-0.86x the uncorrected run's; the colour-map error
+    0.09-0.14x that of no correction. Centred (the current rule), 16 seeds: loss
+    0.66-0.89x; colour-map error 0.088-0.42x (four of them uncentred: 0.085-0.14x).
+    The centring moves every view's correction without moving the scene's
+    colours to match, so it costs this recovery (docs/training_modes.md,
+    "Centring"). Bound: 0.6, above the largest seen and well below no
+    correction's 1."""
     rng, seed = make_rng()
     gt = random_gaussians(rng, 150)
     truth = random_corrections(rng, 8)
@@ -118,7 +116,7 @@ def test_exposure_learns_per_view_colour_shifts():
         tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
         losses = [tr.step().loss for _ in range(400)]
         runs[exposure] = (np.mean(losses[-80:]), tr)
-    assert runs[True][0] < 1.3 * runs[False][0], (runs[True][0], runs[False][0], seed)
+    assert runs[True][0] < 0.92 * runs[False][0], (runs[True][0], runs[False][0], seed)
     assert runs[False][1].exposure() is None
     learned = runs[True][1].exposure().astype(np.float64)
     assert learned.shape == (8, 3, 4)
@@ -135,65 +133,7 @@ def test_exposure_learns_per_view_colour_shifts():
     t = truth.astype(np.float64)
     err_learned = np.mean([np.abs(relative(learned, v) - relative(t, v)).mean() for v in range(1, 8)])
     err_none = np.mean([np.abs(colours - relative(t, v)).mean() for v in range(1, 8)])
-    assert err_learned < 0.3 * err_none, (err_learned, err_none, seed)
-
-
-def numpy_gauge(e):
-    """The centring's M = mean [A | b] (float64) and every view's C M^-1."""
-    m = e.astype(np.float64).mean(axis=0)
-    inv = np.linalg.inv(m[:, :3])
-    out = np.empty_like(e, dtype=np.float64)
-    out[:, :, :3] = e[:, :, :3] @ inv
-    out[:, :, 3] = e[:, :, 3] - np.einsum("vij,j->vi", out[:, :, :3], m[:, 3])
-    return m, out
-
-
-@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
-def test_centring_moves_the_scene_with_the_corrections(backend):
-    """One step with every learning rate 0 from corrections whose mean M is not
-    the identity: only the centring acts. Every correction becomes C M^-1
-    (numpy), every Gaussian's SH maps its colour x to M x (numpy: A c for each
-    coefficient, and (A 0.5 + b - 0.5) / C0 more on the DC term), and so each
-    view's corrected render is unchanged wherever the scene is opaque (the
-    background does not move: it is not the scene's)."""
-    ok, why = splat.backend_available(backend)
-    if not ok:
-        pytest.skip(f"{backend} backend not available: {why}")
-    rng, seed = make_rng()
-    ds = shifted_dataset(rng, random_gaussians(rng, 40), random_corrections(rng, 5))
-    g = random_gaussians(rng, 400, spread=0.25, scale=(0.08, 0.2))
-    g = splat.Gaussians(g.means, g.log_scales, g.quats, np.full_like(g.opacity_logits, 6.0), g.sh)
-    e = random_corrections(rng, 5, gain=0.2, bias=0.05)
-    zero = dict(means_lr=0.0, means_lr_final=0.0, log_scales_lr=0.0, quats_lr=0.0, opacity_lr=0.0, sh_dc_lr=0.0,
-                sh_rest_lr=0.0, exposure_lr=0.0, exposure_lr_final=0.0)
-    cfg = small_config(exposure=True, sh_degree=0, densify_from=1000, densify_until=2000, **zero)
-    tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend=backend), state_of(g, exposure=e))
-    tr.step()
-    s = tr.state()
-    m, want = numpy_gauge(e)
-    np.testing.assert_allclose(s["exposure"], want, atol=2e-6, err_msg=f"seed {seed}")
-    np.testing.assert_allclose(s["exposure"].mean(axis=0), IDENTITY, atol=2e-6, err_msg=f"seed {seed}")
-    sh = g.sh.astype(np.float64) @ m[:, :3].T
-    sh[:, 0] += (0.5 * m[:, :3].sum(axis=1) + m[:, 3] - 0.5) / 0.28209479177387814
-    np.testing.assert_allclose(s["sh"], sh, atol=2e-6, rtol=1e-5, err_msg=f"seed {seed}")
-    for k in ("means", "log_scales", "quats", "opacity_logits"):
-        np.testing.assert_array_equal(s[k], getattr(g, k), err_msg=f"{k}; seed {seed}")
-
-    raster = splat.Rasterizer(splat.BackendConfig(backend="cpu"))
-    moved = splat.Gaussians(*(s[k] for k in ("means", "log_scales", "quats", "opacity_logits", "sh")))
-    opaque = 0
-    for v, cam in enumerate(ds.cameras):
-        before = raster.forward(g, cam, 0, ds.background)
-        after = raster.forward(moved, cam, 0, ds.background)
-        solid = before.alpha > 0.999  # the blend stops at T < 1e-4: alpha is at most 0.9999
-        opaque += int(solid.sum())
-        x0 = corrected(before.image.astype(np.float64), e[v].astype(np.float64))
-        x1 = corrected(after.image.astype(np.float64), s["exposure"][v].astype(np.float64))
-        np.testing.assert_allclose(x1[solid], x0[solid], atol=2e-4, err_msg=f"view {v}; seed {seed}")
-        # where the background shows, the render does move: the test can tell
-        if (~solid).any():
-            assert np.abs(x1 - x0)[before.alpha < 0.5].max(initial=1.0) > 1e-4, seed
-    assert opaque > 200, (opaque, seed)
+    assert err_learned < 0.6 * err_none, (err_learned, err_none, seed)
 
 
 def test_corrections_keep_their_mean_at_the_identity():

@@ -15,13 +15,13 @@ KERNELS = {
     "splat_scan_apply", "splat_radix_histogram", "splat_radix_scatter", "splat_emit_pairs", "splat_pair_total",
     "splat_tile_ranges", "splat_tile_chunks", "splat_rasterize_chunks", "splat_rasterize_forward",
     "splat_rasterize_walk", "splat_rasterize_checkpoints", "splat_rasterize_backward",
-    "splat_ssim_forward", "splat_ssim_backward", "splat_adam", "splat_adam_mark", "splat_grad_stats", "splat_reset_opacity",
+    "splat_ssim_forward", "splat_ssim_backward", "splat_adam", "splat_grad_stats", "splat_reset_opacity",
     "splat_densify_classify", "splat_densify_mark", "splat_densify_gather", "splat_densify_children",
     "splat_count_nonfinite", "splat_nonfinite_total",
     "splat_mcmc_weights", "splat_mcmc_block_offsets", "splat_mcmc_sample", "splat_mcmc_apply", "splat_mcmc_copy",
     "splat_mcmc_regularize", "splat_mcmc_noise",
     "splat_absgrad_pair_sum", "splat_exposure_apply", "splat_exposure_backward", "splat_exposure_reduce",
-    "splat_exposure_adam", "splat_exposure_center", "splat_exposure_map_scene",
+    "splat_exposure_adam", "splat_exposure_center",
 }
 
 

@@ -89,11 +89,3 @@ def test_default_recipe_has_no_mode_warnings():
     t.exposure_lr = 0.5
     t.absgrad_grad_threshold = 0.01
     assert sorted(w.split(":")[0] for w in mode_warnings(t)) == ["train.absgrad_grad_threshold", "train.exposure_lr"]
-
-
-def test_deferred_adam_beside_the_modes_that_ignore_it_is_warned_about():
-    assert mode_warnings(TrainConfig(deferred_adam=True)) == []
-    [w] = mode_warnings(TrainConfig(deferred_adam=True, visible_adam=True))
-    assert w.startswith("train.deferred_adam: unused with train.visible_adam = true")
-    [w] = mode_warnings(TrainConfig(deferred_adam=True, strategy="mcmc"))
-    assert w.startswith("train.deferred_adam: unused with train.strategy = 'mcmc'")

@@ -127,8 +127,6 @@ void Trainer::train_step(uint32_t t) {
   step_ = t;
   AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
                     s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam};
-  // MCMC's regularisers give every Gaussian a gradient each step: nothing to defer.
-  adam.deferred = s.deferred_adam && !s.visible_adam && !s.mcmc;
   device_->adam_step(adam);
 }
 

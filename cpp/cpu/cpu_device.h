@@ -47,10 +47,7 @@ class CpuDevice final : public Device {
   ImageStorage image_storage() const override { return training_.image_storage(); }
   void set_training_options(const TrainingOptions& options) override { training_.set_options(options); }
   void set_training_state(const TrainingState& state) override { training_.set_state(state); }
-  void get_training_state(TrainingState& state) override {
-    training_.settle_adam();
-    training_.get_state(state);
-  }
+  void get_training_state(TrainingState& state) override { training_.get_state(state); }
   size_t num_gaussians() const override { return training_.count(); }
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
                               float ssim_weight, bool track_stats, uint32_t step) override {

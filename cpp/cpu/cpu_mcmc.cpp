@@ -123,8 +123,6 @@ uint32_t CpuTraining::mcmc_sample(const McmcRefineSettings& s, size_t n, size_t 
 }
 
 McmcRefineResult CpuTraining::mcmc_refine(const McmcRefineSettings& s) {
-  settle_adam();
-  adam_seen_fill_ = true;
   ScopedTiming t(timing_, "ts_densify");
   if (mcmc_binoms_.empty()) {
     grow_vector(mcmc_binoms_, size_t{MCMC_MAX_RATIO} * MCMC_MAX_RATIO, allocations_);

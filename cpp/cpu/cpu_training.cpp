@@ -98,8 +98,6 @@ void CpuTraining::resize(size_t n) {
 }
 
 void CpuTraining::set_state(const TrainingState& s) {
-  adam_pending_ = false;  // a new state: nothing waits
-  adam_seen_fill_ = true;
   sh_stride_ = s.sh_stride;
   resize(s.count);
   for (int a = 0; a < 5; ++a) {
@@ -329,34 +327,6 @@ void CpuTraining::exposure_backward(uint32_t view, size_t pixels, uint32_t width
   exposure_grad_views_set_ = false;
 }
 
-// The float of group `a` at flat index i: its AdamRingEntry::lr index.
-static uint32_t ring_lr_index(int a, size_t i, uint32_t sh_width) {
-  return a < 4 ? static_cast<uint32_t>(a) : ((i % sh_width) < 3 ? 4u : 5u);
-}
-
-void CpuTraining::adam_catch_up_all(uint32_t step) {
-  const uint32_t sh_width = 3 * sh_stride_;
-  const uint32_t* seen = adam_seen_.data();
-  pool_.parallel_for(count_, 2048, [&](size_t lo, size_t hi) {
-    for (int a = 0; a < 5; ++a) {
-      const uint32_t w = param_width(a, sh_stride_);
-      float* p = params_[a].data();
-      float* m = m_[a].data();
-      float* v = v_[a].data();
-      for (size_t i = lo * w; i < hi * w; ++i)
-        adam_catch_up(adam_ring_, seen[i / w] + 1, step, ring_lr_index(a, i, sh_width), p[i], m[i], v[i]);
-    }
-  });
-  std::fill(adam_seen_.begin(), adam_seen_.begin() + count_, step);
-}
-
-void CpuTraining::settle_adam() {
-  if (!adam_pending_) return;
-  adam_pending_ = false;
-  ScopedTiming t(timing_, "ts_adam");
-  adam_catch_up_all(adam_last_step_);
-}
-
 void CpuTraining::adam_step(const AdamSettings& s) {
   ScopedTiming t(timing_, "ts_adam");
   AdamStep base;
@@ -369,26 +339,6 @@ void CpuTraining::adam_step(const AdamSettings& s) {
   const uint32_t sh_width = 3 * sh_stride_;
   const int32_t* radii = radii_.data();
   const bool visible_only = s.visible_only;
-  const bool deferred = s.deferred && !s.visible_only && count_ > 0;
-  if (!deferred) {
-    settle_adam();  // a dense step continues from every Gaussian's current state
-  } else {
-    if (s.step == 0) throw ConfigError("[cpu] adam_step: deferred steps count from 1");
-    if (adam_seen_fill_) {
-      grow_vector(adam_seen_, count_, allocations_);
-      std::fill(adam_seen_.begin(), adam_seen_.begin() + count_, s.step - 1);
-      adam_seen_fill_ = false;
-    }
-    AdamRingEntry& e = adam_ring_[s.step % SPLAT_ADAM_RING];
-    const float lr[6] = {s.lr_means, s.lr_log_scales, s.lr_quats, s.lr_opacity, s.lr_sh_dc, s.lr_sh_rest};
-    std::copy(lr, lr + 6, e.lr);
-    e.beta1 = base.beta1;
-    e.beta2 = base.beta2;
-    e.eps = base.eps;
-    e.bias1 = base.bias1;
-    e.bias2 = base.bias2;
-  }
-  uint32_t* seen = deferred ? adam_seen_.data() : nullptr;
   pool_.parallel_for(count_, 2048, [&](size_t lo, size_t hi) {
     for (int a = 0; a < 5; ++a) {
       const uint32_t w = param_width(a, sh_stride_);
@@ -398,25 +348,15 @@ void CpuTraining::adam_step(const AdamSettings& s) {
       const float* g = grads_[a].data();
       AdamStep step = base;
       for (size_t i = lo * w; i < hi * w; ++i) {
-        if ((visible_only || deferred) && radii[i / w] <= 0) continue;  // unseen: as they were (or deferred)
+        if (visible_only && radii[i / w] <= 0) continue;  // unseen: parameters and moments as they were
         if (a < 4)
           step.lr = lrs[a];
         else
           step.lr = (i % sh_width) < 3 ? s.lr_sh_dc : s.lr_sh_rest;
-        if (deferred)
-          adam_catch_up(adam_ring_, seen[i / w] + 1, s.step - 1, ring_lr_index(a, i, sh_width), p[i], m[i], v[i]);
         adam_update(step, g[i], p[i], m[i], v[i]);
       }
     }
-    if (deferred)
-      for (size_t k = lo; k < hi; ++k)
-        if (radii[k] > 0) seen[k] = s.step;
   });
-  if (deferred) {
-    adam_pending_ = true;
-    adam_last_step_ = s.step;
-    if (s.step % SPLAT_ADAM_SETTLE_EVERY == 0) adam_catch_up_all(s.step);  // no pending step older than the ring
-  }
   if (options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_)) {
     // Every view's correction steps (a zero gradient but the last step's
     // view's, or every view's that set_exposure_grads gave), as one dense
@@ -435,32 +375,19 @@ void CpuTraining::adam_step(const AdamSettings& s) {
 
 void CpuTraining::center_exposure() {
   // The corrections are defined only relative to one another (the Gaussians'
-  // colours can absorb any affine map they share): their mean M goes back to
-  // the identity, each correction C -> C M^-1, and the scene's colours x -> M x
-  // so that the corrected renders stay as they were (exposure.h).
+  // colours can absorb any affine map they share), so their mean is held at
+  // the identity: the model renders the views' average exposure.
   const size_t views = exposure_.size() / kExposureFloats;
-  float mean[kExposureFloats];
   for (uint32_t k = 0; k < kExposureFloats; ++k) {
     float sum = 0.f;
     for (size_t v = 0; v < views; ++v) sum += exposure_[kExposureFloats * v + k];
-    mean[k] = sum / static_cast<float>(views);
+    const float shift = sum / static_cast<float>(views) - exposure_identity(k);
+    for (size_t v = 0; v < views; ++v) exposure_[kExposureFloats * v + k] -= shift;
   }
-  const ExposureGauge g = exposure_gauge(mean);
-  for (size_t v = 0; v < views; ++v) {
-    const ExposureAffine c = exposure_recentre(exposure_of(exposure_.data() + kExposureFloats * v), g);
-    std::copy(c.e, c.e + kExposureFloats, exposure_.data() + kExposureFloats * v);
-  }
-  float* sh = params_[4].data();
-  const uint32_t stride = sh_stride_;
-  pool_.parallel_for(count_, 4096, [&](size_t lo, size_t hi) {
-    for (size_t i = lo; i < hi; ++i) exposure_map_sh(g, sh + 3 * stride * i, stride);
-  });
 }
 
 DensifyResult CpuTraining::densify(const DensifySettings& s) {
   ScopedTiming t(timing_, "ts_densify");
-  settle_adam();
-  adam_seen_fill_ = true;  // the rows move; every Gaussian is current
   const size_t n = count_;
   DensifyResult result;
   // 1. Classify and list the sources of the densified set, in order: the
@@ -570,7 +497,6 @@ void CpuTraining::snapshot_grads(DebugSnapshot& out) const {
 }
 
 void CpuTraining::reset_opacity(float max_opacity) {
-  settle_adam();
   const float logit = std::log(max_opacity / (1.f - max_opacity));
   for (size_t i = 0; i < count_; ++i) params_[kOpacity][i] = std::min(params_[kOpacity][i], logit);
   std::fill(m_[kOpacity].begin(), m_[kOpacity].end(), 0.f);
@@ -593,7 +519,6 @@ NonFiniteCounts CpuTraining::count_nonfinite() const {
 }
 
 void CpuTraining::render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) {
-  settle_adam();
   ForwardOutputs out{image, nullptr, nullptr};
   raster_.forward(view(), cam, sh_degree, background, out);
 }

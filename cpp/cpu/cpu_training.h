@@ -9,7 +9,6 @@
 #include "grow_buffer.h"
 #include "cpu_rasterizer.h"
 #include "splat/training.h"
-#include "../../shaders/common/adam.h"
 
 namespace splat::cpu {
 
@@ -31,9 +30,6 @@ class CpuTraining {
                         float ssim_weight, bool track_stats);
   float last_loss() const { return loss_value_; }
   void adam_step(const AdamSettings& s);
-  // Deferred Adam: every Gaussian runs the Adam steps it missed (before the
-  // state is read, rendered or rewritten; a no-op when none wait).
-  void settle_adam();
   // Data-parallel training: the gradients and statistics out and back (sizes checked).
   void get_grads(std::vector<float> (&grads)[5]) const;
   void set_grads(const std::vector<float> (&grads)[5]);
@@ -109,16 +105,6 @@ class CpuTraining {
   // the loss, its gradient and d_rendered_ = A^T d_rendered_.
   void exposure_forward(uint32_t view, size_t pixels);
   void exposure_backward(uint32_t view, size_t pixels, uint32_t width);
-  // Deferred Adam (shaders/common/adam.h): each Gaussian's last Adam step,
-  // the ring of the last steps' hyperparameters, whether steps wait, the last
-  // step, and whether adam_seen_ is filled before the next deferred step.
-  std::vector<uint32_t> adam_seen_;
-  AdamRingEntry adam_ring_[SPLAT_ADAM_RING] = {};
-  bool adam_pending_ = false;
-  bool adam_seen_fill_ = true;
-  uint32_t adam_last_step_ = 0;
-  // Every Gaussian runs its missed steps through `step`.
-  void adam_catch_up_all(uint32_t step);
   // Holds the mean of the views' corrections at the identity (after each Adam step).
   void center_exposure();
   // Densification scratch (kept between calls): where each Gaussian of the

@@ -107,11 +107,6 @@ class GpuDevice final : public Device {
     // gradient, its partials and the corrected render.
     kMeans2dAbs, kPairAbs, kExposure, kExposureM, kExposureV, kExposureGrad, kExposurePartials, kCorrected,
     kExposureGradViews,
-    // Deferred Adam (shaders/common/adam.h): each Gaussian's last Adam step
-    // and the ring of the last steps' hyperparameters.
-    kAdamSeen, kAdamRing,
-    // Exposure's centring: M and its inverse (exposure_center -> exposure_map_scene).
-    kExposureGauge,
     // The PairStatus of training forwards sized on the device and that of the
     // forwards whose count is read back, and a count limit of 2^32 - 1.
     kPairStatus, kPairStatusExact, kCountUnlimited,
@@ -262,17 +257,6 @@ class GpuDevice final : public Device {
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
   bool sh_grad_full_ = false;     // set_gradients gave the SH gradient in full (kGrad0 + 4), not factored
-  // Deferred Adam: steps wait for some Gaussians (until settle_adam), the last
-  // Adam step, and whether kAdamSeen must be filled before the next deferred
-  // step (a new state, or one densified: every Gaussian current).
-  bool adam_pending_ = false;
-  bool adam_seen_fill_ = true;
-  uint32_t adam_last_step_ = 0;
-  // Every Gaussian runs the Adam steps it missed (no-op when none wait); the
-  // caller holds mutex_.
-  void settle_adam(bool label);
-  void launch_adam(const AdamParams& p);
-  void launch_adam_mark(const AdamParams& p);
   std::vector<uint32_t> scan_offsets_;  // scanned_total's read-back (grow-only)
 };
 

@@ -105,8 +105,6 @@ void GpuDevice::mcmc_pass(const McmcRefineSettings& s, uint32_t n, uint32_t targ
 
 McmcRefineResult GpuDevice::mcmc_refine(const McmcRefineSettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  settle_adam(true);
-  adam_seen_fill_ = true;
   McmcRefineResult result;
   const size_t n = count_;
   have_forward_ = false;

@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "gpu_device.h"
-#include "../../shaders/common/adam.h"
 #include "../../shaders/common/exposure.h"
 #include "../../shaders/common/sh.h"
 #include "grid.h"
@@ -180,8 +179,6 @@ void GpuDevice::set_training_state(const TrainingState& s) {
       if (!v->empty() && v->size() != kExposureFloats * images_.views.size())
         throw ConfigError("[trainer] state.exposure: expected " + std::to_string(kExposureFloats * images_.views.size()) +
                           " values (12 per view), got " + std::to_string(v->size()));
-  adam_pending_ = false;  // a new state: nothing waits
-  adam_seen_fill_ = true;
   have_forward_ = false;
   have_loss_ = false;
   have_train_step_ = false;
@@ -230,7 +227,6 @@ void GpuDevice::set_training_state(const TrainingState& s) {
         launcher_->upload(ensure(mslots[k], 4 * len), moments[k]->data(), 4 * len);
     }
     ensure(kExposureGrad, 4 * kExposureFloats);
-    ensure(kExposureGauge, 4 * SPLAT_EXPOSURE_GAUGE_FLOATS);
     ensure(kExposureGradViews, 4 * len);
     exposure_grad_views_set_ = false;
     ensure(kExposurePartials, 4 * kExposureFloats * div_up(images_.max_pixels, kGroup));
@@ -243,7 +239,6 @@ void GpuDevice::set_training_state(const TrainingState& s) {
 
 void GpuDevice::get_training_state(TrainingState& s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  settle_adam(true);
   const size_t n = count_;
   s.count = n;
   s.sh_stride = sh_stride_;
@@ -387,40 +382,6 @@ float GpuDevice::last_loss() {
   return value;
 }
 
-void GpuDevice::launch_adam(const AdamParams& p) {
-  const bool ring = p.deferred != SPLAT_ADAM_DENSE;  // the dense kernel never reads the last two
-  launch(Kernel::Adam, div_up(adam_quads(p.count, p.sh_width), kGroup),
-         {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
-          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
-          KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
-          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
-          KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
-          KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
-          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
-          KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius)),
-          KernelArg::buf(ref(ring ? kAdamSeen : kRadius)), KernelArg::buf(ref(ring ? kAdamRing : kRadius))});
-}
-
-void GpuDevice::launch_adam_mark(const AdamParams& p) {
-  launch(Kernel::AdamMark, div_up(p.count, kGroup),
-         {KernelArg::value(p), KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(kAdamSeen))});
-}
-
-void GpuDevice::settle_adam(bool label) {
-  if (!adam_pending_) return;
-  adam_pending_ = false;
-  if (count_ == 0) return;
-  if (label) begin(TimingLabel::Adam);
-  AdamParams p{};
-  p.count = static_cast<uint32_t>(count_);
-  p.sh_width = 3 * sh_stride_;
-  p.step = adam_last_step_;
-  p.deferred = SPLAT_ADAM_SETTLE;
-  launch_adam(p);
-  launch_adam_mark(p);
-  if (label) end(TimingLabel::Adam);
-}
-
 void GpuDevice::adam_step(const AdamSettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t n = count_;
@@ -442,38 +403,19 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
   p.visible_only = s.visible_only ? 1u : 0u;
   p.sh_grad_full = sh_grad_full_ ? 1u : 0u;
-  p.step = s.step;
-  const bool deferred = s.deferred && !s.visible_only && n > 0;
   if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
     throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
+  const size_t total = adam_quads(p.count, p.sh_width);
   begin(TimingLabel::Adam);
-  if (!deferred) {
-    settle_adam(false);  // a dense step continues from every Gaussian's current state
-  } else {
-    if (s.step == 0) throw ConfigError("[gpu] adam_step: deferred steps count from 1");
-    ensure(kAdamSeen, 4 * n, true);
-    ensure(kAdamRing, sizeof(AdamRingEntry) * SPLAT_ADAM_RING);
-    if (adam_seen_fill_) {
-      AdamParams fill = p;
-      fill.deferred = SPLAT_ADAM_FILL;
-      fill.step = s.step - 1;
-      launch_adam_mark(fill);
-      adam_seen_fill_ = false;
-    }
-    p.deferred = SPLAT_ADAM_DEFERRED;
-  }
-  if (n) launch_adam(p);
-  if (deferred) {
-    launch_adam_mark(p);
-    adam_pending_ = true;
-    adam_last_step_ = s.step;
-    if (s.step % SPLAT_ADAM_SETTLE_EVERY == 0) {  // no pending step older than the ring
-      AdamParams settle = p;
-      settle.deferred = SPLAT_ADAM_SETTLE;
-      launch_adam(settle);
-      launch_adam_mark(settle);
-    }
-  }
+  launch(Kernel::Adam, div_up(total, kGroup),
+         {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
+          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
+          KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
+          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
+          KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
+          KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
+          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
+          KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius))});
   if (options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_)) {
     // Every view's correction steps (zero gradient but the last step's view's,
     // or every view's that set_exposure_gradients gave).
@@ -492,12 +434,7 @@ void GpuDevice::adam_step(const AdamSettings& s) {
             KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad)),
             KernelArg::buf(ref(kExposureGradViews)), KernelArg::buf(ref(kRadius))});
     launch(Kernel::ExposureCenter, 1,
-           {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kExposureGauge)),
-            KernelArg::buf(ref(kRadius))});
-    ShGradParams mp{static_cast<uint32_t>(n), sh_stride_, 0u, 0u};
-    launch(Kernel::ExposureMapScene, div_up(n, kGroup),
-           {KernelArg::value(mp), KernelArg::buf(ref(kExposureGauge)), KernelArg::buf(ref(kParam0 + 4)),
-            KernelArg::buf(ref(kRadius))});
+           {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kRadius))});
   }
   end(TimingLabel::Adam);
   finish_op(false);
@@ -505,8 +442,6 @@ void GpuDevice::adam_step(const AdamSettings& s) {
 
 DensifyResult GpuDevice::densify(const DensifySettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  settle_adam(true);
-  adam_seen_fill_ = true;  // the rows move; every Gaussian is current
   DensifyResult result;
   const size_t n = count_;
   have_forward_ = false;
@@ -589,7 +524,6 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
 
 void GpuDevice::reset_opacity(float max_opacity) {
   std::lock_guard<std::mutex> lock(mutex_);
-  settle_adam(true);
   const size_t n = count_;
   ElementParams p{static_cast<uint32_t>(n), 0u, 0u, std::log(max_opacity / (1.f - max_opacity))};
   launch(Kernel::ResetOpacity, div_up(n, kGroup), {KernelArg::value(p), KernelArg::buf(ref(kParam0 + 3))});
@@ -669,7 +603,6 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
 void GpuDevice::render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                 float* image) {
   std::lock_guard<std::mutex> lock(mutex_);
-  settle_adam(true);
   have_train_step_ = false;  // the binning buffers now hold this render's (or a stopped one's)
   forward_pass(state_params(), count_, sh_stride_, cam, sh_degree, background);
   have_forward_ = false;

@@ -38,7 +38,6 @@ const std::vector<KernelInfo>& table() {
       {Kernel::SsimForward, "splat_ssim_forward", "train.cu", "train.metal", {}, kG},
       {Kernel::SsimBackward, "splat_ssim_backward", "train.cu", "train.metal", {}, kG},
       {Kernel::Adam, "splat_adam", "train.cu", "train.metal", {}, kG},
-      {Kernel::AdamMark, "splat_adam_mark", "train.cu", "train.metal", {}, kG},
       {Kernel::GradStats, "splat_grad_stats", "train.cu", "train.metal", {}, kG},
       {Kernel::ResetOpacity, "splat_reset_opacity", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyClassify, "splat_densify_classify", "train.cu", "train.metal", {}, kG},
@@ -60,7 +59,6 @@ const std::vector<KernelInfo>& table() {
       {Kernel::ExposureReduce, "splat_exposure_reduce", "train.cu", "train.metal", {}, kG},
       {Kernel::ExposureAdam, "splat_exposure_adam", "train.cu", "train.metal", {}, kG},
       {Kernel::ExposureCenter, "splat_exposure_center", "train.cu", "train.metal", {}, kG},
-      {Kernel::ExposureMapScene, "splat_exposure_map_scene", "train.cu", "train.metal", {}, kG},
   };
   return t;
 }

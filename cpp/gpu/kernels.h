@@ -35,7 +35,6 @@ enum class Kernel : uint8_t {
   SsimForward,
   SsimBackward,
   Adam,
-  AdamMark,
   GradStats,
   ResetOpacity,
   DensifyClassify,
@@ -59,7 +58,6 @@ enum class Kernel : uint8_t {
   ExposureReduce,
   ExposureAdam,
   ExposureCenter,
-  ExposureMapScene,
   Count
 };
 constexpr size_t kKernelCount = static_cast<size_t>(Kernel::Count);

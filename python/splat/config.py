@@ -220,9 +220,6 @@ class TrainConfig(_Section):
                                   doc="final exposure-correction lr (exponential decay over `steps`)")
     visible_adam: bool = _f(False, "bool", doc="Adam steps only the Gaussians the step's view saw; the others keep "
                                                 "their parameters and moments (gsplat's visible_adam, Taming 3DGS)")
-    deferred_adam: bool = _f(False, "bool", doc="dense Adam, computed lazily: a Gaussian the step's view did not see "
-                                                 "runs its zero-gradient steps when next seen (or at a densification, "
-                                                 "reset, render or state read); ignored with visible_adam or mcmc")
 
     @classmethod
     def _collect_bad(cls, kwargs: dict):

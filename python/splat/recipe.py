@@ -74,12 +74,6 @@ def mode_warnings(train: TrainConfig) -> list[str]:
     if not train.exposure:
         for k in _changed(train, keys=("exposure_lr", "exposure_lr_final")):
             out.append(f"train.{k}: unused with train.exposure = false")
-    if train.deferred_adam and train.visible_adam:
-        out.append("train.deferred_adam: unused with train.visible_adam = true (which drops the unseen "
-                   "Gaussians' steps instead of deferring them)")
-    elif train.deferred_adam and train.strategy == "mcmc":
-        out.append("train.deferred_adam: unused with train.strategy = 'mcmc' (its regularisers give every "
-                   "Gaussian a gradient each step)")
     return out
 
 

@@ -47,7 +47,6 @@ _NATIVE_SETTINGS = (
     "max_gaussians", "mcmc_refine_from", "mcmc_refine_until", "mcmc_refine_every", "mcmc_growth",
     "mcmc_min_opacity", "mcmc_noise_lr", "mcmc_opacity_reg", "mcmc_scale_reg",
     "absgrad", "absgrad_grad_threshold", "exposure", "exposure_lr", "exposure_lr_final", "visible_adam",
-    "deferred_adam",
 )
 _STATS = ("grad_accum", "grad_count", "max_radii")
 # Per-view colour corrections [views, 3, 4] ([A | b]) and their Adam moments.

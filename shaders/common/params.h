@@ -173,21 +173,8 @@ struct AdamParams {
   uint32_t sh_k_count;  // active SH coefficients of the gradient (its factors, sh.h)
   uint32_t visible_only;  // 1: only Gaussians with radius > 0 in the step's view (train.visible_adam)
   uint32_t sh_grad_full;  // 1: the SH gradient is given in full ([n, sh_width], data-parallel), not factored
-  uint32_t step;          // the Adam step (deferred modes: its ring slot, the Gaussians' adam_seen)
-  uint32_t deferred;      // SPLAT_ADAM_DENSE, _DEFERRED, _SETTLE or (adam_mark only) _FILL (adam.h)
-  uint32_t pad0, pad1;
 };
-SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 80, "AdamParams layout");
-
-// AdamParams::deferred. DEFERRED: the seen Gaussians catch up and step, the
-// step's hyperparameters go into the ring, adam_mark stamps the seen with the
-// step. SETTLE: every Gaussian catches up through `step` (no gradient),
-// adam_mark stamps all. FILL (adam_mark): stamp all with `step`, even in a step
-// whose pairs did not fit (the state is current: a new one or one settled).
-#define SPLAT_ADAM_DENSE 0u
-#define SPLAT_ADAM_DEFERRED 1u
-#define SPLAT_ADAM_SETTLE 2u
-#define SPLAT_ADAM_FILL 3u
+SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 64, "AdamParams layout");
 
 // The adam kernel's threads (train_optim.h): one per quad (4 floats) of each
 // group in turn, means [3n] | log_scales [3n] | quats [4n] | opacity [n] |

@@ -33,15 +33,10 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                float* m_means, float* m_log_scales, float* m_quats, float* m_opacity, float* m_sh, float* v_means,
                float* v_log_scales, float* v_quats, float* v_opacity, float* v_sh, const float* g_means,
                const float* g_log_scales, const float* g_quats, const float* g_opacity, const float* sh_factors,
-               const int32_t* radius, const uint32_t* adam_seen, AdamRingEntry* ring) {
+               const int32_t* radius) {
   adam_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, sh, m_means, m_log_scales, m_quats, m_opacity,
             m_sh, v_means, v_log_scales, v_quats, v_opacity, v_sh, g_means, g_log_scales, g_quats, g_opacity, sh_factors,
-            radius, adam_seen, ring);
-}
-
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_adam_mark(AdamParams p, const int32_t* radius, uint32_t* adam_seen) {
-  adam_mark_body(SPLAT_THREAD_CTX(), p, radius, adam_seen);
+            radius);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
@@ -162,12 +157,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_exposure_center(ExposureParams p, float* exposure, float* gauge, const int32_t* radius) {
+    splat_exposure_center(ExposureParams p, float* exposure, const int32_t* radius) {
   SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
-  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, gauge, radius, s_red);
-}
-
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_exposure_map_scene(ShGradParams p, const float* gauge, float* sh, const int32_t* radius) {
-  exposure_map_scene_body(SPLAT_THREAD_CTX(), p, gauge, sh, radius);
+  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, radius, s_red);
 }

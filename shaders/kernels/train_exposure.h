@@ -11,12 +11,10 @@
 //                      zero gradient for the views the step did not train
 //                      (or, all_views, every view's from grad_views: the
 //                      data-parallel ranks' mean)
-//   exposure_center    one threadgroup: the corrections' mean M over the views
-//                      brought to the identity, every correction C -> C M^-1
-//                      (they are defined only relative to one another: the
-//                      Gaussians' colours can absorb any map they share)
-//   exposure_map_scene per Gaussian: its SH mapped so its colour x -> M x, so
-//                      the renders the corrections see do not move
+//   exposure_center    one threadgroup: the corrections' mean over the views
+//                      held at the identity (they are defined only relative
+//                      to one another: the Gaussians' colours can absorb any
+//                      map they share)
 // No atomics: the gradient, and so training, is deterministic.
 #pragma once
 #include "adam.h"
@@ -106,8 +104,7 @@ SPLAT_FUNC void exposure_adam_body(SimtThread t, SPLAT_CONST_MEM const ExposureP
 }
 
 SPLAT_FUNC void exposure_center_body(SimtThread t, SPLAT_CONST_MEM const ExposureParams& p,
-                                     SPLAT_DEVICE_MEM float* exposure, SPLAT_DEVICE_MEM float* gauge_out,
-                                     SPLAT_DEVICE_MEM const int32_t* radius,
+                                     SPLAT_DEVICE_MEM float* exposure, SPLAT_DEVICE_MEM const int32_t* radius,
                                      SPLAT_TG_MEM float* s_red) {  // SPLAT_EXPOSURE_RED_FLOATS
   if (step_skipped(radius)) return;  // the same for every thread: no barrier is left waiting
   const uint32_t views = p.floats / SPLAT_EXPOSURE_FLOATS;
@@ -118,35 +115,8 @@ SPLAT_FUNC void exposure_center_body(SimtThread t, SPLAT_CONST_MEM const Exposur
   }
   sp_group_barrier();
   exposure_tree_sum(t, s_red, SPLAT_EXPOSURE_FLOATS);
-  // Thread 0 forms the gauge from the means and hands it to the group through
-  // s_red's first floats (the means are in registers by then), and to
-  // exposure_map_scene through gauge_out.
-  if (t.tid == 0u) {
-    float mean[SPLAT_EXPOSURE_FLOATS];
-    for (uint32_t c = 0; c < SPLAT_EXPOSURE_FLOATS; ++c) mean[c] = s_red[c * SPLAT_GROUP_SIZE] / float(views);
-    const ExposureGauge g = exposure_gauge(mean);
-    for (uint32_t k = 0; k < SPLAT_EXPOSURE_FLOATS; ++k) s_red[k] = gauge_out[k] = g.m[k];
-    for (uint32_t k = 0; k < 9u; ++k) s_red[SPLAT_EXPOSURE_FLOATS + k] = gauge_out[SPLAT_EXPOSURE_FLOATS + k] = g.inv[k];
+  for (uint32_t i = t.tid; i < p.floats; i += SPLAT_GROUP_SIZE) {
+    const uint32_t c = i % SPLAT_EXPOSURE_FLOATS;
+    exposure[i] -= s_red[c * SPLAT_GROUP_SIZE] / float(views) - exposure_identity(c);
   }
-  sp_group_barrier();
-  ExposureGauge g;
-  for (uint32_t k = 0; k < SPLAT_EXPOSURE_FLOATS; ++k) g.m[k] = s_red[k];
-  for (uint32_t k = 0; k < 9u; ++k) g.inv[k] = s_red[SPLAT_EXPOSURE_FLOATS + k];
-  for (uint32_t v = t.tid; v < views; v += SPLAT_GROUP_SIZE) {
-    const ExposureAffine c = exposure_recentre(load_exposure(exposure, v), g);
-    for (uint32_t k = 0; k < SPLAT_EXPOSURE_FLOATS; ++k) exposure[SPLAT_EXPOSURE_FLOATS * v + k] = c.e[k];
-  }
-}
-
-// Per Gaussian: its SH mapped by the centring's M (exposure.h, exposure_map_sh),
-// after exposure_center, so the scene's colours move with the corrections.
-SPLAT_FUNC void exposure_map_scene_body(SimtThread t, SPLAT_CONST_MEM const ShGradParams& p,
-                                        SPLAT_DEVICE_MEM const float* gauge, SPLAT_DEVICE_MEM float* sh,
-                                        SPLAT_DEVICE_MEM const int32_t* radius) {
-  const uint32_t i = global_index(t);
-  if (i >= p.count || step_skipped(radius)) return;
-  ExposureGauge g;
-  for (uint32_t k = 0; k < SPLAT_EXPOSURE_FLOATS; ++k) g.m[k] = gauge[k];
-  for (uint32_t k = 0; k < 9u; ++k) g.inv[k] = gauge[SPLAT_EXPOSURE_FLOATS + k];
-  exposure_map_sh(g, sh + 3u * p.sh_stride * i, p.sh_stride);
 }

@@ -18,10 +18,6 @@ SPLAT_FUNC float vec4_at(vec4 v, uint32_t r) { return r == 0u ? v.x : r == 1u ? 
 // Gaussian the step's view did not see (radius <= 0) keeps its parameters and
 // moments, and a quad of such Gaussians alone reads and writes nothing. A
 // step whose pairs did not fit (step_skipped) changes nothing.
-// Deferred (p.deferred, adam.h): a seen Gaussian first runs the zero-gradient
-// steps it missed since adam_seen (from the ring), then its own; thread 0
-// writes the step's hyperparameters into the ring. Settle: every Gaussian runs
-// the steps it missed through p.step, and no gradient is read.
 SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_DEVICE_MEM float* means,
                           SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* quats,
                           SPLAT_DEVICE_MEM float* opacity, SPLAT_DEVICE_MEM float* sh,
@@ -32,8 +28,7 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
                           SPLAT_DEVICE_MEM float* v_opacity, SPLAT_DEVICE_MEM float* v_sh,
                           SPLAT_DEVICE_MEM const float* g_means, SPLAT_DEVICE_MEM const float* g_log_scales,
                           SPLAT_DEVICE_MEM const float* g_quats, SPLAT_DEVICE_MEM const float* g_opacity,
-                          SPLAT_DEVICE_MEM const float* sh_factors, SPLAT_DEVICE_MEM const int32_t* radius,
-                          SPLAT_DEVICE_MEM const uint32_t* adam_seen, SPLAT_DEVICE_MEM AdamRingEntry* ring) {
+                          SPLAT_DEVICE_MEM const float* sh_factors, SPLAT_DEVICE_MEM const int32_t* radius) {
   const uint32_t n = p.count;
   // The groups' first quads (params.h, adam_quads).
   const uint32_t q_scales = float_quads(3u * n), q_quats = 2u * q_scales, q_opacity = q_quats + n,
@@ -45,45 +40,27 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
   SPLAT_DEVICE_MEM const float* g = g_means;
   uint32_t len, width;  // the group's floats, and per Gaussian
   float lr = 0.f;
-  uint32_t lr_index = 0u;  // AdamRingEntry::lr
   bool sh_group = false;
   if (q < q_scales) {
     param = means, m = m_means, v = v_means, lr = p.lr_means, len = 3u * n, width = 3u;
   } else if (q < q_quats) {
     q -= q_scales;
     param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.lr_log_scales, len = 3u * n,
-    width = 3u, lr_index = 1u;
+    width = 3u;
   } else if (q < q_opacity) {
     q -= q_quats;
-    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.lr_quats, len = 4u * n, width = 4u, lr_index = 2u;
+    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.lr_quats, len = 4u * n, width = 4u;
   } else if (q < q_sh) {
     q -= q_opacity;
-    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.lr_opacity, len = n, width = 1u,
-    lr_index = 3u;
+    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.lr_opacity, len = n, width = 1u;
   } else {
     q -= q_sh;
     param = sh, m = m_sh, v = v_sh, sh_group = true, len = n * p.sh_width, width = p.sh_width;
   }
   const uint32_t e0 = 4u * q;
   if (e0 >= len || step_skipped(radius)) return;
-  const bool deferred = p.deferred == SPLAT_ADAM_DEFERRED, settle = p.deferred == SPLAT_ADAM_SETTLE;
-  if (deferred && global_index(t) == 0u) {
-    SPLAT_DEVICE_MEM AdamRingEntry& e = ring[p.step % SPLAT_ADAM_RING];
-    e.lr[0] = p.lr_means;
-    e.lr[1] = p.lr_log_scales;
-    e.lr[2] = p.lr_quats;
-    e.lr[3] = p.lr_opacity;
-    e.lr[4] = p.lr_sh_dc;
-    e.lr[5] = p.lr_sh_rest;
-    e.beta1 = p.beta1;
-    e.beta2 = p.beta2;
-    e.eps = p.eps;
-    e.bias1 = p.bias1;
-    e.bias2 = p.bias2;
-    e.pad = 0.f;
-  }
   bool seen[4] = {true, true, true, true};
-  if ((p.visible_only != 0u && !settle) || deferred) {
+  if (p.visible_only != 0u) {
     bool any = false;
     SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
       seen[r] = e0 + r < len && radius[(e0 + r) / width] > 0;
@@ -104,28 +81,23 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
     pv = load_float4(param, q);
     mv = load_float4(m, q);
     vv = load_float4(v, q);
-    if (!sh_group && !settle) gv = load_float4(g, q);
+    if (!sh_group) gv = load_float4(g, q);
   }
   float out_p[4], out_m[4], out_v[4];
   SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
     const uint32_t e = e0 + r;
     if (e >= len) break;
-    float grad = 0.f;
+    float grad;
     if (sh_group) {
       uint32_t i = e / p.sh_width, j = e % p.sh_width;
-      if (!settle)
-        grad = p.sh_grad_full != 0u
-                   ? sh_factors[e]
-                   : sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count);
+      grad = p.sh_grad_full != 0u ? sh_factors[e]
+                                  : sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count);
       step.lr = j < 3u ? p.lr_sh_dc : p.lr_sh_rest;
-      lr_index = j < 3u ? 4u : 5u;
-    } else if (!settle) {
+    } else {
       grad = full ? vec4_at(gv, r) : g[e];
     }
     float pe = full ? vec4_at(pv, r) : param[e], me = full ? vec4_at(mv, r) : m[e], ve = full ? vec4_at(vv, r) : v[e];
-    if (seen[r] && (deferred || settle))
-      adam_catch_up(ring, adam_seen[e / width] + 1u, settle ? p.step : p.step - 1u, lr_index, pe, me, ve);
-    if (seen[r] && !settle) adam_update(step, grad, pe, me, ve);
+    if (seen[r]) adam_update(step, grad, pe, me, ve);
     out_p[r] = pe;
     out_m[r] = me;
     out_v[r] = ve;
@@ -140,17 +112,6 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
     store_float4(m, q, out_m[0], out_m[1], out_m[2], out_m[3]);
     store_float4(v, q, out_v[0], out_v[1], out_v[2], out_v[3]);
   }
-}
-
-// Deferred Adam's per-Gaussian stamp after the adam dispatch (a dispatch of
-// its own: the adam threads of one Gaussian read the stamp before any writes
-// it): the last step whose Adam the Gaussian has had.
-SPLAT_FUNC void adam_mark_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p,
-                               SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM uint32_t* adam_seen) {
-  uint32_t i = global_index(t);
-  if (i >= p.count) return;
-  if (p.deferred != SPLAT_ADAM_FILL && step_skipped(radius)) return;
-  if (p.deferred != SPLAT_ADAM_DEFERRED || radius[i] > 0) adam_seen[i] = p.step;
 }
 
 // Densification statistics of the last backward: for every Gaussian visible

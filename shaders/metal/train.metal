@@ -40,16 +40,10 @@ kernel void splat_adam(constant AdamParams& p [[buffer(0)]], device float* means
                        device const float* g_means [[buffer(16)]], device const float* g_log_scales [[buffer(17)]],
                        device const float* g_quats [[buffer(18)]], device const float* g_opacity [[buffer(19)]],
                        device const float* sh_factors [[buffer(20)]], device const int32_t* radius [[buffer(21)]],
-                       device const uint32_t* adam_seen [[buffer(22)]], device AdamRingEntry* ring [[buffer(23)]],
                        SPLAT_THREAD_ATTRS) {
   adam_body(SPLAT_THREAD_CTX(), p, means, log_scales, quats, opacity, sh, m_means, m_log_scales, m_quats, m_opacity,
             m_sh, v_means, v_log_scales, v_quats, v_opacity, v_sh, g_means, g_log_scales, g_quats, g_opacity, sh_factors,
-            radius, adam_seen, ring);
-}
-
-kernel void splat_adam_mark(constant AdamParams& p [[buffer(0)]], device const int32_t* radius [[buffer(1)]],
-                            device uint32_t* adam_seen [[buffer(2)]], SPLAT_THREAD_ATTRS) {
-  adam_mark_body(SPLAT_THREAD_CTX(), p, radius, adam_seen);
+            radius);
 }
 
 kernel void splat_grad_stats(constant ElementParams& p [[buffer(0)]], device const int32_t* radius [[buffer(1)]],
@@ -187,14 +181,7 @@ kernel void splat_exposure_adam(constant ExposureParams& p [[buffer(0)]], device
 }
 
 kernel void splat_exposure_center(constant ExposureParams& p [[buffer(0)]], device float* exposure [[buffer(1)]],
-                                  device float* gauge [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
-                                  SPLAT_THREAD_ATTRS) {
+                                  device const int32_t* radius [[buffer(2)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(float, s_red, SPLAT_EXPOSURE_RED_FLOATS);
-  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, gauge, radius, s_red);
-}
-
-kernel void splat_exposure_map_scene(constant ShGradParams& p [[buffer(0)]], device const float* gauge [[buffer(1)]],
-                                     device float* sh [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
-                                     SPLAT_THREAD_ATTRS) {
-  exposure_map_scene_body(SPLAT_THREAD_CTX(), p, gauge, sh, radius);
+  exposure_center_body(SPLAT_THREAD_CTX(), p, exposure, radius, s_red);
 }

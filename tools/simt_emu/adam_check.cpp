@@ -6,11 +6,6 @@
 // for tests/test_simt_emulation.py. With VISIBLE (0..1), p.visible_only: that
 // share of the Gaussians at random have a radius > 0, and the reference steps
 // only theirs (the others' parameters and moments stay to the bit).
-// Always also the deferred modes (adam.h): each Gaussian stamped up to 100
-// steps back, a ring of random hyperparameters; DEFERRED against a loop that
-// runs a seen Gaussian's missed steps with zero gradients, then its own step
-// (the unseen stay to the bit); SETTLE against every Gaussian's missed steps
-// through the step; adam_mark's stamps and the step's ring entry.
 //
 //   adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS [VISIBLE]
 #include "simt_emu.h"
@@ -18,7 +13,6 @@
 // The kernel bodies, after the emulator.
 #include "train_optim.h"
 
-#include <cstring>
 #include <random>
 
 namespace {
@@ -107,7 +101,7 @@ int main(int argc, char** argv) {
       adam_body(t, ap, g[0].param.data(), g[1].param.data(), g[2].param.data(), g[3].param.data(), g[4].param.data(),
                 g[0].m.data(), g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(), g[0].v.data(),
                 g[1].v.data(), g[2].v.data(), g[3].v.data(), g[4].v.data(), g[0].grad.data(), g[1].grad.data(),
-                g[2].grad.data(), g[3].grad.data(), sh_grad, radii, nullptr, nullptr);
+                g[2].grad.data(), g[3].grad.data(), sh_grad, radii);
     });
   };
   // A step whose pairs did not fit: every radius -1 (tile_bin.h); nothing moves.
@@ -138,96 +132,6 @@ int main(int argc, char** argv) {
       full_differ += count_bit_differences(copy[k].param, want[k].param) + count_bit_differences(copy[k].m, want[k].m) +
                      count_bit_differences(copy[k].v, want[k].v);
   }
-  // Deferred and settle, from copies of the groups before this step.
-  size_t deferred_differ = 0, settle_differ = 0, mark_differ = 0, ring_differ = 0;
-  {
-    const uint32_t step = 300;
-    std::vector<AdamRingEntry> ring(SPLAT_ADAM_RING);
-    for (AdamRingEntry& e : ring) {
-      for (float& lr : e.lr) lr = 1e-3f * (0.5f + uniform(rng));
-      e.beta1 = 0.9f;
-      e.beta2 = 0.999f;
-      e.eps = 1e-15f;
-      e.bias1 = 0.5f + 0.5f * uniform(rng);
-      e.bias2 = 0.1f + 0.9f * uniform(rng);
-      e.pad = 0.f;
-    }
-    std::vector<uint32_t> seen(n);
-    for (uint32_t& s : seen) s = step - 1 - (uint32_t)(uniform(rng) * 100.f);
-    // The references: missed steps, then (deferred, seen only) the step itself.
-    AdamParams pd = p;
-    pd.step = step;
-    pd.deferred = SPLAT_ADAM_DEFERRED;
-    Group want_d[5], want_s[5], got_d[5], got_s[5];
-    for (int k = 0; k < 5; ++k) want_d[k] = want_s[k] = got_d[k] = got_s[k] = groups[k];
-    std::vector<AdamRingEntry> ring_after = ring;
-    AdamRingEntry& mine = ring_after[step % SPLAT_ADAM_RING];
-    const float lrs6[6] = {p.lr_means, p.lr_log_scales, p.lr_quats, p.lr_opacity, p.lr_sh_dc, p.lr_sh_rest};
-    for (int i = 0; i < 6; ++i) mine.lr[i] = lrs6[i];
-    mine.beta1 = p.beta1, mine.beta2 = p.beta2, mine.eps = p.eps, mine.bias1 = p.bias1, mine.bias2 = p.bias2;
-    mine.pad = 0.f;
-    for (int k = 0; k < 5; ++k)
-      for (size_t e = 0; e < want_d[k].param.size(); ++e) {
-        const uint32_t gi = (uint32_t)(e / widths[k]);
-        const uint32_t j = (uint32_t)(e % widths[k]);
-        const uint32_t lr_index = k < 4 ? (uint32_t)k : (j < 3u ? 4u : 5u);
-        auto missed = [&](Group& g, uint32_t last, const std::vector<AdamRingEntry>& r) {
-          for (uint32_t u = seen[gi] + 1; u <= last; ++u) {
-            const AdamRingEntry& x = r[u % SPLAT_ADAM_RING];
-            AdamStep a{x.lr[lr_index], x.beta1, x.beta2, x.eps, x.bias1, x.bias2};
-            adam_update(a, 0.f, g.param[e], g.m[e], g.v[e]);
-          }
-        };
-        missed(want_s[k], step, ring_after);
-        if (radius[gi] <= 0) continue;
-        missed(want_d[k], step - 1, ring);
-        float grad = want_d[k].grad[e];
-        AdamStep a{k < 4 ? rates[k] : (j < 3u ? p.lr_sh_dc : p.lr_sh_rest), p.beta1, p.beta2, p.eps, p.bias1, p.bias2};
-        if (k == 4) grad = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * gi], j / 3u, j % 3u, k_count);
-        adam_update(a, grad, want_d[k].param[e], want_d[k].m[e], want_d[k].v[e]);
-      }
-    auto run = [&](const AdamParams& ap, Group (&g)[5], std::vector<AdamRingEntry>& r) {
-      simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-        adam_body(t, ap, g[0].param.data(), g[1].param.data(), g[2].param.data(), g[3].param.data(),
-                  g[4].param.data(), g[0].m.data(), g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(),
-                  g[0].v.data(), g[1].v.data(), g[2].v.data(), g[3].v.data(), g[4].v.data(), g[0].grad.data(),
-                  g[1].grad.data(), g[2].grad.data(), g[3].grad.data(), factors.data(), radius.data(), seen.data(),
-                  r.data());
-      });
-    };
-    std::vector<AdamRingEntry> ring_d = ring;
-    run(pd, got_d, ring_d);
-    AdamParams ps = pd;
-    ps.deferred = SPLAT_ADAM_SETTLE;
-    std::vector<AdamRingEntry> ring_s = ring_after;
-    run(ps, got_s, ring_s);
-    for (int k = 0; k < 5; ++k) {
-      deferred_differ += count_bit_differences(got_d[k].param, want_d[k].param) +
-                         count_bit_differences(got_d[k].m, want_d[k].m) + count_bit_differences(got_d[k].v, want_d[k].v);
-      settle_differ += count_bit_differences(got_s[k].param, want_s[k].param) +
-                       count_bit_differences(got_s[k].m, want_s[k].m) + count_bit_differences(got_s[k].v, want_s[k].v);
-    }
-    if (n > 0)
-      ring_differ = memcmp(&ring_d[step % SPLAT_ADAM_RING], &mine, sizeof(AdamRingEntry)) != 0;
-    for (size_t i = 0; i < SPLAT_ADAM_RING; ++i)  // no other entry moved
-      if (i != step % SPLAT_ADAM_RING) ring_differ += memcmp(&ring_d[i], &ring[i], sizeof(AdamRingEntry)) != 0;
-    // The stamps: DEFERRED the seen, SETTLE and FILL all; FILL even in a skipped step.
-    const uint32_t modes[3] = {SPLAT_ADAM_DEFERRED, SPLAT_ADAM_SETTLE, SPLAT_ADAM_FILL};
-    std::vector<int32_t> skipped(n, -1);
-    for (uint32_t mode : modes)
-      for (int skip = 0; skip < 2; ++skip) {
-        std::vector<uint32_t> stamps = seen;
-        AdamParams pm = pd;
-        pm.deferred = mode;
-        simt_emu::dispatch((n + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-          adam_mark_body(t, pm, skip ? skipped.data() : radius.data(), stamps.data());
-        });
-        for (uint32_t i = 0; i < n; ++i) {
-          const bool moves = (!skip || mode == SPLAT_ADAM_FILL) && (mode != SPLAT_ADAM_DEFERRED || radius[i] > 0);
-          mark_differ += stamps[i] != (moves ? step : seen[i]);
-        }
-      }
-  }
   adam(p, groups, factors.data(), radius.data());
 
   size_t values = 0, differ = 0;
@@ -240,7 +144,5 @@ int main(int argc, char** argv) {
   for (int32_t r : radius) unseen += r <= 0;
   printf("values %zu\ndiffer %zu\nunseen %zu\nskip_changed %zu\nfull_differ %zu\n", values, differ, unseen,
          skip_changed, full_differ);
-  printf("deferred_differ %zu\nsettle_differ %zu\nmark_differ %zu\nring_differ %zu\n", deferred_differ,
-         settle_differ, mark_differ, ring_differ);
   return 0;
 }

@@ -46,9 +46,6 @@ struct TrainSettings {
   float exposure_lr = 1e-2f, exposure_lr_final = 1e-3f;  // exponential decay over `steps`
   // Adam on the Gaussians each step's view saw only (AdamSettings::visible_only).
   bool visible_adam = false;
-  // Dense Adam with the unseen Gaussians' zero-gradient steps deferred
-  // (AdamSettings::deferred); not with visible_adam or mcmc.
-  bool deferred_adam = false;
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};

@@ -92,11 +92,6 @@ struct AdamSettings {
   // Only the Gaussians the step's view saw (radius > 0 in its forward) move;
   // the others keep their parameters and moments (train.visible_adam).
   bool visible_only = false;
-  // Dense Adam, deferred: a Gaussian the step's view did not see (radius 0)
-  // runs its zero-gradient steps when next seen or at a settle (before the
-  // state is read, rendered, densified or reset), with each step's own
-  // hyperparameters (shaders/common/adam.h). Steps must count up by one.
-  bool deferred = false;
 };
 
 // What a training run adds to the 3DGS recipe (docs/training_modes.md,
