@@ -56,7 +56,7 @@ def _camera(torch, cam, device):
     return view, k
 
 
-def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log):
+def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log, fit_exposure=False):
     import torch
     from gsplat import rasterization
     from gsplat.strategy import DefaultStrategy
@@ -165,7 +165,8 @@ def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log)
         seconds += time.perf_counter() - t0
         if not math.isfinite(float(loss)):
             raise RuntimeError(f"gsplat diverged on {scene} at step {step}")
-        psnr, ssim = _evaluate(torch, render, test, dev, min(step // cfg.sh_degree_interval, cfg.sh_degree))
+        psnr, ssim = _evaluate(torch, render, test, dev, min(step // cfg.sh_degree_interval, cfg.sh_degree),
+                               fit_exposure)
         peak = int(torch.cuda.max_memory_allocated(dev))
         n = int(params["means"].shape[0])
         rows.append(dict(scene=scene, trainer="gsplat", steps=step, target=mark, stopped=stopped, psnr=psnr,
@@ -177,15 +178,23 @@ def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log)
     return rows
 
 
-def _evaluate(torch, render, test, dev, degree):
-    """Mean PSNR / SSIM with splat.metrics (the same functions splat is measured with)."""
-    from splat.metrics import psnr, ssim
+def _evaluate(torch, render, test, dev, degree, fit_exposure=False):
+    """Mean PSNR / SSIM with splat.metrics (the same functions splat is measured with);
+    with fit_exposure, the protocol of splat.evaluate(fit_exposure=True): each view's
+    colour correction fitted on its left half, its right half scored."""
+    from splat.metrics import exposure_halves, fitted_render, psnr, ssim
     ps, ss = [], []
     with torch.no_grad():
         for cam, image in zip(test.cameras, test.images):
             out, _ = render(_camera(torch, cam, dev), cam.width, cam.height, degree)
             r = out.clamp(0, 1).float().cpu().numpy()
             t = image.astype(np.float32) / 255.0
-            ps.append(psnr(r, t))
-            ss.append(ssim(r, t))
+            score = None
+            if fit_exposure:
+                fit, score = exposure_halves(cam.height, cam.width)
+                if fit is None:
+                    continue
+                r, _ = fitted_render(r, t, fit)
+            ps.append(psnr(r, t, score))
+            ss.append(ssim(r, t, score))
     return float(np.mean(ps)), float(np.mean(ss))

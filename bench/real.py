@@ -34,6 +34,12 @@ reached stops at once and is evaluated at the step it got to (marked '*');
 runs not started are listed as skipped. --steps, --scenes and --max-seconds
 let a long benchmark run in pieces.
 
+--fit-exposure scores every trainer's test views as splat.evaluate(fit_exposure=True)
+does: each view's colour correction [A | b] fitted by least squares on its left half,
+applied, and the right half scored. A model trained with train.exposure renders the
+training views' average exposure, which a test view need not have; this is how such
+models are compared (the 3DGS code base's train_test_exp, as a closed-form fit).
+
 --floaters adds, per splat run and step count, the test view with the lowest
 PSNR and the Gaussians floating in front of the test cameras: per view, those
 whose centre projects into the image (a 50-pixel margin) at a depth below
@@ -166,7 +172,7 @@ def floater_fields(trainer, test, ev) -> dict:
 
 
 def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None, floaters=False,
-              label="splat"):
+              label="splat", fit_exposure=False):
     cfg = train_config(marks[-1], overrides)
     if backend != "cpu":
         from splat.warmup import warm_up  # every kernel of the run, before its clock starts
@@ -186,8 +192,8 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
                 stopped = True
                 break
         seconds += time.perf_counter() - t0
-        ev = splat.evaluate(trainer, test)
-        rows.append(dict(scene=scene, trainer=label, steps=trainer.step_count, target=mark, stopped=stopped,
+        ev = splat.evaluate(trainer, test, fit_exposure=fit_exposure)
+        rows.append(dict(scene=scene, trainer=label, fit_exposure=fit_exposure, steps=trainer.step_count, target=mark, stopped=stopped,
                          psnr=ev.psnr, ssim=ev.ssim, gaussians=trainer.num_gaussians, seconds=seconds,
                          peak_bytes=_memory_peak(backend), seed=cfg.seed,
                          **(floater_fields(trainer, test, ev) if floaters else {})))
@@ -240,11 +246,11 @@ def gsplat_available() -> tuple[bool, str]:
     return True, ""
 
 
-def run_gsplat(scene, train, test, marks, overrides, budget, log):
+def run_gsplat(scene, train, test, marks, overrides, budget, log, fit_exposure=False):
     from gsplat_side import train_gsplat
     cfg = train_config(marks[-1], overrides)
-    rows = train_gsplat(scene, train, test, marks, cfg, budget, log)
-    return [dict(r, seed=cfg.seed) for r in rows]
+    rows = train_gsplat(scene, train, test, marks, cfg, budget, log, fit_exposure)
+    return [dict(r, seed=cfg.seed, fit_exposure=fit_exposure) for r in rows]
 
 
 def seed_summary(rows) -> list[dict]:
@@ -316,6 +322,9 @@ def print_table(rows, skipped, out=sys.stdout):
     seeded = len({r.get("seed") for r in rows}) > 1
     head = (f"{'scene':<10} {'trainer':<14} {'steps':>6} {'PSNR':>6} {'SSIM':>6} {'#Gaussians':>11} "
             f"{'train s':>8} {'peak GiB':>9}" + (f" {'seed':>5}" if seeded else ""))
+    if any(r.get("fit_exposure") for r in rows):
+        print("PSNR and SSIM of each test view's right half, its colour correction fitted on its left half "
+              "(--fit-exposure)", file=out)
     print(head, file=out)
     print("-" * len(head), file=out)
     for r in rows:
@@ -409,6 +418,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-splat", action="store_true", help="train gsplat only (with --gsplat)")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda", "metal"))
     p.add_argument("--set", action="append", metavar="train.KEY=VALUE", help="recipe / data override (repeatable)")
+    p.add_argument("--fit-exposure", action="store_true",
+                   help="score each test view's right half after fitting its colour correction on its left half "
+                        "(least squares), for every trainer: how a model trained with train.exposure is compared")
     p.add_argument("--breakdown", action="store_true",
                    help="after each splat run, the ts_* GPU time per step at its final size (bench/gate.py)")
     p.add_argument("--seeds", type=int, default=1, metavar="N",
@@ -467,7 +479,7 @@ def main(argv=None) -> int:
                     skipped.append(f"{label} splat (--max-seconds reached)")
                 else:
                     rows += run_splat(path.name, train, test, marks, run, backend, budget, log, breakdowns,
-                                      args.floaters)
+                                      args.floaters, fit_exposure=args.fit_exposure)
                 default_count = rows[-1]["gaussians"] if rows and rows[-1]["trainer"] == "splat" else None
                 for name, extra, wants_count in variants:
                     if budget.spent() or (wants_count and default_count is None):
@@ -476,12 +488,12 @@ def main(argv=None) -> int:
                         continue
                     vrun = variant_overrides(run, extra, default_count if wants_count else None)
                     rows += run_splat(path.name, train, test, marks, vrun, backend, budget, log, None,
-                                      args.floaters, label=f"splat:{name}")
+                                      args.floaters, label=f"splat:{name}", fit_exposure=args.fit_exposure)
             if use_gsplat:
                 if budget.spent():
                     skipped.append(f"{label} gsplat (--max-seconds reached)")
                 else:
-                    rows += run_gsplat(path.name, train, test, marks, run, budget, log)
+                    rows += run_gsplat(path.name, train, test, marks, run, budget, log, args.fit_exposure)
     print_table(rows, skipped)
     print_floaters(rows)
     summary = seed_summary(rows) if len(seeds) > 1 or variants else []

@@ -215,3 +215,68 @@ def test_real_bench_variants_train_beside_the_default(tmp_path, capsys):
                        ("splat:train.seed=1", "expected NAME")]:
         with pytest.raises(SystemExit, match=match):
             _real().main(["--root", str(root), "--backend", "cpu", "--variant", bad])
+
+
+def test_real_bench_fit_exposure_scores_right_halves_with_fitted_colours(tmp_path, capsys):
+    """--fit-exposure: the splat rows are splat.evaluate(fit_exposure=True) of the same
+    training run (the CPU backend is deterministic: the same recipe trained again here)."""
+    root = tmp_path / "captures"
+    make_scene(root / "alpha")
+    real = _real()
+    seed = int(rng.integers(0, 1000))
+    args = ["--root", str(root), "--steps", "6", "--backend", "cpu", "--set", f"train.seed={seed}", *TINY]
+    rows = {}
+    for fit in (False, True):
+        out = tmp_path / f"r{fit}.json"
+        assert real.main(args + ["--json", str(out)] + (["--fit-exposure"] if fit else [])) == 0
+        [rows[fit]] = json.loads(out.read_text())["rows"]
+        assert rows[fit]["fit_exposure"] is fit
+    text = capsys.readouterr().out
+    assert "fitted on its left half (--fit-exposure)" in text
+    from splat.cli._data import parse_overrides
+    overrides = parse_overrides([a for a in args[args.index("--set"):] if a != "--set"])
+    train, test = real.load_scene(root / "alpha", overrides)
+    tr = splat.Trainer.from_dataset(train, real.train_config(6, overrides), splat.BackendConfig(backend="cpu"))
+    for _ in range(6):
+        tr.step()
+    want = splat.evaluate(tr, test, fit_exposure=True)
+    assert rows[True]["psnr"] == pytest.approx(want.psnr, abs=1e-9)
+    assert rows[True]["ssim"] == pytest.approx(want.ssim, abs=1e-9)
+    assert rows[False]["psnr"] == pytest.approx(splat.evaluate(tr, test).psnr, abs=1e-9)
+    assert rows[True]["psnr"] != rows[False]["psnr"]
+
+
+def test_gsplat_side_scores_fitted_right_halves_as_splat_does():
+    """The gsplat side's evaluation with fit_exposure (no GPU: a render function that
+    returns each test image through an affine colour map): the fit undoes the map, so the
+    right halves score far above the unfitted images; and the numbers are
+    splat.metrics' on the same protocol."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(SOURCE_ROOT, "bench"))
+    import gsplat_side
+    from splat.metrics import exposure_halves, fitted_render, psnr
+    views = []
+    for k in range(3):
+        img = rng.integers(30, 220, (20 + 2 * k, 26, 3), dtype=np.uint8)
+        views.append(img)
+    cams = [splat.Camera(np.eye(4), 30.0, 30.0, img.shape[1] / 2, img.shape[0] / 2, img.shape[1], img.shape[0])
+            for img in views]
+    test = type("Test", (), {"cameras": cams, "images": views})()
+    a = np.eye(3) * 0.8 + rng.uniform(-0.05, 0.05, (3, 3))
+    b = rng.uniform(0.02, 0.08, 3)
+    mapped = {id(c): np.clip((img / 255.0) @ a.T + b, 0, 1).astype(np.float32) for c, img in zip(cams, views)}
+    by_size = {(c.width, c.height): mapped[id(c)] for c in cams}
+
+    def render(_cam, width, height, _degree):
+        return torch.tensor(by_size[(width, height)]), None
+
+    plain, _ = gsplat_side._evaluate(torch, render, test, torch.device("cpu"), 0)
+    fitted, _ = gsplat_side._evaluate(torch, render, test, torch.device("cpu"), 0, fit_exposure=True)
+    want = []
+    for c, img in zip(cams, views):
+        t = img.astype(np.float32) / 255.0
+        fit, score = exposure_halves(c.height, c.width)
+        r, _ = fitted_render(by_size[(c.width, c.height)], t, fit)
+        want.append(psnr(r, t, score))
+    assert fitted == pytest.approx(float(np.mean(want)), abs=1e-9)
+    assert fitted > plain + 15, (fitted, plain)

@@ -74,7 +74,26 @@ def fit_exposure(render, target, mask=None) -> np.ndarray:
     return solution.T.astype(np.float32)
 
 
-_fit_exposure = fit_exposure  # evaluate's keyword of the same name shadows it there
+def exposure_halves(height: int, width: int, mask=None):
+    """(fit, score) pixel masks of the fitted-exposure protocol: a view's colour
+    correction is fitted on its left half and the right half is scored, each
+    within `mask` when one is given. fit is None when it has fewer than 4
+    pixels to fit on, and the view is then left out (score all False)."""
+    left = np.zeros((height, width), bool)
+    left[:, : width // 2] = True
+    fit = left if mask is None else left & mask
+    score = ~left if mask is None else ~left & mask
+    if fit.sum() < 4:
+        return None, np.zeros_like(left)
+    return fit, score
+
+
+def fitted_render(render, target, fit_mask):
+    """`render` with the correction fitted on `fit_mask` applied (clipped to
+    [0, 1] as a recorded image is), and that correction [A | b]."""
+    from .exposure import apply_exposure
+    correction = fit_exposure(render, target, fit_mask)
+    return apply_exposure(render, correction), correction
 
 
 @dataclass
@@ -135,12 +154,7 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
         mask = None if masks is None else masks[i]
         fit_mask = None
         if fit_exposure:  # fitted on the left half, scored on the right
-            left = np.zeros((cam.height, cam.width), bool)
-            left[:, : cam.width // 2] = True
-            fit_mask = left if mask is None else left & mask
-            mask = ~left if mask is None else ~left & mask
-            if fit_mask.sum() < 4:
-                mask = np.zeros_like(left)  # nothing to fit on: the view is left out
+            fit_mask, mask = exposure_halves(cam.height, cam.width, mask)
         if mask is None or mask.any():
             render = trainer.render(cam.scaled(supersample) if supersample > 1 else cam,
                                     background=dataset.background)
@@ -148,9 +162,7 @@ def evaluate(trainer, dataset, *, supersample: int = 1, renders: dict | None = N
             target = image.astype(np.float32) / 255.0
             correction = None
             if fit_mask is not None:
-                from .exposure import apply_exposure
-                correction = _fit_exposure(render, target, fit_mask)
-                render = apply_exposure(render, correction)
+                render, correction = fitted_render(render, target, fit_mask)
             entry = {"name": name, "psnr": psnr(render, target, mask), "ssim": ssim(render, target, mask)}
             if correction is not None:
                 entry["exposure"] = correction.tolist()
