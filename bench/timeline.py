@@ -51,7 +51,7 @@ def summarize(events: list[dict], steps: int, gap_us: float = GAP_US) -> dict:
         elif b > end:
             busy += b - end
             end, prev = b, e
-    span = (ev[-1]["ts"] + ev[-1]["dur"] - ev[0]["ts"]) if ev else 0.0
+    span = (max(e["ts"] + e["dur"] for e in ev) - ev[0]["ts"]) if ev else 0.0  # the last to end may start early
     kernels = {name: {"ms_per_step": d / steps / 1e3, "launches_per_step": c / steps}
                for name, (c, d) in sorted(per_name.items(), key=lambda kv: -kv[1][1])}
     return {"steps": steps, "busy_ms_per_step": busy / steps / 1e3, "span_ms": span / 1e3,

@@ -39,8 +39,8 @@ def test_busy_time_kernel_sums_and_gaps_match_a_microsecond_grid():
     grid = np.zeros(hi - lo, bool)
     for e in ev:
         grid[int(e["ts"]) - lo:int(e["ts"] + e["dur"]) - lo] = True
-    assert s["busy_ms_per_step"] * 1e3 * steps == grid.sum()
-    assert s["span_ms"] * 1e3 == hi - lo
+    np.testing.assert_allclose(s["busy_ms_per_step"] * 1e3 * steps, grid.sum(), rtol=1e-12)
+    np.testing.assert_allclose(s["span_ms"] * 1e3, hi - lo, rtol=1e-12)
 
     # idle runs on the grid longer than 20 us are the gaps, in time order
     idle = np.flatnonzero(np.diff(np.concatenate([[1], grid.astype(int), [1]])))
