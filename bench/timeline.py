@@ -5,7 +5,7 @@ the host keeps it fed.
     python bench/timeline.py ../shared/data/lego_400 --steps 7000 --set train.visible_adam=true
 
 Trains a scene (any folder splat.load_dataset reads) to --steps with the
-recipe (a 30000-step schedule unless --set says otherwise), then times --wall
+recipe (the default's 30000-step schedule unless --set says otherwise), then times --wall
 steps with timing off (the wall milliseconds of a step, the loss read after the
 last), then records --profile steps with torch's profiler. CUPTI sees every
 kernel of the process, splat's own launches included, with the GPU's own
@@ -94,6 +94,14 @@ def main(argv=None) -> int:
             p.error(f"--{flag}: expected a count >= 1")
     if not args.scene.is_dir():
         p.error(f"scene: {args.scene} is not a folder")
+    import splat
+    from splat.cli._data import parse_overrides
+    try:
+        overrides = parse_overrides(args.set)
+        data = splat.config.DataConfig(**overrides.get("data", {}))
+        cfg = splat.TrainConfig(**overrides.get("train", {}))  # a preset's schedule, if --set names one
+    except ValueError as exc:
+        p.error(str(exc))
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
@@ -101,17 +109,7 @@ def main(argv=None) -> int:
         p.error("needs torch (its profiler records the kernels)")
     if not torch.cuda.is_available():
         p.error("needs a CUDA device")
-    import splat
-    from splat.cli._data import parse_overrides
-    try:
-        overrides = parse_overrides(args.set)
-    except ValueError as exc:
-        p.error(str(exc))
-    train_ov = dict(overrides.get("train", {}))
-    train_ov.setdefault("steps", 30000)
-    data = splat.config.DataConfig(**overrides.get("data", {}))
     dataset = splat.load_dataset(args.scene, "train", frames=data.train_frames, **data.loader_args())
-    cfg = splat.TrainConfig(**train_ov)
     backend = splat.BackendConfig(backend="cuda")
     torch.zeros(1, device="cuda")  # the profiler's context before splat's kernels
     from splat.warmup import warm_up

@@ -255,17 +255,14 @@ def test_gsplat_side_scores_fitted_right_halves_as_splat_does():
     sys.path.insert(0, os.path.join(SOURCE_ROOT, "bench"))
     import gsplat_side
     from splat.metrics import exposure_halves, fitted_render, psnr
-    views = []
-    for k in range(3):
-        img = rng.integers(30, 220, (20 + 2 * k, 26, 3), dtype=np.uint8)
-        views.append(img)
+    views = [rng.integers(30, 220, (20 + 2 * k, 26, 3), dtype=np.uint8) for k in range(3)]  # heights differ
     cams = [splat.Camera(np.eye(4), 30.0, 30.0, img.shape[1] / 2, img.shape[0] / 2, img.shape[1], img.shape[0])
             for img in views]
     test = type("Test", (), {"cameras": cams, "images": views})()
     a = np.eye(3) * 0.8 + rng.uniform(-0.05, 0.05, (3, 3))
     b = rng.uniform(0.02, 0.08, 3)
-    mapped = {id(c): np.clip((img / 255.0) @ a.T + b, 0, 1).astype(np.float32) for c, img in zip(cams, views)}
-    by_size = {(c.width, c.height): mapped[id(c)] for c in cams}
+    by_size = {(c.width, c.height): np.clip((img / 255.0) @ a.T + b, 0, 1).astype(np.float32)
+               for c, img in zip(cams, views)}
 
     def render(_cam, width, height, _degree):
         return torch.tensor(by_size[(width, height)]), None

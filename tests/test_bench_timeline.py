@@ -72,3 +72,6 @@ def test_argument_errors_name_the_argument(tmp_path):
     proc = subprocess.run([sys.executable, script, str(tmp_path), "--profile", "0"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "--profile" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, script, str(tmp_path), "--set", "train.steps=0"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "train.steps" in proc.stderr and "Traceback" not in proc.stderr
