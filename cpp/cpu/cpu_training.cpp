@@ -329,13 +329,12 @@ void CpuTraining::exposure_backward(uint32_t view, size_t pixels, uint32_t width
 
 void CpuTraining::adam_step(const AdamSettings& s) {
   ScopedTiming t(timing_, "ts_adam");
-  AdamStep base;
-  base.beta1 = s.beta1;
-  base.beta2 = s.beta2;
-  base.eps = s.eps;
-  base.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
-  base.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
-  const float lrs[4] = {s.lr_means, s.lr_log_scales, s.lr_quats, s.lr_opacity};
+  const float bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
+  const float bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+  const AdamStep base = make_adam_step(0.f, s.beta1, s.beta2, s.eps, bias1, bias2);
+  const float steps[4] = {adam_step_size(s.lr_means, bias1), adam_step_size(s.lr_log_scales, bias1),
+                          adam_step_size(s.lr_quats, bias1), adam_step_size(s.lr_opacity, bias1)};
+  const float step_sh_dc = adam_step_size(s.lr_sh_dc, bias1), step_sh_rest = adam_step_size(s.lr_sh_rest, bias1);
   const uint32_t sh_width = 3 * sh_stride_;
   const int32_t* radii = radii_.data();
   const bool visible_only = s.visible_only;
@@ -350,9 +349,9 @@ void CpuTraining::adam_step(const AdamSettings& s) {
       for (size_t i = lo * w; i < hi * w; ++i) {
         if (visible_only && radii[i / w] <= 0) continue;  // unseen: parameters and moments as they were
         if (a < 4)
-          step.lr = lrs[a];
+          step.step_size = steps[a];
         else
-          step.lr = (i % sh_width) < 3 ? s.lr_sh_dc : s.lr_sh_rest;
+          step.step_size = (i % sh_width) < 3 ? step_sh_dc : step_sh_rest;
         adam_update(step, g[i], p[i], m[i], v[i]);
       }
     }
@@ -361,8 +360,7 @@ void CpuTraining::adam_step(const AdamSettings& s) {
     // Every view's correction steps (a zero gradient but the last step's
     // view's, or every view's that set_exposure_grads gave), as one dense
     // parameter tensor under torch.optim.Adam.
-    AdamStep step = base;
-    step.lr = s.lr_exposure;
+    const AdamStep step = make_adam_step(s.lr_exposure, s.beta1, s.beta2, s.eps, bias1, bias2);
     for (size_t i = 0; i < exposure_.size(); ++i) {
       const bool current = i / kExposureFloats == static_cast<size_t>(exposure_view_);
       const float g = exposure_grad_views_set_ ? exposure_grad_views_[i]

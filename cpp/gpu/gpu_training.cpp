@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "gpu_device.h"
+#include "../../shaders/common/adam.h"
 #include "../../shaders/common/exposure.h"
 #include "../../shaders/common/sh.h"
 #include "grid.h"
@@ -388,18 +389,19 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   AdamParams p{};
   p.count = static_cast<uint32_t>(n);
   p.sh_width = 3 * sh_stride_;
-  p.lr_means = s.lr_means;
-  p.lr_log_scales = s.lr_log_scales;
-  p.lr_quats = s.lr_quats;
-  p.lr_opacity = s.lr_opacity;
-  p.lr_sh_dc = s.lr_sh_dc;
-  p.lr_sh_rest = s.lr_sh_rest;
+  // As the CPU backend rounds them.
+  const float bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
+  const float bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+  p.step_means = adam_step_size(s.lr_means, bias1);
+  p.step_log_scales = adam_step_size(s.lr_log_scales, bias1);
+  p.step_quats = adam_step_size(s.lr_quats, bias1);
+  p.step_opacity = adam_step_size(s.lr_opacity, bias1);
+  p.step_sh_dc = adam_step_size(s.lr_sh_dc, bias1);
+  p.step_sh_rest = adam_step_size(s.lr_sh_rest, bias1);
   p.beta1 = s.beta1;
   p.beta2 = s.beta2;
   p.eps = s.eps;
-  // As the CPU backend rounds them.
-  p.bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
-  p.bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+  p.rsqrt_bias2 = adam_rsqrt_bias2(bias2);
   p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
   p.visible_only = s.visible_only ? 1u : 0u;
   p.sh_grad_full = sh_grad_full_ ? 1u : 0u;
@@ -427,8 +429,8 @@ void GpuDevice::adam_step(const AdamSettings& s) {
     xp.beta1 = p.beta1;
     xp.beta2 = p.beta2;
     xp.eps = p.eps;
-    xp.bias1 = p.bias1;
-    xp.bias2 = p.bias2;
+    xp.bias1 = bias1;
+    xp.bias2 = bias2;
     launch(Kernel::ExposureAdam, div_up(xp.floats, kGroup),
            {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kExposureM)),
             KernelArg::buf(ref(kExposureV)), KernelArg::buf(ref(kExposureGrad)),

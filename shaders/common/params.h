@@ -167,9 +167,11 @@ SPLAT_STATIC_ASSERT(sizeof(LossParams) == 48, "LossParams layout");
 struct AdamParams {
   uint32_t count;     // Gaussians
   uint32_t sh_width;  // floats of sh per Gaussian (3 K)
-  float lr_means, lr_log_scales, lr_quats, lr_opacity, lr_sh_dc, lr_sh_rest;
+  // Each rate's step size, adam_step_size(lr, 1 - beta1^t) (adam.h), as the host computes it.
+  float step_means, step_log_scales, step_quats, step_opacity, step_sh_dc, step_sh_rest;
   float beta1, beta2, eps;
-  float bias1, bias2;  // 1 - beta^t, as the host computes them
+  float rsqrt_bias2;  // adam_rsqrt_bias2(1 - beta2^t)
+  uint32_t pad0;
   uint32_t sh_k_count;  // active SH coefficients of the gradient (its factors, sh.h)
   uint32_t visible_only;  // 1: only Gaussians with radius > 0 in the step's view (train.visible_adam)
   uint32_t sh_grad_full;  // 1: the SH gradient is given in full ([n, sh_width], data-parallel), not factored

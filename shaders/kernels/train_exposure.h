@@ -88,13 +88,7 @@ SPLAT_FUNC void exposure_adam_body(SimtThread t, SPLAT_CONST_MEM const ExposureP
                                    SPLAT_DEVICE_MEM const float* grad_views, SPLAT_DEVICE_MEM const int32_t* radius) {
   uint32_t i = global_index(t);
   if (i >= p.floats || step_skipped(radius)) return;
-  AdamStep a;
-  a.lr = p.lr;
-  a.beta1 = p.beta1;
-  a.beta2 = p.beta2;
-  a.eps = p.eps;
-  a.bias1 = p.bias1;
-  a.bias2 = p.bias2;
+  const AdamStep a = make_adam_step(p.lr, p.beta1, p.beta2, p.eps, p.bias1, p.bias2);
   float g = p.all_views ? grad_views[i] : (i / SPLAT_EXPOSURE_FLOATS == p.view ? grad[i % SPLAT_EXPOSURE_FLOATS] : 0.f);
   float x = exposure[i], mi = m[i], vi = v[i];
   adam_update(a, g, x, mi, vi);

@@ -7,17 +7,19 @@
 #include "sh.h"
 #include "simt_util.h"
 
-SPLAT_FUNC float vec4_at(vec4 v, uint32_t r) { return r == 0u ? v.x : r == 1u ? v.y : r == 2u ? v.z : v.w; }
-
 // One thread per quad (4 floats) of each parameter group in turn (adam_quads,
-// params.h), every group read and written with 16-byte vector accesses (a group's tail
-// quad element by element), all in one dispatch. SH DC (the first 3 floats of
-// a Gaussian's sh) and the rest have their own rates. The SH gradient is
-// expanded from its factors (sh.h), never stored; with p.sh_grad_full,
-// `sh_factors` holds it in full instead (the ranks' mean, data-parallel). With p.visible_only, a
+// params.h), all in one dispatch. A whole quad is read and written with
+// 16-byte vector accesses, the arithmetic done in the loaded registers; a
+// group's partial last quad goes element by element. The kernel is
+// memory-bound (about 1.5 KB a Gaussian at SH degree 3), so the thread does
+// one integer division (its first float's Gaussian and column) and steps
+// through the quad from there. SH DC (the first 3 floats of a Gaussian's sh)
+// and the rest have their own rates. The SH gradient is expanded from its
+// factors (sh.h), never stored; with p.sh_grad_full, `sh_factors` holds it in
+// full instead (the ranks' mean, data-parallel). With p.visible_only, a
 // Gaussian the step's view did not see (radius <= 0) keeps its parameters and
-// moments, and a quad of such Gaussians alone reads and writes nothing. A
-// step whose pairs did not fit (step_skipped) changes nothing.
+// moments, and a quad of such Gaussians alone reads and writes nothing. A step
+// whose pairs did not fit (step_skipped) changes nothing.
 SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_DEVICE_MEM float* means,
                           SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* quats,
                           SPLAT_DEVICE_MEM float* opacity, SPLAT_DEVICE_MEM float* sh,
@@ -39,78 +41,80 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
   SPLAT_DEVICE_MEM float* v;
   SPLAT_DEVICE_MEM const float* g = g_means;
   uint32_t len, width;  // the group's floats, and per Gaussian
-  float lr = 0.f;
-  bool sh_group = false;
+  float lr = 0.f;  // the group's step size
+  bool sh_group = false, factored = false;  // SH (its DC rate); gradient from its factors
   if (q < q_scales) {
-    param = means, m = m_means, v = v_means, lr = p.lr_means, len = 3u * n, width = 3u;
+    param = means, m = m_means, v = v_means, lr = p.step_means, len = 3u * n, width = 3u;
   } else if (q < q_quats) {
     q -= q_scales;
-    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.lr_log_scales, len = 3u * n,
+    param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.step_log_scales, len = 3u * n,
     width = 3u;
   } else if (q < q_opacity) {
     q -= q_quats;
-    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.lr_quats, len = 4u * n, width = 4u;
+    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.step_quats, len = 4u * n, width = 4u;
   } else if (q < q_sh) {
     q -= q_opacity;
-    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.lr_opacity, len = n, width = 1u;
+    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.step_opacity, len = n, width = 1u;
   } else {
     q -= q_sh;
-    param = sh, m = m_sh, v = v_sh, sh_group = true, len = n * p.sh_width, width = p.sh_width;
+    param = sh, m = m_sh, v = v_sh, g = sh_factors, lr = p.step_sh_rest, sh_group = true, len = n * p.sh_width,
+    width = p.sh_width;
+    factored = p.sh_grad_full == 0u;  // else a plain per-float gradient, as the others'
   }
   const uint32_t e0 = 4u * q;
   if (e0 >= len || step_skipped(radius)) return;
-  bool seen[4] = {true, true, true, true};
-  if (p.visible_only != 0u) {
-    bool any = false;
+  const uint32_t count = len - e0 < 4u ? len - e0 : 4u;  // floats of this quad
+  // Gaussian i0 and column j0 of the quad's first float; the others follow
+  // (a quad spans at most two Gaussians when width >= 3, four when it is 1).
+  const uint32_t i0 = e0 / width, j0 = e0 - i0 * width;
+  // Per float of the quad: seen (bit r of `seen`), and SH DC's rate (bit r of `dc`).
+  float grad[4];
+  uint32_t seen = 0u, dc = 0u;
+  {
+    uint32_t i = i0, j = j0;
     SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
-      seen[r] = e0 + r < len && radius[(e0 + r) / width] > 0;
-      any = any || seen[r];
+      const bool in = r < count;
+      if (in && (p.visible_only == 0u || radius[i] > 0)) seen |= 1u << r;
+      if (factored)
+        grad[r] = in ? sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count) : 0.f;
+      if (sh_group && j < 3u) dc |= 1u << r;
+      if (++j == width) j = 0u, ++i;
     }
-    if (!any) return;
   }
+  if (seen == 0u) return;
   AdamStep step;
-  step.lr = lr;
   step.beta1 = p.beta1;
   step.beta2 = p.beta2;
   step.eps = p.eps;
-  step.bias1 = p.bias1;
-  step.bias2 = p.bias2;
-  const bool full = e0 + 4u <= len;
-  vec4 pv, mv, vv, gv;
-  if (full) {
-    pv = load_float4(param, q);
-    mv = load_float4(m, q);
-    vv = load_float4(v, q);
-    if (!sh_group) gv = load_float4(g, q);
+  step.rsqrt_bias2 = p.rsqrt_bias2;
+  if (count == 4u) {
+    vec4 pv = load_float4(param, q), mv = load_float4(m, q), vv = load_float4(v, q);
+    if (!factored) {
+      const vec4 gv = load_float4(g, q);
+      grad[0] = gv.x, grad[1] = gv.y, grad[2] = gv.z, grad[3] = gv.w;
+    }
+    step.step_size = (dc & 1u) != 0u ? p.step_sh_dc : lr;
+    if ((seen & 1u) != 0u) adam_update(step, grad[0], pv.x, mv.x, vv.x);
+    step.step_size = (dc & 2u) != 0u ? p.step_sh_dc : lr;
+    if ((seen & 2u) != 0u) adam_update(step, grad[1], pv.y, mv.y, vv.y);
+    step.step_size = (dc & 4u) != 0u ? p.step_sh_dc : lr;
+    if ((seen & 4u) != 0u) adam_update(step, grad[2], pv.z, mv.z, vv.z);
+    step.step_size = (dc & 8u) != 0u ? p.step_sh_dc : lr;
+    if ((seen & 8u) != 0u) adam_update(step, grad[3], pv.w, mv.w, vv.w);
+    store_float4(param, q, pv.x, pv.y, pv.z, pv.w);
+    store_float4(m, q, mv.x, mv.y, mv.z, mv.w);
+    store_float4(v, q, vv.x, vv.y, vv.z, vv.w);
+    return;
   }
-  float out_p[4], out_m[4], out_v[4];
   SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
+    if ((seen >> r & 1u) == 0u) continue;
     const uint32_t e = e0 + r;
-    if (e >= len) break;
-    float grad;
-    if (sh_group) {
-      uint32_t i = e / p.sh_width, j = e % p.sh_width;
-      grad = p.sh_grad_full != 0u ? sh_factors[e]
-                                  : sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count);
-      step.lr = j < 3u ? p.lr_sh_dc : p.lr_sh_rest;
-    } else {
-      grad = full ? vec4_at(gv, r) : g[e];
-    }
-    float pe = full ? vec4_at(pv, r) : param[e], me = full ? vec4_at(mv, r) : m[e], ve = full ? vec4_at(vv, r) : v[e];
-    if (seen[r]) adam_update(step, grad, pe, me, ve);
-    out_p[r] = pe;
-    out_m[r] = me;
-    out_v[r] = ve;
-    if (!full) {
-      param[e] = pe;
-      m[e] = me;
-      v[e] = ve;
-    }
-  }
-  if (full) {
-    store_float4(param, q, out_p[0], out_p[1], out_p[2], out_p[3]);
-    store_float4(m, q, out_m[0], out_m[1], out_m[2], out_m[3]);
-    store_float4(v, q, out_v[0], out_v[1], out_v[2], out_v[3]);
+    float pe = param[e], me = m[e], ve = v[e];
+    step.step_size = (dc >> r & 1u) != 0u ? p.step_sh_dc : lr;
+    adam_update(step, factored ? grad[r] : g[e], pe, me, ve);
+    param[e] = pe;
+    m[e] = me;
+    v[e] = ve;
   }
 }
 

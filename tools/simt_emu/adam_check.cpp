@@ -54,17 +54,20 @@ int main(int argc, char** argv) {
   AdamParams p{};
   p.count = n;
   p.sh_width = sh_width;
-  p.lr_means = 1.6e-4f;
-  p.lr_log_scales = 5e-3f;
-  p.lr_quats = 1e-3f;
-  p.lr_opacity = 5e-2f;
-  p.lr_sh_dc = 2.5e-3f;
-  p.lr_sh_rest = 2.5e-3f / 20.f;
+  // Step 3's bias corrections, and the rates as GpuDevice::adam_step turns them into step sizes.
+  const float bias1 = 1.f - 0.9f * 0.9f * 0.9f, bias2 = 1.f - 0.999f * 0.999f * 0.999f;
+  const float lr_sh_dc = 2.5e-3f, lr_sh_rest = 2.5e-3f / 20.f;
+  const float rates[4] = {1.6e-4f, 5e-3f, 1e-3f, 5e-2f};
+  p.step_means = adam_step_size(rates[0], bias1);
+  p.step_log_scales = adam_step_size(rates[1], bias1);
+  p.step_quats = adam_step_size(rates[2], bias1);
+  p.step_opacity = adam_step_size(rates[3], bias1);
+  p.step_sh_dc = adam_step_size(lr_sh_dc, bias1);
+  p.step_sh_rest = adam_step_size(lr_sh_rest, bias1);
   p.beta1 = 0.9f;
   p.beta2 = 0.999f;
   p.eps = 1e-15f;
-  p.bias1 = 1.f - 0.9f * 0.9f * 0.9f;
-  p.bias2 = 1.f - 0.999f * 0.999f * 0.999f;
+  p.rsqrt_bias2 = adam_rsqrt_bias2(bias2);
   p.sh_k_count = k_count;
   p.visible_only = visible_only ? 1u : 0u;
 
@@ -72,7 +75,6 @@ int main(int argc, char** argv) {
                      random_group(rng, n), random_group(rng, (size_t)n * sh_width)};
   std::vector<float> factors((size_t)SPLAT_SH_FACTOR_FLOATS * n);
   for (float& f : factors) f = normal(rng);
-  const float rates[4] = {p.lr_means, p.lr_log_scales, p.lr_quats, p.lr_opacity};
   std::uniform_real_distribution<float> uniform(0.f, 1.f);
   std::vector<int32_t> radius(n);
   for (int32_t& r : radius) r = uniform(rng) < visible ? 1 + (int32_t)(uniform(rng) * 20.f) : 0;
@@ -80,16 +82,16 @@ int main(int argc, char** argv) {
 
   // The reference: every element in turn.
   Group want[5] = {groups[0], groups[1], groups[2], groups[3], groups[4]};
-  AdamStep step{0.f, p.beta1, p.beta2, p.eps, p.bias1, p.bias2};
+  AdamStep step = make_adam_step(0.f, p.beta1, p.beta2, p.eps, bias1, bias2);
   for (int k = 0; k < 5; ++k)
     for (size_t e = 0; e < want[k].param.size(); ++e) {
       if (visible_only && radius[e / widths[k]] <= 0) continue;
       float grad = want[k].grad[e];
-      step.lr = k < 4 ? rates[k] : 0.f;
+      step.step_size = k < 4 ? adam_step_size(rates[k], bias1) : 0.f;
       if (k == 4) {
         const uint32_t i = (uint32_t)(e / sh_width), j = (uint32_t)(e % sh_width);
         grad = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * i], j / 3u, j % 3u, k_count);
-        step.lr = j < 3u ? p.lr_sh_dc : p.lr_sh_rest;
+        step.step_size = adam_step_size(j < 3u ? lr_sh_dc : lr_sh_rest, bias1);
       }
       adam_update(step, grad, want[k].param[e], want[k].m[e], want[k].v[e]);
     }

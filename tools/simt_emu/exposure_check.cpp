@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     norm += want_g[k] * want_g[k];
   }
   std::vector<float> want_e = exposure, want_m = m, want_v = v;
-  AdamStep step{p.lr, p.beta1, p.beta2, p.eps, p.bias1, p.bias2};
+  const AdamStep step = make_adam_step(p.lr, p.beta1, p.beta2, p.eps, p.bias1, p.bias2);
   for (size_t i = 0; i < want_e.size(); ++i)
     adam_update(step, i / SPLAT_EXPOSURE_FLOATS == view ? grad[i % SPLAT_EXPOSURE_FLOATS] : 0.f, want_e[i], want_m[i],
                 want_v[i]);
