@@ -10,10 +10,10 @@
 // One thread per quad (4 floats) of each parameter group in turn (adam_quads,
 // params.h), all in one dispatch. A whole quad is read and written with
 // 16-byte vector accesses, the arithmetic done in the loaded registers; a
-// group's partial last quad goes element by element. The kernel is
-// memory-bound (about 1.5 KB a Gaussian at SH degree 3), so the thread does
-// one integer division (its first float's Gaussian and column) and steps
-// through the quad from there. SH DC (the first 3 floats of a Gaussian's sh)
+// group's partial last quad goes element by element. The kernel moves about
+// 1.5 KB a Gaussian at SH degree 3, and arithmetic rather than memory bounded
+// it, so the thread does one integer division (its first float's Gaussian and
+// column) and steps through the quad from there. SH DC (the first 3 floats of a Gaussian's sh)
 // and the rest have their own rates. The SH gradient is expanded from its
 // factors (sh.h), never stored; with p.sh_grad_full, `sh_factors` holds it in
 // full instead (the ranks' mean, data-parallel). With p.visible_only, a
