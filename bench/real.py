@@ -194,7 +194,8 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
         seconds += time.perf_counter() - t0
         ev = splat.evaluate(trainer, test, fit_exposure=fit_exposure)
         rows.append(dict(scene=scene, trainer=label, fit_exposure=fit_exposure, steps=trainer.step_count,
-                         target=mark, stopped=stopped, psnr=ev.psnr, ssim=ev.ssim, gaussians=trainer.num_gaussians, seconds=seconds,
+                         target=mark, stopped=stopped, psnr=ev.psnr, ssim=ev.ssim, gaussians=trainer.num_gaussians,
+                         seconds=seconds,
                          peak_bytes=_memory_peak(backend), seed=cfg.seed,
                          **(floater_fields(trainer, test, ev) if floaters else {})))
         log(f"[{scene}] {label} seed {cfg.seed} {trainer.step_count} steps{' (stopped)' if stopped else ''}: "

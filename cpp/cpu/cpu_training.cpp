@@ -329,8 +329,7 @@ void CpuTraining::exposure_backward(uint32_t view, size_t pixels, uint32_t width
 
 void CpuTraining::adam_step(const AdamSettings& s) {
   ScopedTiming t(timing_, "ts_adam");
-  const float bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
-  const float bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+  const float bias1 = s.bias_correction(s.beta1), bias2 = s.bias_correction(s.beta2);
   const AdamStep base = make_adam_step(0.f, s.beta1, s.beta2, s.eps, bias1, bias2);
   const float steps[4] = {adam_step_size(s.lr_means, bias1), adam_step_size(s.lr_log_scales, bias1),
                           adam_step_size(s.lr_quats, bias1), adam_step_size(s.lr_opacity, bias1)};

@@ -389,9 +389,7 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   AdamParams p{};
   p.count = static_cast<uint32_t>(n);
   p.sh_width = 3 * sh_stride_;
-  // As the CPU backend rounds them.
-  const float bias1 = 1.f - std::pow(s.beta1, static_cast<float>(s.step));
-  const float bias2 = 1.f - std::pow(s.beta2, static_cast<float>(s.step));
+  const float bias1 = s.bias_correction(s.beta1), bias2 = s.bias_correction(s.beta2);
   p.step_means = adam_step_size(s.lr_means, bias1);
   p.step_log_scales = adam_step_size(s.lr_log_scales, bias1);
   p.step_quats = adam_step_size(s.lr_quats, bias1);

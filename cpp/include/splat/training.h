@@ -2,6 +2,7 @@
 // "The GPU training step"). The schedule that strings them together is core's
 // Trainer; a device only keeps the state resident and runs each op.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -92,6 +93,10 @@ struct AdamSettings {
   // Only the Gaussians the step's view saw (radius > 0 in its forward) move;
   // the others keep their parameters and moments (train.visible_adam).
   bool visible_only = false;
+
+  // 1 - beta^step, Adam's bias correction: one rounding for every backend, so
+  // that the step sizes made from it (shaders/common/adam.h) are the same bits.
+  float bias_correction(float beta) const { return 1.f - std::pow(beta, static_cast<float>(step)); }
 };
 
 // What a training run adds to the 3DGS recipe (docs/training_modes.md,
