@@ -148,6 +148,37 @@ def test_near_camera_gaussians_counts_what_floats_in_front_of_a_view():
     assert real.near_camera_gaussians(means, logits, [splat.Camera(far, 50.0, 50.0, 32.0, 24.0, 64, 48)]) == [(0, 0.0)]
 
 
+def test_views_seeing_counts_the_cameras_that_have_each_gaussian_in_view():
+    """Cameras on a line along x, all looking down +z, each 64 px wide (margin 0):
+    a Gaussian at (x, y, z) is in camera k's view when its offset from the camera's
+    centre projects inside the image, counted here independently of the projection
+    code by the pinhole's view angle."""
+    real = _real()
+    f, w, h = 40.0, 64, 48
+    n_cams = int(rng.integers(4, 8))
+    xs = np.sort(rng.uniform(-3, 3, n_cams))
+    cams = []
+    for x in xs:
+        w2c = np.eye(4, dtype=np.float32)
+        w2c[0, 3] = -x  # the camera sits at (x, 0, 0)
+        cams.append(splat.Camera(w2c, f, f, w / 2, h / 2, w, h))
+    n = int(rng.integers(300, 600))
+    means = np.column_stack([rng.uniform(-6, 6, n), rng.uniform(-1, 1, n), rng.uniform(-1, 8, n)])
+    got = real.views_seeing(means.astype(np.float32), cams, margin=0.0)
+    half_x, half_y = (w / 2) / f, (h / 2) / f  # tan of the half view angles
+    z = means[:, 2]
+    want = np.zeros(n, np.int64)
+    for x in xs:
+        # well inside or well outside only: points within 1e-4 of an edge are dropped below
+        want += (z > 0) & (np.abs(means[:, 0] - x) < half_x * z) & (np.abs(means[:, 1]) < half_y * z)
+    clear = np.ones(n, bool)
+    for x in xs:
+        clear &= np.abs(np.abs(means[:, 0] - x) - half_x * z) > 1e-4
+        clear &= np.abs(np.abs(means[:, 1]) - half_y * z) > 1e-4
+    assert clear.sum() > n // 2 and (want[clear] >= 2).any() and (want[clear] == 0).any()
+    np.testing.assert_array_equal(got[clear], want[clear])
+
+
 def test_real_bench_floaters_table(tmp_path, capsys):
     root = tmp_path / "captures"
     make_scene(root / "alpha")
@@ -157,8 +188,9 @@ def test_real_bench_floaters_table(tmp_path, capsys):
     text = capsys.readouterr().out
     (row,) = json.loads(out.read_text())["rows"]
     assert row["near_total"] >= row["near_max"] >= 0 and row["near_opacity"] >= 0
+    assert 0 <= row["one_view"] <= row["gaussians"]
     assert row["worst_view"] is not None and row["worst_psnr"] <= row["psnr"] + 1e-9
-    assert "floaters: the worst test view" in text and "near total" in text
+    assert "floaters: the worst test view" in text and "near total" in text and "one view" in text
 
 
 def test_targets_are_judged_from_the_rows():
