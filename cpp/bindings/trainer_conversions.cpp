@@ -141,6 +141,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(prune_opacity);
   SPLAT_READ(prune_max_screen_radius);
   SPLAT_READ(prune_max_world_scale);
+  SPLAT_READ(opacity_resets);
   SPLAT_READ(opacity_reset_every);
   SPLAT_READ(opacity_reset_value);
   SPLAT_READ(ssim_weight);

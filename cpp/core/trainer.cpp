@@ -83,7 +83,7 @@ uint32_t Trainer::view_for_step(uint32_t step) {
 bool Trainer::resets_opacity_at(uint32_t t) const {
   const TrainSettings& s = settings_;
   const uint32_t every = std::max(1u, s.opacity_reset_every);
-  return !s.mcmc && t < s.densify_until && t % every == 0 && uint64_t{t} + every <= s.steps;
+  return !s.mcmc && s.opacity_resets && t < s.densify_until && t % every == 0 && uint64_t{t} + every <= s.steps;
 }
 
 bool Trainer::mcmc_refines_at(uint32_t t) const {
@@ -145,7 +145,10 @@ bool Trainer::densifies_at(uint32_t t) const {
 
 DensifySettings Trainer::densify_settings(uint32_t t) const {
   const TrainSettings& s = settings_;
-  const bool after_reset = t > s.opacity_reset_every;
+  // The size pruning starts where the first reset falls; with no resets it
+  // never does (measured: pruning by size without resets costs beer 1.9 dB
+  // and thermos 0.35; README, "What a capture gets by default").
+  const bool after_reset = s.opacity_resets && t > s.opacity_reset_every;
   DensifySettings d;
   d.grad_threshold = s.absgrad ? s.absgrad_grad_threshold : s.densify_grad_threshold;
   d.clone_max_scale = s.percent_dense * s.scene_extent;

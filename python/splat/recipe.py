@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .config import PRESETS, TrainConfig
+from .schedule import opacity_reset_mode
 
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
 _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
                  "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
-                 "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "init_opacity")
+                 "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset", "opacity_reset_every", "opacity_reset_value", "init_opacity")
 
 
 def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
@@ -22,8 +23,10 @@ def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
     return [k for k in pick if getattr(train, k) != getattr(base, k)]
 
 
-def describe(train: TrainConfig) -> list[str]:
-    """One line per mode of the recipe: what it does with these values."""
+def describe(train: TrainConfig, dataset_format: str | None = None, layout: str | None = None) -> list[str]:
+    """One line per mode of the recipe: what it does with these values, on a
+    dataset of this format and camera layout (None: unknown; they decide
+    opacity_reset = "auto")."""
     budget = f"at most {train.max_gaussians:,} Gaussians"
     preset = []
     if PRESETS.get(train.preset):
@@ -37,16 +40,25 @@ def describe(train: TrainConfig) -> list[str]:
                  f"{train.mcmc_opacity_reg:g} / {train.mcmc_scale_reg:g}; no opacity resets"]
     else:
         when = {"auto": " (for cameras around an object)", "on": "", "off": None}[train.prune_screen]
+        mode = opacity_reset_mode(train, dataset_format, layout)
+        why = (f" (auto: a {dataset_format} dataset" + {"object": ", cameras around an object", "open": ", an open scene"}.get(layout, "") + ")"
+               if train.opacity_reset == "auto" else "")
+        resets = {"auto": f"opacity reset every {train.opacity_reset_every} steps, none for a capture whose cameras "
+                          f"look at an object (auto)",
+                  "on": f"opacity reset every {train.opacity_reset_every} steps{why}",
+                  "off": f"no opacity resets{why}"}[mode]
+        if mode == "off":
+            when = None
         screen = (f" or, after the first reset, above a screen radius of {train.prune_screen_fraction:.0%} of the "
                   f"larger image side{when}" if when is not None and train.prune_screen_fraction > 0 else "")
-        if train.prune_max_screen_radius > 0:
+        if train.prune_max_screen_radius > 0 and mode != "off":
             screen += f" (at most {train.prune_max_screen_radius:g} px)"
         stat = (f"the summed absolute screen-space gradient (absgrad) above {train.absgrad_grad_threshold:g}"
                 if train.absgrad else f"the screen-space gradient above {train.densify_grad_threshold:g}")
         lines = [f"strategy: default: every {train.densify_every} steps from {train.densify_from} to "
                  f"{train.densify_until}, clone / split where {stat}, prune below opacity {train.prune_opacity:g}"
                  f"{screen}, "
-                 f"{budget}; opacity reset every {train.opacity_reset_every} steps"]
+                 f"{budget}; {resets}"]
     lines.append("antialiased: on: the 2D filter's opacity compensation (mip-splatting), in training and in every "
                  "render of the run" if train.antialiased else
                  "antialiased: off: classic 3DGS rasterization (the 0.3-pixel dilation at full opacity)")
@@ -57,8 +69,9 @@ def describe(train: TrainConfig) -> list[str]:
     return preset + lines
 
 
-def mode_warnings(train: TrainConfig) -> list[str]:
-    """Warnings (section.key: message) about keys this recipe's modes do not read."""
+def mode_warnings(train: TrainConfig, dataset_format: str | None = None, layout: str | None = None) -> list[str]:
+    """Warnings (section.key: message) about keys this recipe's modes do not read
+    (on a dataset of this format and camera layout; None: unknown)."""
     out = []
     if train.strategy == "mcmc":
         for k in _changed(train, keys=_DEFAULT_ONLY):
@@ -69,6 +82,15 @@ def mode_warnings(train: TrainConfig) -> list[str]:
         if train.absgrad and "densify_grad_threshold" in _changed(train):
             out.append("train.densify_grad_threshold: unused with train.absgrad = true "
                        "(train.absgrad_grad_threshold applies instead)")
+        if opacity_reset_mode(train, dataset_format, layout) == "off":
+            why = "'off'" if train.opacity_reset == "off" else f"'auto' on a {dataset_format} dataset"
+            for k in _changed(train, keys=("opacity_reset_every", "opacity_reset_value", "prune_max_world_scale",
+                                           "prune_max_screen_radius")):
+                out.append(f"train.{k}: unused with train.opacity_reset = {why} (no resets, and no size pruning "
+                           f"after the first one)")
+            if train.prune_screen == "on":
+                out.append(f"train.prune_screen: 'on' prunes after the first opacity reset, and "
+                           f"train.opacity_reset = {why} has none")
         if not train.absgrad and "absgrad_grad_threshold" in _changed(train):
             out.append("train.absgrad_grad_threshold: unused with train.absgrad = false")
     if not train.exposure:
@@ -77,8 +99,9 @@ def mode_warnings(train: TrainConfig) -> list[str]:
     return out
 
 
-def recipe_warnings(train: TrainConfig) -> list[str]:
-    """Every warning `splat check` and `splat train` give about a recipe: the
-    schedule's (splat/schedule.py), then the modes' unused keys."""
+def recipe_warnings(train: TrainConfig, dataset_format: str | None = None, layout: str | None = None) -> list[str]:
+    """Every warning `splat check` and `splat train` give about a recipe on a
+    dataset of this format and camera layout (None: unknown): the schedule's (splat/schedule.py),
+    then the modes' unused keys."""
     from .schedule import schedule_warnings
-    return schedule_warnings(train) + mode_warnings(train)
+    return schedule_warnings(train, dataset_format, layout) + mode_warnings(train, dataset_format, layout)

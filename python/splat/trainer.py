@@ -22,10 +22,9 @@ from .data.points import capture_points
 from .gaussians import Gaussians, sh_coeffs
 from .io.atomic import atomic_write
 from .io.ply import save_ply
+from .schedule import CAPTURE_FORMATS, opacity_resets_on
 
 SH_C0 = 0.28209479177387814
-# Dataset formats that start from SfM points (random points in the views when too few).
-CAPTURE_FORMATS = ("colmap", "nerfstudio")
 CHECKPOINT_VERSION = 1
 # Raised when the loss or a parameter is no longer finite (a RuntimeError).
 TrainingDiverged = _core.TrainingDiverged
@@ -210,6 +209,9 @@ class Trainer:
         self.camera_layout = camera_layout(dataset.cameras)
         self.screen_prune_px = screen_prune_radius(train_config, self.sizes, self.camera_layout)
         settings["prune_max_screen_radius"] = self.screen_prune_px
+        # What the dataset's kind and layout decide: opacity resets.
+        self.opacity_resets = opacity_resets_on(train_config, dataset.format, self.camera_layout)
+        settings["opacity_resets"] = self.opacity_resets
         if isinstance(image_budget, bool) or not isinstance(image_budget, (int, np.integer)) or image_budget < 0:
             raise ValueError(f"[splat] image_budget: expected a number of bytes >= 0, got {image_budget!r}")
         settings.update(scene_extent=self.scene_extent, background=self.background,
@@ -236,7 +238,7 @@ class Trainer:
         if not isinstance(config, TrainConfig):
             raise TypeError(f"[splat] train_config: expected splat.TrainConfig, got {type(config).__name__}")
         if initial is None:
-            if dataset.format in CAPTURE_FORMATS:
+            if dataset.format in CAPTURE_FORMATS:   # SfM points (random points in the views when too few)
                 points, colors, note = capture_points(dataset, config.init_points, config.seed)
                 if note:
                     warnings.warn(f"[splat] {note}", stacklevel=2)

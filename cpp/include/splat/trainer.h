@@ -24,6 +24,10 @@ struct TrainSettings {
   uint32_t split_count = 2;
   float split_scale_divisor = 1.6f;
   float prune_opacity = 0.005f, prune_max_screen_radius = 0.f, prune_max_world_scale = 0.1f;
+  // Opacity resets, and the world- and screen-size pruning that starts after
+  // the first one: with opacity_resets false neither happens (the Python
+  // side's opacity_reset = "auto" turns them off for captures).
+  bool opacity_resets = true;
   uint32_t opacity_reset_every = 3000;
   float opacity_reset_value = 0.01f;
   float ssim_weight = 0.2f;
@@ -90,7 +94,8 @@ class Trainer {
   uint32_t diverged_step() const { return diverged_step_; }
   // Whether step `t` (1-based) resets opacities: every opacity_reset_every
   // steps while densifying (t < densify_until), but never when fewer than
-  // opacity_reset_every steps of the run remain after it.
+  // opacity_reset_every steps of the run remain after it; never without
+  // opacity_resets.
   bool resets_opacity_at(uint32_t t) const;
   // Whether step `t` is an MCMC refine step (relocation and growth).
   bool mcmc_refines_at(uint32_t t) const;

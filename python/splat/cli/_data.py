@@ -121,3 +121,18 @@ def run_config(args):
         path = overrides.get("data", {}).get("path")
         overrides.setdefault("output", {})["dir"] = str(Path(CAPTURE_RUNS) / _scene_name(str(path or "scene")))
     return Config.from_dict(overrides, base_dir=Path.cwd(), check_paths=True)
+
+
+def config_dataset_format(cfg) -> str | None:
+    """The format of the config's train split ([data] format, or detected from the
+    folder); None without a path or when the folder cannot say (loading reports that)."""
+    d = cfg.data
+    if d.format != "auto":
+        return d.format
+    if d.path is None:
+        return None
+    from ..data import detect_format
+    try:
+        return detect_format(d.path, d.train_split)
+    except (OSError, ValueError):
+        return None

@@ -216,7 +216,8 @@ def _train(args, stop: StopSignals, group=None) -> int:
         folder = RunFolder.open(out, overwrite=args.overwrite)
     with folder:
         if not synthetic:   # the built-in scene's recipe is scaled to --steps, not the user's
-            for w in recipe_warnings(cfg.train):
+            from ._data import config_dataset_format
+            for w in recipe_warnings(cfg.train, config_dataset_format(cfg)):
                 warn(w)
         try:
             return _train_in(args, stop, folder, cfg, synthetic, resume, t_begin, group)
@@ -319,6 +320,9 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           f"{trainer.num_gaussians:,} {'Gaussians' if resume else 'initial Gaussians'}, {begin} on "
           f"{trainer.backend}" + (f" x {ranks} ranks ({runner.exchange} exchange)" if ranks > 1 else "") + f"; eval on {len(test)} views of {eval_desc}"
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
+    if cfg.train.opacity_reset == "auto" and cfg.train.strategy == "default" and not trainer.opacity_resets:
+        print("note: no opacity resets: a capture whose cameras look at an object (train.opacity_reset = "
+              "\"auto\"; \"on\" keeps them)", flush=True)
 
     if seconds is not None:
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
@@ -354,6 +358,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             "exchange": runner.exchange if ranks > 1 else None,   # several ranks: host or device
             "camera_layout": trainer.camera_layout,       # what prune_screen = "auto" followed
             "screen_prune_px": trainer.screen_prune_px,   # 0: off
+            "opacity_resets": trainer.opacity_resets,     # what opacity_reset = "auto" chose
             "steps": trainer.step_count,
             "finished": final,
             "num_gaussians": trainer.num_gaussians,
