@@ -46,6 +46,9 @@ def test_train_a_capture_folder_without_config(tmp_path, capsys, monkeypatch):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["steps"] == 12 and metrics["finished"]
     assert metrics["scene"] == str(scene.resolve())
+    # The cameras look at the origin: a capture of an object trains without opacity resets.
+    assert metrics["camera_layout"] == "object" and metrics["opacity_resets"] is False
+    assert "note: no opacity resets: a capture whose cameras look at an object" in out
     renders = sorted(p.name for p in (run_dir / "renders" / "step_12").iterdir())
     assert renders == ["0000.png", "0008.png"]          # the test views, named like their images
     text = (run_dir / "config.toml").read_text()
@@ -59,10 +62,11 @@ def test_set_and_data_override_a_config(tmp_path, capsys, monkeypatch):
     cfg.write_text(f'[data]\npath = "{scene}"\n[output]\ndir = "{tmp_path / "out"}"\n')
     monkeypatch.chdir(tmp_path)
     rc, out, err = run_cli(capsys, "train", "--config", cfg, "--data", other, *FAST,
-                       "--set", "data.background=[0.5, 0.5, 0.5]")
+                       "--set", "data.background=[0.5, 0.5, 0.5]", "--set", "train.opacity_reset=on")
     assert rc == 0, err
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["scene"] == str(other.resolve())
+    assert metrics["opacity_resets"] is True and "no opacity resets" not in out   # train.opacity_reset=on
     text = (tmp_path / "out" / "config.toml").read_text()
     assert "background = [0.5, 0.5, 0.5]" in text
 

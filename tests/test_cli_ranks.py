@@ -77,6 +77,7 @@ def test_two_ranks_train_the_batches_of_one_process(tmp_path, recipe):
     assert metrics["exchange"] == "host"   # auto: the CPU backend has no device exchange
     # The built-in scene's cameras orbit it: screen-size pruning at 15% of 80 px.
     assert metrics["camera_layout"] == "object" and metrics["screen_prune_px"] == pytest.approx(12.0)
+    assert metrics["opacity_resets"] is True   # not a capture: "auto" keeps the resets
     # The same batches in one process, from the run's recipe and its initial state.
     sys.path.insert(0, HERE)
     from test_parallel import simulate_batches
