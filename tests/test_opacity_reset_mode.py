@@ -117,3 +117,42 @@ def test_check_describes_and_warns_by_the_dataset_format():
     assert any(w.startswith("train.opacity_reset_every: the opacity reset at step 3000") for w in
                recipe_warnings(short, "blender"))
     assert not any("step 3000" in w for w in recipe_warnings(short, "colmap", "object"))
+
+
+def _capture(root, outward: bool, rng, n=10, w=32, h=24):
+    """A COLMAP capture whose cameras look at the origin, or out from near it (a room)."""
+    import _captures as cap
+    images = []
+    for k in range(n):
+        w2c = cap.random_w2c(rng)
+        if outward:   # turn the camera around its own centre: the axes then point away
+            flip = np.diag([-1.0, 1.0, -1.0])
+            centre = -w2c[:3, :3].T @ w2c[:3, 3]
+            w2c[:3, :3] = flip @ w2c[:3, :3]
+            w2c[:3, 3] = -w2c[:3, :3] @ centre
+        name = f"{k:04d}.png"
+        cap.save_image(root / "images" / name, rng.integers(30, 220, (h, w, 3), dtype=np.uint8))
+        images.append((name, 1, w2c))
+    cap.write_colmap_text(root, {1: ("PINHOLE", w, h, [28.0, 28.0, w / 2, h / 2])}, images,
+                          rng.normal(size=(50, 3)) * 0.5)
+    return root
+
+
+@native
+@pytest.mark.parametrize("outward", [False, True], ids=["object", "open"])
+def test_check_resolves_auto_from_the_cameras_without_decoding(tmp_path, capsys, outward):
+    from splat.data import view_layout
+    from splat.data.layout import camera_layout
+    from _cli import run_cli
+    rng = np.random.default_rng()
+    scene = _capture(tmp_path / "cap", outward, rng)
+    want = "open" if outward else "object"
+    # The layout from the poses alone is the loaded cameras' layout.
+    assert view_layout(scene) == camera_layout(splat.load_dataset(scene, "train").cameras) == want
+    rc, out, err = run_cli(capsys, "check", scene)
+    assert rc == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("# strategy: default"))
+    if outward:
+        assert line.endswith("opacity reset every 3000 steps (auto: a colmap dataset, an open scene)"), line
+    else:
+        assert line.endswith("no opacity resets (auto: a colmap dataset, cameras around an object)"), line

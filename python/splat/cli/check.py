@@ -67,9 +67,10 @@ def cmd_check(args) -> int:
         warn(_clean(w))
     _print_image_footprint(cfg, resolved)
     from ..recipe import describe, recipe_warnings
-    from ._data import config_dataset_format
+    from ._data import config_camera_layout, config_dataset_format
     fmt = config_dataset_format(cfg)
-    for line in describe(cfg.train, fmt):
+    layout = config_camera_layout(cfg) if fmt is not None else None
+    for line in describe(cfg.train, fmt, layout):
         print(f"# {line}")
     if cfg.data.eval_lpips != "none":
         from .. import metrics_lpips
@@ -79,7 +80,7 @@ def cmd_check(args) -> int:
             print(f"# lpips: {cfg.data.eval_lpips} weights found")
         except (OSError, RuntimeError) as exc:
             warn(f"data.eval_lpips: {_clean(str(exc))} (splat train stops before training)")
-    for w in recipe_warnings(cfg.train, fmt):
+    for w in recipe_warnings(cfg.train, fmt, layout):
         warn(w)
     print(f"{source}: OK", file=sys.stderr)
     return 0

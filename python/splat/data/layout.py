@@ -18,8 +18,14 @@ OBJECT_MAX_ANGLE_DEG = 20.0
 def camera_axes(cameras):
     """(centres [V,3], forward [V,3], up [V,3]) of splat.Cameras, in float64: each
     camera's centre, view direction (its z axis) and up (its -y axis) in the world."""
-    rot = np.stack([np.asarray(c.world_to_camera, np.float64)[:3, :3] for c in cameras])
-    centres = np.stack([np.asarray(c.center, np.float64) for c in cameras])
+    return pose_axes([c.world_to_camera for c in cameras])
+
+
+def pose_axes(world_to_camera):
+    """camera_axes of 4x4 world-to-camera matrices (OpenCV axes)."""
+    w2c = np.stack([np.asarray(m, np.float64) for m in world_to_camera])
+    rot, t = w2c[:, :3, :3], w2c[:, :3, 3]
+    centres = -np.einsum("vji,vj->vi", rot, t)
     return centres, rot[:, 2], -rot[:, 1]
 
 
@@ -37,9 +43,14 @@ def axes_meeting_angle(cameras) -> float:
     """The median angle (degrees) between each camera's view direction and the
     direction to the point nearest all the optical axes; 90 when there is no
     such point (the axes nearly parallel, or fewer than two cameras)."""
-    if len(cameras) < 2:
+    return pose_meeting_angle([c.world_to_camera for c in cameras])
+
+
+def pose_meeting_angle(world_to_camera) -> float:
+    """axes_meeting_angle of 4x4 world-to-camera matrices."""
+    if len(world_to_camera) < 2:
         return 90.0
-    centres, forward, _ = camera_axes(cameras)
+    centres, forward, _ = pose_axes(world_to_camera)
     point = axes_meeting_point(centres, forward)
     if point is None:
         return 90.0
@@ -51,4 +62,9 @@ def axes_meeting_angle(cameras) -> float:
 
 def camera_layout(cameras) -> str:
     """'object' when the cameras look at a common point in front of them, else 'open'."""
-    return "object" if axes_meeting_angle(cameras) < OBJECT_MAX_ANGLE_DEG else "open"
+    return pose_layout([c.world_to_camera for c in cameras])
+
+
+def pose_layout(world_to_camera) -> str:
+    """camera_layout of 4x4 world-to-camera matrices."""
+    return "object" if pose_meeting_angle(world_to_camera) < OBJECT_MAX_ANGLE_DEG else "open"

@@ -173,11 +173,13 @@ _HEADERS_ONLY = contextvars.ContextVar("splat_headers_only", default=False)
 
 class HeaderSizes(Exception):
     """What load_views raises under headers_only() instead of decoding: `sizes`, the
-    (width, height, may_have_mask) every view would load at."""
+    (width, height, may_have_mask) every view would load at, and `poses`, each view's
+    4x4 world-to-camera."""
 
-    def __init__(self, sizes: list):
+    def __init__(self, sizes: list, poses: list):
         super().__init__("view sizes from the image headers")
         self.sizes = sizes
+        self.poses = poses
 
 
 @contextlib.contextmanager
@@ -250,7 +252,7 @@ def load_views(views: list, *, downscale: int = 1, background=(0.0, 0.0, 0.0),
     if alpha_mode not in ALPHA_MODES:
         raise ValueError(f"[splat] alpha: expected one of {', '.join(ALPHA_MODES)}, got {alpha_mode!r}")
     if _HEADERS_ONLY.get():
-        raise HeaderSizes(_header_sizes(views, downscale, alpha_mode))
+        raise HeaderSizes(_header_sizes(views, downscale, alpha_mode), [v.world_to_camera for v in views])
     bg = tuple(float(b) for b in background)
     n = len(views)
     cameras: list = [None] * n
