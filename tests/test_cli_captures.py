@@ -144,3 +144,31 @@ def test_a_scene_file_of_a_capture_evaluates_on_the_captures_background(tmp_path
                          background=(0.0, 0.0, 0.0)).render(test.cameras[0])
     img = np.asarray(Image.open(next(out.glob("*.png"))))
     assert np.abs(img.astype(np.float64) - np.clip(np.rint(want * 255), 0, 255)).max() <= 1
+
+
+@pytest.mark.parametrize("written_before", [False, True], ids=["auto", "before-the-key"])
+def test_resume_keeps_the_opacity_resets_a_run_was_written_with(tmp_path, capsys, written_before):
+    """A run folder written before [train] opacity_reset existed (no key in its
+    config.toml nor in its checkpoint) resumes with resets, as it was trained; a
+    newer one keeps what "auto" chose."""
+    import tomllib
+    scene = make_capture(tmp_path / "cap")
+    out = tmp_path / "run"
+    rc, _, err = run_cli(capsys, "train", scene, *FAST, "--out", out)
+    assert rc == 0, err
+    assert json.loads((out / "metrics.json").read_text())["opacity_resets"] is False
+    if written_before:
+        text = (out / "config.toml").read_text()
+        assert 'opacity_reset = "auto"' in text
+        (out / "config.toml").write_text(text.replace('opacity_reset = "auto"\n', ""))
+        assert "opacity_reset" not in tomllib.loads((out / "config.toml").read_text())["train"]
+        with np.load(out / "checkpoint.npz") as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays["__meta__"].tobytes().decode())
+        del meta["train_config"]["opacity_reset"]
+        arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        np.savez(out / "checkpoint.npz", **arrays)
+    rc, _, err = run_cli(capsys, "train", "--resume", out, "--steps", 16, "--quiet")
+    assert rc == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] == 16 and metrics["opacity_resets"] is written_before

@@ -26,6 +26,9 @@ from .schedule import CAPTURE_FORMATS, opacity_resets_on
 
 SH_C0 = 0.28209479177387814
 CHECKPOINT_VERSION = 1
+# [train] keys added after runs were first written, with the value that keeps
+# what such a run did: a checkpoint or run config without them resumes as before.
+TRAIN_KEYS_ADDED = {"opacity_reset": "on"}
 # Raised when the loss or a parameter is no longer finite (a RuntimeError).
 TrainingDiverged = _core.TrainingDiverged
 # Every checkpoint member gets this timestamp, so equal states give equal bytes.
@@ -504,6 +507,7 @@ def _check_header(meta: dict) -> None:
         raise ValueError(f"width x height: {meta['width']}x{meta['height']} is more than {MAX_IMAGE_PIXELS} pixels")
     if not isinstance(meta["train_config"], dict):
         raise TypeError(f"train_config: expected an object, got {type(meta['train_config']).__name__}")
+    meta["train_config"] = {**TRAIN_KEYS_ADDED, **meta["train_config"]}
     if not isinstance(meta.get("backend_config", {}), dict):
         raise TypeError(f"backend_config: expected an object, got {type(meta['backend_config']).__name__}")
     meta["scene_extent"] = positive_float("scene_extent", meta["scene_extent"])

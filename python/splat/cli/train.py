@@ -144,7 +144,19 @@ def _resume_setup(args, folder):
             raise UserError(f"{path}: {_clean(missing[0])}; if the scene moved, give its new folder: "
                             f"--resume {folder.path} --data NEW_PATH") from None
         raise
+    _keys_added_as_before(cfg, path)
     return _command_line_overrides(cfg, args, path), synthetic
+
+
+def _keys_added_as_before(cfg, path) -> None:
+    """A run config written before a [train] key existed keeps what that run did
+    (TRAIN_KEYS_ADDED), as its checkpoints do."""
+    from ..config import _read_toml
+    from ..trainer import TRAIN_KEYS_ADDED
+    written = ((_read_toml(path)[0] or {}).get("train") or {})   # load_config has read it already
+    for key, value in TRAIN_KEYS_ADDED.items():
+        if key not in written:
+            setattr(cfg.train, key, value)
 
 
 def _resume_state(folder, cfg):
