@@ -169,8 +169,8 @@ class TrainConfig(_Section):
                                       doc="prune max scale above this times the extent (after the first opacity reset)")
     opacity_reset: str = _f("auto", "str", choices=("auto", "on", "off"),
                             doc="opacity resets (and the world- and screen-size pruning that starts after the "
-                                "first): auto = off for a capture (COLMAP, nerfstudio), on for a Blender scene "
-                                "(README: defaults by measurement)")
+                                "first): auto = off for a capture (COLMAP, nerfstudio) whose cameras look at an "
+                                "object, on for an open capture or a Blender scene (README: defaults by measurement)")
     opacity_reset_every: int = _f(3000, "int", lo=1, hi=UINT32_MAX, doc="reset opacities every this many steps")
     opacity_reset_value: float = _f(0.01, "float", lo=0.0, hi=1.0, lo_open=True, hi_open=True,
                                     doc="opacity ceiling applied at a reset")

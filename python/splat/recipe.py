@@ -12,7 +12,8 @@ from .schedule import opacity_reset_mode
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
 _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
                  "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
-                 "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset", "opacity_reset_every", "opacity_reset_value", "init_opacity")
+                 "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset",
+                 "opacity_reset_every", "opacity_reset_value", "init_opacity")
 
 
 def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
@@ -41,8 +42,8 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
     else:
         when = {"auto": " (for cameras around an object)", "on": "", "off": None}[train.prune_screen]
         mode = opacity_reset_mode(train, dataset_format, layout)
-        why = (f" (auto: a {dataset_format} dataset" + {"object": ", cameras around an object", "open": ", an open scene"}.get(layout, "") + ")"
-               if train.opacity_reset == "auto" else "")
+        seen = {"object": ", cameras around an object", "open": ", an open scene"}.get(layout, "")
+        why = f" (auto: a {dataset_format} dataset{seen})" if train.opacity_reset == "auto" else ""
         resets = {"auto": f"opacity reset every {train.opacity_reset_every} steps, none for a capture whose cameras "
                           f"look at an object (auto)",
                   "on": f"opacity reset every {train.opacity_reset_every} steps{why}",
@@ -101,7 +102,7 @@ def mode_warnings(train: TrainConfig, dataset_format: str | None = None, layout:
 
 def recipe_warnings(train: TrainConfig, dataset_format: str | None = None, layout: str | None = None) -> list[str]:
     """Every warning `splat check` and `splat train` give about a recipe on a
-    dataset of this format and camera layout (None: unknown): the schedule's (splat/schedule.py),
-    then the modes' unused keys."""
+    dataset of this format and camera layout (None: unknown): the schedule's
+    (splat/schedule.py), then the modes' unused keys."""
     from .schedule import schedule_warnings
     return schedule_warnings(train, dataset_format, layout) + mode_warnings(train, dataset_format, layout)

@@ -26,7 +26,7 @@ struct TrainSettings {
   float prune_opacity = 0.005f, prune_max_screen_radius = 0.f, prune_max_world_scale = 0.1f;
   // Opacity resets, and the world- and screen-size pruning that starts after
   // the first one: with opacity_resets false neither happens (the Python
-  // side's opacity_reset = "auto" turns them off for captures).
+  // side's opacity_reset = "auto" turns them off for captures of an object).
   bool opacity_resets = true;
   uint32_t opacity_reset_every = 3000;
   float opacity_reset_value = 0.01f;
