@@ -61,6 +61,7 @@ def test_resets_and_size_pruning_follow_the_mode(mode, fmt, resets):
     tr, stats, state, after_reset, radii = _run(mode, fmt, rng)
     assert tr.camera_layout == "object"   # the views orbit the scene
     assert tr.opacity_resets is resets
+    assert tr.screen_prune_px == (0.15 * 40 if resets else 0.0)   # what metrics.json reports
     assert [s.step for s in stats if s.opacity_reset] == ([5, 10] if resets else [])
     assert stats[-1].densified
     logits = state["opacity_logits"]

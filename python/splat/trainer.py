@@ -208,13 +208,15 @@ class Trainer:
         self.sizes = [(int(c.width), int(c.height)) for c in dataset.cameras]
         settings = {k: getattr(train_config, k) for k in _NATIVE_SETTINGS}
         settings["mcmc"] = train_config.strategy == "mcmc"
-        # What the cameras' layout decides (splat.data.layout): screen-size pruning.
+        # What the cameras' layout (splat.data.layout) and the dataset's kind decide:
+        # opacity resets, and screen-size pruning, which runs after the first reset
+        # only (0 without resets: it never runs).
         self.camera_layout = camera_layout(dataset.cameras)
-        self.screen_prune_px = screen_prune_radius(train_config, self.sizes, self.camera_layout)
-        settings["prune_max_screen_radius"] = self.screen_prune_px
-        # What the dataset's kind and layout decide: opacity resets.
         self.opacity_resets = opacity_resets_on(train_config, dataset.format, self.camera_layout)
         settings["opacity_resets"] = self.opacity_resets
+        self.screen_prune_px = (screen_prune_radius(train_config, self.sizes, self.camera_layout)
+                                if self.opacity_resets else 0.0)
+        settings["prune_max_screen_radius"] = self.screen_prune_px
         if isinstance(image_budget, bool) or not isinstance(image_budget, (int, np.integer)) or image_budget < 0:
             raise ValueError(f"[splat] image_budget: expected a number of bytes >= 0, got {image_budget!r}")
         settings.update(scene_extent=self.scene_extent, background=self.background,
