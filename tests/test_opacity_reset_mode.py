@@ -1,9 +1,10 @@
 """TrainConfig.opacity_reset: "on" resets opacities on the 3DGS schedule and
 prunes by world and screen size after the first reset; "off" does neither;
 "auto" (the default) is off for captures (COLMAP, nerfstudio) whose cameras
-look at an object and on for everything else. Oracles: the opacity cap and the size threshold computed here
-in numpy, on Gaussians no camera sees (so only the schedule changes them), and
-the Python mirror of the rule against the native one."""
+look at an object and on for everything else. Oracles: the opacity cap and the
+size thresholds computed here in numpy, on Gaussians no camera sees (so only
+the schedule changes them), and the Python mirror of the rule against the
+native one."""
 import numpy as np
 import pytest
 
@@ -39,17 +40,23 @@ def test_auto_is_off_for_captures_of_an_object_only():
 def _run(mode, fmt, rng):
     """Steps 1..10 of a run resetting every 5 steps and densifying at 10, on
     Gaussians of known screen radii that no view sees: (trainer, stats, state
-    before, logits after step 5, radii)."""
+    before, logits after step 5, which Gaussians prunable: too large on screen
+    or in the world)."""
     cfg = small_config(densify_from=0, densify_until=1000, densify_every=10, opacity_reset_every=5,
                        opacity_reset=mode, prune_screen="on")
     radii = rng.uniform(0, 16, 40).round()
     ds, state = constructed(rng, cfg, radii)
+    # Five of them too large in the world (above prune_max_world_scale x the extent).
+    big = rng.choice(40, 5, replace=False)
+    state["log_scales"][big, int(rng.integers(3))] = np.log(3 * cfg.prune_max_world_scale * ds.scene_extent)
     ds.format = fmt
     tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state, step=0)
     stats = [tr.step(read_loss=False) for _ in range(5)]
     after_reset = tr.state()["opacity_logits"].copy()
     stats += [tr.step(read_loss=False) for _ in range(5)]
-    return tr, stats, state, after_reset, radii
+    too_big = radii > 0.15 * 40
+    too_big[big] = True
+    return tr, stats, state, after_reset, too_big
 
 
 @native
@@ -58,7 +65,7 @@ def _run(mode, fmt, rng):
                                              ("auto", "blender", True), ("auto", None, True)])
 def test_resets_and_size_pruning_follow_the_mode(mode, fmt, resets):
     rng = np.random.default_rng()
-    tr, stats, state, after_reset, radii = _run(mode, fmt, rng)
+    tr, stats, state, after_reset, too_big = _run(mode, fmt, rng)
     assert tr.camera_layout == "object"   # the views orbit the scene
     assert tr.opacity_resets is resets
     assert tr.screen_prune_px == (0.15 * 40 if resets else 0.0)   # what metrics.json reports
@@ -68,8 +75,9 @@ def test_resets_and_size_pruning_follow_the_mode(mode, fmt, resets):
     cap = np.float32(np.log(0.01 / 0.99))
     # Nobody sees these Gaussians: zero gradients, zero moments, so only a reset moves them.
     np.testing.assert_allclose(after_reset, np.minimum(logits, cap) if resets else logits, atol=1e-6)
-    # Screen-size pruning at 15% of the 40-pixel side runs after the first reset only.
-    keep = radii <= 0.15 * 40 if resets else np.ones(len(radii), bool)
+    # Screen-size pruning (15% of the 40-pixel side) and world-size pruning run after
+    # the first reset only.
+    keep = ~too_big if resets else np.ones(len(too_big), bool)
     assert tr.num_gaussians == keep.sum()
     np.testing.assert_allclose(tr.state()["means"][:, 0], state["means"][keep, 0], atol=0.02)
 
