@@ -136,17 +136,3 @@ def config_dataset_format(cfg) -> str | None:
         return detect_format(d.path, d.train_split)
     except (OSError, ValueError):
         return None
-
-
-def config_camera_layout(cfg) -> str | None:
-    """The camera layout of the config's train split ("object" / "open"), from the
-    cameras alone (no image decoded); None without a path or when the folder cannot
-    say (loading reports that)."""
-    d = cfg.data
-    if d.path is None:
-        return None
-    from ..data import view_layout
-    try:
-        return view_layout(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
-    except (OSError, ValueError):
-        return None

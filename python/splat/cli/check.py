@@ -65,11 +65,14 @@ def cmd_check(args) -> int:
             warn(_clean(fallback))
     for w in bc.validate(resolved):
         warn(_clean(w))
-    _print_image_footprint(cfg, resolved)
+    headers = _read_headers(cfg)
+    if headers is not None:
+        _print_image_footprint(cfg, resolved, headers[0])
+    from ..data.layout import pose_layout
     from ..recipe import describe, recipe_warnings
-    from ._data import config_camera_layout, config_dataset_format
+    from ._data import config_dataset_format
     fmt = config_dataset_format(cfg)
-    layout = config_camera_layout(cfg) if fmt is not None else None
+    layout = pose_layout(headers[1]) if headers is not None and fmt is not None else None
     for line in describe(cfg.train, fmt, layout):
         print(f"# {line}")
     if cfg.data.eval_lpips != "none":
@@ -86,20 +89,27 @@ def cmd_check(args) -> int:
     return 0
 
 
-def _print_image_footprint(cfg, backend: str) -> None:
-    """`# images: ...`: the train split's device footprint against [data] device_image_budget,
-    from the image headers (nothing decoded: the check of a large scene takes no memory)."""
-    from ..data import view_sizes
+def _read_headers(cfg) -> tuple[list, list] | None:
+    """(view sizes, poses) of the train split from the image headers and the cameras
+    (nothing decoded: the check of a large scene takes no memory); None without a
+    path or, with a warning, when the split cannot be read."""
+    from ..data import view_headers
+    d = cfg.data
+    if d.path is None:
+        return None
+    try:
+        return view_headers(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
+    except (OSError, ValueError) as exc:
+        warn(f"data.path: cannot read the train split to report the images' footprint: {_clean(str(exc))}")
+        return None
+
+
+def _print_image_footprint(cfg, backend: str, sizes: list) -> None:
+    """`# images: ...`: the train split's device footprint (view sizes from the headers)
+    against [data] device_image_budget."""
     from ..data.dataset import size_summary
     from ..trainer import packed_bytes
     d = cfg.data
-    if d.path is None:
-        return
-    try:
-        sizes = view_sizes(d.path, d.train_split, frames=d.train_frames, **d.loader_args())
-    except (OSError, ValueError) as exc:
-        warn(f"data.path: cannot read the train split to report the images' footprint: {_clean(str(exc))}")
-        return
     rgb, mask = packed_bytes(sizes)
     budget = int(d.device_image_budget * (1 << 30))
     if budget:

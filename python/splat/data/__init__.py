@@ -141,21 +141,23 @@ def view_sizes(path, split: str = "train", **kwargs) -> list[tuple[int, int, boo
     would load, from the image headers: no image is decoded (the footprint of a scene
     without its memory). may_have_mask: the view has a mask file, or an alpha channel
     with alpha="mask" (whether it leaves any pixel out is known only once decoded)."""
-    return _headers(path, split, **kwargs).sizes
+    return view_headers(path, split, **kwargs)[0]
 
 
 def view_layout(path, split: str = "train", **kwargs) -> str:
     """The camera layout ("object" or "open", splat.data.layout) of the views
     `load_dataset(path, split, **kwargs)` would load, with no image decoded."""
     from .layout import pose_layout
-    return pose_layout(_headers(path, split, **kwargs).poses)
+    return pose_layout(view_headers(path, split, **kwargs)[1])
 
 
-def _headers(path, split: str, **kwargs):
+def view_headers(path, split: str = "train", **kwargs) -> tuple[list, list]:
+    """(view_sizes, poses) in one pass over the headers: poses are each view's 4x4
+    world-to-camera (OpenCV axes); no image is decoded."""
     from .views import HeaderSizes, headers_only
     with headers_only():
         try:
             load_dataset(path, split, **kwargs)
         except HeaderSizes as headers:
-            return headers
-    raise AssertionError("[splat] view_sizes: the loader decoded its images")  # every loader goes through load_views
+            return headers.sizes, headers.poses
+    raise AssertionError("[splat] view_headers: the loader decoded its images")  # every loader goes through load_views
