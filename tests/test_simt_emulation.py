@@ -30,6 +30,7 @@ ROOT = os.environ.get("SPLAT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(os
 SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
 ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
 SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
+EMIT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "emit_check.cpp")
 FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
 EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
@@ -95,8 +96,8 @@ def run(exe, seed, splats, with_d_alpha, out, faint=False, skip=False):
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     data = np.fromfile(out, np.uint8)
-    width, height, n, pairs, deepest, skipped = (int(v) for v in data[:24].view(np.uint32))
-    arrays, at = {"skipped": skipped}, 24
+    width, height, n, pairs, deepest, skipped, walks = (int(v) for v in data[:28].view(np.uint32))
+    arrays, at = {"skipped": skipped, "walks": walks}, 28
     for name, count, dtype in [("image", 3 * width * height, np.float32), ("ref_image", 3 * width * height, np.float32),
                                ("alpha", width * height, np.float32), ("ref_alpha", width * height, np.float32),
                                ("n_contrib", width * height, np.uint32), ("ref_n_contrib", width * height, np.uint32),
@@ -161,6 +162,31 @@ def test_skipping_the_chunks_behind_a_saturated_one_changes_no_bit(compiler, tmp
     for k in ("image", "alpha", "n_contrib", "grads", "abs"):
         np.testing.assert_array_equal(skip[k], full[k], err_msg=f"{k}; seed {seed}")
     assert_matches_sequential_blend(skip, pairs, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("skip", [False, True])
+def test_stopping_in_the_first_chunk_without_a_walk_changes_no_bit(compiler, tmp_path, skip):
+    # The chunk pass applies the blend's stop in each list's first chunk (from
+    # T = 1) against SPLAT_CHUNK_EXACT_FIRST=0, where those pixels walk it: the
+    # same image, alpha, last contributors and gradients to the bit, with
+    # fewer pixels walking.
+    exact = build(compiler, "default", str(tmp_path))
+    walked = compile_check(compiler, [SOURCE], str(tmp_path / "raster_check_walked"),
+                           VARIANTS["default"] + ["SPLAT_CHUNK_EXACT_FIRST=0"])
+    rng, seed = make_rng()
+    scene_seed, splats = int(rng.integers(0, 2 ** 31)), int(rng.integers(9000, 11000))
+    a, pairs, deepest = run(exact, scene_seed, splats, True, str(tmp_path / "exact.bin"), skip=skip)
+    b, _, _ = run(walked, scene_seed, splats, True, str(tmp_path / "walked.bin"), skip=skip)
+    assert deepest > 2 * CHUNK, f"the scene should have lists of 3+ chunks (deepest {deepest}); seed {seed}"
+    # Most pixels of this scene stop, many of them in their first chunk.
+    assert b["walks"] > 0.5 * b["n_contrib"].size and a["walks"] < 0.9 * b["walks"], \
+        f"walks {a['walks']} against {b['walks']}; seed {seed}"
+    for k in ("image", "alpha", "n_contrib", "grads", "abs"):
+        np.testing.assert_array_equal(a[k], b[k], err_msg=f"{k}; seed {seed}")
+    if skip:
+        assert a["skipped"] >= b["skipped"] > 0, f"skipped {a['skipped']} against {b['skipped']}; seed {seed}"
+    assert_matches_sequential_blend(a, pairs, seed)
 
 
 def assert_matches_sequential_blend(got, pairs, seed):
@@ -264,6 +290,24 @@ def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
         assert float(got["center_mean_err"]) < 2e-6, (got, seed)
         assert float(got["center_diff_err"]) < 1e-6, (got, seed)
         assert int(got["center_skip_kept"]) == 1, (got, seed)
+
+
+def test_pair_emission_matches_the_serial_walk(compiler, tmp_path):
+    """emit_pairs_body against the serial walk over each Gaussian's covered
+    tiles in depth order: the same keys, values and per-Gaussian slot ranges,
+    with large splats emitted by their SIMD group together, radius-0 splats,
+    counts a few off the cover (surplus dropped, sentinels filled) and a
+    partial last threadgroup."""
+    exe = compile_check(compiler, [EMIT_SOURCE], str(tmp_path / "emit_check"))
+    rng, seed = make_rng()
+    for count in (1, int(rng.integers(700, 3000))):
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(count)], capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got = {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
+        assert got["keys_differ"] == got["values_differ"] == got["ranges_differ"] == 0, (got, count, seed)
+        if count > 1:
+            assert got["together"] > 20 and got["pairs"] > 10 * count, (got, seed)
 
 
 @pytest.mark.parametrize("key_bits", [8, 12, 32])

@@ -170,6 +170,20 @@ SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 c
   }
 }
 
+// chunk_last's flag: the pixel stopped in this chunk, by the blend's own rule
+// (the first chunk only). Its (P, L) are then the blend's up to the stop.
+#define SPLAT_CHUNK_STOPPED 0x80000000u
+
+// Whether the chunk pass applies the blend's stop in chunk k: in the first
+// chunk, which every pixel enters with T = 1, (P, L) from T = 1 are the
+// blend's own state (chunk_blend_add and blend_forward_apply round alike), so
+// a pixel stopping there needs no walk. SPLAT_CHUNK_EXACT_FIRST 0 restores
+// the walk for it (the A/B and the emulator's same-bits check).
+#ifndef SPLAT_CHUNK_EXACT_FIRST
+#define SPLAT_CHUNK_EXACT_FIRST 1
+#endif
+SPLAT_FUNC bool chunk_first_exact(uint32_t k) { return SPLAT_CHUNK_EXACT_FIRST != 0 && k == 0u; }
+
 // A pixel's 4-float chunk state (quad `at` of chunk_state): one vector store.
 SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t at, float a, vec3 b) {
   store_float4(chunk_state, at, a, b.x, b.y, b.z);
@@ -177,12 +191,13 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t 
 
 // Pass 1. chunk_state[4 (SPLAT_GROUP_SIZE slot + pixel) ..] = (P, L.rgb),
 // chunk_last[..] = the last contributor's position in the chunk + 1 (0:
-// none). SPLAT_CHUNK_THREADS threads, SPLAT_CHUNK_PIXELS pixels each (as the
+// none), with SPLAT_CHUNK_STOPPED where the pixel stopped in a first chunk.
+// SPLAT_CHUNK_THREADS threads, SPLAT_CHUNK_PIXELS pixels each (as the
 // backward: SIMD group w holds the tile pixels from w 64, lane l the pixels
 // l and l + 32), so a splat's row test and loads serve two pixels. Once
-// both of a thread's P drop below the stop it stops early; a pixel whose P
-// did so before goes on meanwhile, harmlessly: the chain then walks that
-// chunk splat by splat and never reads its (P, L). s_splats:
+// both of a thread's pixels are stopped or have P below the stop it stops
+// early; a pixel whose P did so before goes on meanwhile, harmlessly: the
+// chain then walks that chunk splat by splat and never reads its (P, L). s_splats:
 // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats.
 // With cp.skip_saturated (ChunkPassParams in params.h) a chunk past one that
 // saturates its tile is skipped, and a chunk that saturates its tile says so;
@@ -227,6 +242,13 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   }
   float row_lo, row_hi;
   warp_rows(px[0].tile_y, t.warp, SPLAT_CHUNK_PIXELS, row_lo, row_hi);
+  // The first chunk of a list starts from T = 1, the blend's own start: there
+  // the pass applies the blend's stop and a pixel that stops is finished
+  // (chunk_first_exact), with no walk.
+  const bool exact = chunk_first_exact(k);
+  bool stopped[SPLAT_CHUNK_PIXELS];
+  SPLAT_UNROLL
+  for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) stopped[p] = false;
   if (any_inside) {
     for (uint32_t j = 0; j < count; ++j) {
       vec4 rows = batch_splat_rows(s_splats, j);
@@ -237,9 +259,11 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
       for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
         // Branch-free: a zero alpha leaves (P, L) as they were.
         float alpha = blend_hit(b, pix[p], true).alpha;
+        stopped[p] = stopped[p] || (exact && alpha > 0.f && cb[p].P * (1.f - alpha) < SPLAT_T_MIN);
+        alpha = stopped[p] ? 0.f : alpha;
         chunk_blend_add(cb[p], alpha, b.color);
         last[p] = alpha > 0.f ? j + 1u : last[p];
-        p_max = sp_max(p_max, cb[p].P);
+        p_max = sp_max(p_max, stopped[p] ? 0.f : cb[p].P);
       }
       if (p_max < SPLAT_T_MIN) break;
     }
@@ -257,11 +281,11 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
     const uint32_t pixel = lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p);
     store_chunk_state(chunk_state, slot * (uint32_t)SPLAT_GROUP_SIZE + pixel, cb[p].P, cb[p].L);
-    chunk_last[slot * (uint32_t)SPLAT_GROUP_SIZE + pixel] = last[p];
+    chunk_last[slot * (uint32_t)SPLAT_GROUP_SIZE + pixel] = last[p] | (stopped[p] ? SPLAT_CHUNK_STOPPED : 0u);
     float T = cb[p].P;
     if (cp.skip_saturated && cp.head)
       for (uint32_t j = 0; j < k; ++j) T *= load_float4(chunk_state, chunk_pixel(c.tile, c.start, j, pixel)).x;
-    saturated = saturated && (!px[p].inside || T < 0.5f * SPLAT_T_MIN);
+    saturated = saturated && (!px[p].inside || stopped[p] || T < 0.5f * SPLAT_T_MIN);
   }
   if (cp.skip_saturated) {
     bool warp_saturated = !simd_any(!saturated);
@@ -285,11 +309,17 @@ SPLAT_FUNC uint32_t chain_chunks(uint32_t tile, uint32_t start, uint32_t chunks,
     uint32_t at = chunk_pixel(tile, start, k, tid);
     vec4 ck = load_float4(chunk_state, at);
     float P = ck.x;
-    if (!(st.T * P >= SPLAT_T_MIN * 1.001f)) return k;
+    uint32_t last = chunk_last[at];
+    const bool stopped = (last & SPLAT_CHUNK_STOPPED) != 0u;
+    last &= ~SPLAT_CHUNK_STOPPED;
+    if (!stopped && !(st.T * P >= SPLAT_T_MIN * 1.001f)) return k;
     st.color = st.color + st.T * make_vec3(ck.y, ck.z, ck.w);
     st.T = st.T * P;
-    uint32_t last = chunk_last[at];
     if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
+    if (stopped) {  // the blend's stop, in the first chunk (from T = 1: the same bits as its walk)
+      st.done = true;
+      return chunks;
+    }
   }
   return chunks;
 }

@@ -166,6 +166,8 @@ int main(int argc, char** argv) {
     rasterize_forward_body(t, cam, rp, ranges.data(), image.data(), alpha.data(), final_T.data(), n_contrib.data(),
                            chunk_state.data(), chunk_last.data(), stop_chunk.data());
   });
+  uint32_t walks = 0;  // pixels the walk pass finishes
+  for (uint32_t v : stop_chunk) walks += v != SPLAT_NO_STOP_CHUNK ? 1u : 0u;
   simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
     SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
@@ -254,7 +256,7 @@ int main(int argc, char** argv) {
     perror("raster_check: open");
     return 2;
   }
-  const uint32_t header[6] = {kWidth, kHeight, (uint32_t)n, num_pairs, deepest, skipped};
+  const uint32_t header[7] = {kWidth, kHeight, (uint32_t)n, num_pairs, deepest, skipped, walks};
   write(f, header, sizeof(header));
   write(f, image.data(), 4 * image.size());
   write(f, ref_image.data(), 4 * ref_image.size());

@@ -1,0 +1,126 @@
+// Pair emission (emit_pairs_body, shaders/kernels/tile_bin.h) on the SIMT
+// emulator, against the serial walk over each Gaussian's covered tiles
+// (tile_cover.h) in depth order. The scene mixes small splats with ones that
+// cover hundreds of tiles (emitted by their SIMD group together), splats with
+// radius 0, and counts off by a few from the cover (the rounding case: surplus
+// tiles dropped, missing ones filled with sentinels), over a grid whose last
+// threadgroup is partial. Prints `keys_differ`, `values_differ`,
+// `ranges_differ`, `together` (Gaussians over SPLAT_EMIT_LANE_PAIRS pairs) and
+// `pairs`.
+//
+//   emit_check SEED GAUSSIANS
+#include "simt_emu.h"
+// The kernel bodies, after the emulator.
+#include "tile_bin.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: emit_check SEED GAUSSIANS\n");
+    return 2;
+  }
+  std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
+  const uint32_t n = (uint32_t)atoi(argv[2]);
+  std::uniform_real_distribution<float> uniform(0.f, 1.f);
+
+  CameraParams cam{};
+  cam.width = 1000;
+  cam.height = 600;
+  cam.tiles_x = (cam.width + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
+  cam.tiles_y = (cam.height + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
+  RasterParams rp{};
+  rp.num_gaussians = n;
+  rp.num_tiles = cam.tiles_x * cam.tiles_y;
+
+  std::vector<SplatRecord> records(n);
+  std::vector<int32_t> radius(n), rects(4 * (size_t)n);
+  for (uint32_t i = 0; i < n; ++i) {
+    SplatRecord& r = records[i];
+    r.mean2d[0] = -50.f + (cam.width + 100.f) * uniform(rng);
+    r.mean2d[1] = -50.f + (cam.height + 100.f) * uniform(rng);
+    // One in 8 large (sigma up to ~150 px: hundreds of tiles), the rest 0.5..8 px.
+    const float big = uniform(rng) < 0.125f ? 20.f : 1.f;
+    const float s1 = big * (0.5f + 7.5f * uniform(rng)), s2 = big * (0.5f + 7.5f * uniform(rng));
+    const float th = 6.2831853f * uniform(rng), c = cosf(th), s = sinf(th);
+    const float a = c * c * s1 * s1 + s * s * s2 * s2, b = c * s * (s1 * s1 - s2 * s2);
+    const float d = s * s * s1 * s1 + c * c * s2 * s2, det = a * d - b * b;
+    r.conic[0] = d / det;
+    r.conic[1] = -b / det;
+    r.conic[2] = a / det;
+    r.opacity = 0.005f + 0.99f * uniform(rng);  // some below 1/255: no tile at all
+    r.depth = 1.f + 10.f * uniform(rng);
+    const float reach = 3.4f * std::max(s1, s2);
+    int32_t* rect = &rects[4 * (size_t)i];
+    rect[0] = std::clamp((int)floorf((r.mean2d[0] - reach) / SPLAT_TILE_SIZE), 0, (int)cam.tiles_x);
+    rect[1] = std::clamp((int)floorf((r.mean2d[1] - reach) / SPLAT_TILE_SIZE), 0, (int)cam.tiles_y);
+    rect[2] = std::clamp((int)floorf((r.mean2d[0] + reach) / SPLAT_TILE_SIZE) + 1, 0, (int)cam.tiles_x);
+    rect[3] = std::clamp((int)floorf((r.mean2d[1] + reach) / SPLAT_TILE_SIZE) + 1, 0, (int)cam.tiles_y);
+    radius[i] = uniform(rng) < 0.1f ? 0 : 1 + (int32_t)reach;
+  }
+  std::vector<uint32_t> order(n);
+  for (uint32_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t x, uint32_t y) { return records[x].depth < records[y].depth; });
+  // Counts in depth order: the cover's, off by -3..+3 for one Gaussian in 20.
+  std::vector<uint32_t> offsets(n + 1, 0u);
+  uint32_t together = 0;
+  for (uint32_t rank = 0; rank < n; ++rank) {
+    const uint32_t i = order[rank];
+    const int32_t* rect = &rects[4 * (size_t)i];
+    uint32_t count = 0;
+    if (radius[i] != 0) {
+      count = tile_cover_count(record_tile_cover(records[i], rect[0], rect[1], rect[2], rect[3]));
+      if (uniform(rng) < 0.05f) count = (uint32_t)std::max(0, (int)count + (int)(rng() % 7) - 3);
+    }
+    together += count > SPLAT_EMIT_LANE_PAIRS ? 1u : 0u;
+    offsets[rank + 1] = offsets[rank] + count;
+  }
+  const uint32_t pairs = offsets[n];
+
+  // The serial walk: each Gaussian's covered tiles, row-major, within its slots.
+  std::vector<uint64_t> ref_keys(pairs, ~0ull);
+  std::vector<uint32_t> ref_values(pairs, ~0u), ref_ranges(2 * (size_t)n, ~0u);
+  for (uint32_t rank = 0; rank < n; ++rank) {
+    const uint32_t i = order[rank];
+    uint32_t out = offsets[rank];
+    const uint32_t stop = offsets[rank + 1];
+    ref_ranges[2 * i] = out;
+    ref_ranges[2 * i + 1] = stop - out;
+    if (radius[i] == 0) continue;
+    const int32_t* rect = &rects[4 * (size_t)i];
+    const TileCover tc = record_tile_cover(records[i], rect[0], rect[1], rect[2], rect[3]);
+    for (int ty = tc.y0; ty < tc.y1; ++ty) {
+      int tx0, tx1;
+      tile_cover_row(tc, ty, tx0, tx1);
+      for (int tx = tx0; tx < tx1 && out < stop; ++tx, ++out) {
+        ref_keys[out] = (uint64_t)ty * cam.tiles_x + (uint64_t)tx;
+        ref_values[out] = i;
+      }
+    }
+    for (; out < stop; ++out) {
+      ref_keys[out] = rp.num_tiles;
+      ref_values[out] = i;
+    }
+  }
+
+  std::vector<uint64_t> keys(pairs, ~0ull);
+  std::vector<uint32_t> values(pairs, ~0u), ranges(2 * (size_t)n, ~0u);
+  PairStatus status{};
+  status.live = pairs;
+  simt_emu::dispatch((n + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+    emit_pairs_body(t, cam, rp, records.data(), radius.data(), rects.data(), order.data(), offsets.data(), &status,
+                    keys.data(), values.data(), ranges.data());
+  });
+  uint32_t keys_differ = 0, values_differ = 0, ranges_differ = 0;
+  for (uint32_t p = 0; p < pairs; ++p) {
+    keys_differ += keys[p] != ref_keys[p] ? 1u : 0u;
+    values_differ += values[p] != ref_values[p] ? 1u : 0u;
+  }
+  for (size_t k = 0; k < ranges.size(); ++k) ranges_differ += ranges[k] != ref_ranges[k] ? 1u : 0u;
+  printf("keys_differ %u\nvalues_differ %u\nranges_differ %u\ntogether %u\npairs %u\n", keys_differ, values_differ,
+         ranges_differ, together, pairs);
+  return 0;
+}
