@@ -257,8 +257,6 @@ SPLAT_FUNC uint32_t sp_simd_ballot(bool p) {
 }
 // CUDA hides the value from its optimiser (below); Metal needs no help.
 SPLAT_FUNC uint32_t sp_opaque(uint32_t v) { return v; }
-// Lane `lane`'s v (each lane names its own source lane).
-SPLAT_FUNC uint32_t sp_simd_shuffle(uint32_t v, uint32_t lane) { return simd_shuffle(v, (ushort)lane); }
 SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return popcount(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return ctz(x); }
 // Quad q of p (16-byte aligned) as one vector load / store.
@@ -317,7 +315,6 @@ SPLAT_FUNC uint32_t sp_opaque(uint32_t v) {
   asm volatile("" : "+r"(v));
   return v;
 }
-SPLAT_FUNC uint32_t sp_simd_shuffle(uint32_t v, uint32_t lane) { return __shfl_sync(SPLAT_FULL_MASK, v, (int)lane); }
 SPLAT_FUNC uint32_t sp_popcount(uint32_t x) { return (uint32_t)__popc(x); }
 SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return (uint32_t)(__ffs((int)x) - 1); }
 SPLAT_FUNC void sp_atomic_add(float* p, float v) { atomicAdd(p, v); }

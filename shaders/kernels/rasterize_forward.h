@@ -170,6 +170,34 @@ SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 c
   }
 }
 
+// The chunk pass's blend of a batch of `count` splats into a thread's
+// pixels, from T = 1; with `exact` (a constant at each call) the blend's stop
+// too: a pixel that stops takes no later splat and is marked in `stopped`.
+// Ends once every pixel of the thread has stopped or has P below the stop.
+SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t count, float row_lo, float row_hi,
+                                   SPLAT_THREAD const vec2* pix, bool exact, SPLAT_THREAD ChunkBlend* cb,
+                                   SPLAT_THREAD uint32_t* last, SPLAT_THREAD bool* stopped) {
+  for (uint32_t j = 0; j < count; ++j) {
+    vec4 rows = batch_splat_rows(s_splats, j);
+    if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
+    BlendSplat b = load_blend_splat(s_splats, j, rows);
+    float p_max = 0.f;
+    SPLAT_UNROLL
+    for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
+      // Branch-free: a zero alpha leaves (P, L) as they were.
+      float alpha = blend_hit(b, pix[p], true).alpha;
+      if (exact) {
+        stopped[p] = stopped[p] || (alpha > 0.f && cb[p].P * (1.f - alpha) < SPLAT_T_MIN);
+        alpha = stopped[p] ? 0.f : alpha;
+      }
+      chunk_blend_add(cb[p], alpha, b.color);
+      last[p] = alpha > 0.f ? j + 1u : last[p];
+      p_max = sp_max(p_max, exact && stopped[p] ? 0.f : cb[p].P);
+    }
+    if (p_max < SPLAT_T_MIN) break;
+  }
+}
+
 // chunk_last's flag: the pixel stopped in this chunk, by the blend's own rule
 // (the first chunk only). Its (P, L) are then the blend's up to the stop.
 #define SPLAT_CHUNK_STOPPED 0x80000000u
@@ -244,30 +272,15 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   warp_rows(px[0].tile_y, t.warp, SPLAT_CHUNK_PIXELS, row_lo, row_hi);
   // The first chunk of a list starts from T = 1, the blend's own start: there
   // the pass applies the blend's stop and a pixel that stops is finished
-  // (chunk_first_exact), with no walk.
-  const bool exact = chunk_first_exact(k);
+  // (chunk_first_exact), with no walk. Two loops, so the other chunks' keeps
+  // none of that test (uniform over the threadgroup).
   bool stopped[SPLAT_CHUNK_PIXELS];
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) stopped[p] = false;
-  if (any_inside) {
-    for (uint32_t j = 0; j < count; ++j) {
-      vec4 rows = batch_splat_rows(s_splats, j);
-      if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
-      BlendSplat b = load_blend_splat(s_splats, j, rows);
-      float p_max = 0.f;
-      SPLAT_UNROLL
-      for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
-        // Branch-free: a zero alpha leaves (P, L) as they were.
-        float alpha = blend_hit(b, pix[p], true).alpha;
-        stopped[p] = stopped[p] || (exact && alpha > 0.f && cb[p].P * (1.f - alpha) < SPLAT_T_MIN);
-        alpha = stopped[p] ? 0.f : alpha;
-        chunk_blend_add(cb[p], alpha, b.color);
-        last[p] = alpha > 0.f ? j + 1u : last[p];
-        p_max = sp_max(p_max, stopped[p] ? 0.f : cb[p].P);
-      }
-      if (p_max < SPLAT_T_MIN) break;
-    }
-  }
+  if (any_inside && chunk_first_exact(k))
+    blend_chunk_splats(s_splats, count, row_lo, row_hi, pix, true, cb, last, stopped);
+  else if (any_inside)
+    blend_chunk_splats(s_splats, count, row_lo, row_hi, pix, false, cb, last, stopped);
   const uint32_t slot = chunk_slot(c.tile, c.start, k);
   // Whether every pixel of the tile is below half the stop after this chunk:
   // its transmittance product with the earlier chunks' (complete: earlier
@@ -304,14 +317,16 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
 // chunk the pixel must walk splat by splat (`chunks` when none).
 SPLAT_FUNC uint32_t chain_chunks(uint32_t tile, uint32_t start, uint32_t chunks, uint32_t k, uint32_t tid,
                                  SPLAT_DEVICE_MEM const float* chunk_state, SPLAT_DEVICE_MEM const uint32_t* chunk_last,
-                                 SPLAT_THREAD BlendForwardState& st) {
+                                 SPLAT_THREAD BlendForwardState& st, bool from_first) {
   for (; k < chunks; ++k) {
     uint32_t at = chunk_pixel(tile, start, k, tid);
     vec4 ck = load_float4(chunk_state, at);
     float P = ck.x;
     uint32_t last = chunk_last[at];
-    const bool stopped = (last & SPLAT_CHUNK_STOPPED) != 0u;
-    last &= ~SPLAT_CHUNK_STOPPED;
+    // Only a first chunk carries the flag: a chain from a later one (the
+    // walk's) leaves the test out (from_first is a constant at each call).
+    const bool stopped = from_first && (last & SPLAT_CHUNK_STOPPED) != 0u;
+    if (from_first) last &= ~SPLAT_CHUNK_STOPPED;
     if (!stopped && !(st.T * P >= SPLAT_T_MIN * 1.001f)) return k;
     st.color = st.color + st.T * make_vec3(ck.y, ck.z, ck.w);
     st.T = st.T * P;
@@ -352,7 +367,7 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
   uint32_t chunks = chunk_count(start, end);
   BlendForwardState st = blend_forward_begin();
-  uint32_t k = chain_chunks(t.group, start, chunks, 0u, t.tid, chunk_state, chunk_last, st);
+  uint32_t k = chain_chunks(t.group, start, chunks, 0u, t.tid, chunk_state, chunk_last, st, true);
   if (k < chunks) {
     uint32_t at = chunk_pixel(t.group, start, k, t.tid);
     store_chunk_state(chunk_state, at, st.T, st.color);
@@ -419,7 +434,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
 
   uint32_t chunks = chunk_count(c.start, c.end);
   for (uint32_t next = k + 1u; !st.done && next < chunks; ++next) {
-    next = chain_chunks(c.tile, c.start, chunks, next, t.tid, chunk_state, chunk_last, st);
+    next = chain_chunks(c.tile, c.start, chunks, next, t.tid, chunk_state, chunk_last, st, false);
     if (next >= chunks) break;
     uint32_t lo = c.start + next * (uint32_t)SPLAT_GROUP_SIZE;
     uint32_t hi = c.end - lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : lo + (uint32_t)SPLAT_GROUP_SIZE;

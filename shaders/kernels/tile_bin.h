@@ -65,62 +65,11 @@ SPLAT_FUNC void pair_total_body(SimtThread t, SPLAT_CONST_MEM const PairParams& 
   }
 }
 
-// A Gaussian with more pairs than this is emitted by its whole SIMD group:
-// one thread's serial walk over a splat that covers hundreds of tiles held
-// its SIMD group (and the kernel's tail) for as long.
-#ifndef SPLAT_EMIT_LANE_PAIRS
-#define SPLAT_EMIT_LANE_PAIRS 32u
-#endif
-
-// The pairs of Gaussian i at slots [out, stop), emitted by the 32 lanes of a
-// SIMD group together (every lane calls it with the same arguments): 32 tile
-// rows at a time, each lane one row's tile span, a prefix sum over the lanes
-// placing the rows, then each lane one pair in 32 (its row found by a binary
-// search over the lanes' offsets). The same keys at the same slots as the
-// serial walk in emit_pairs_body, sentinels included.
-SPLAT_FUNC void emit_pairs_together(uint32_t lane, SPLAT_CONST_MEM const CameraParams& cam,
-                                    SPLAT_CONST_MEM const RasterParams& rp,
-                                    SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM const int32_t* rects,
-                                    uint32_t i, uint32_t out, uint32_t stop, SPLAT_DEVICE_MEM uint64_t* keys,
-                                    SPLAT_DEVICE_MEM uint32_t* values) {
-  TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
-  for (int32_t base = tc.y0; base < tc.y1 && out < stop; base += (int32_t)SPLAT_SIMD_WIDTH) {
-    const int32_t ty = base + (int32_t)lane;
-    int tx0 = 0, tx1 = 0;
-    if (ty < tc.y1) tile_cover_row(tc, ty, tx0, tx1);
-    const uint32_t row_pairs = (uint32_t)(tx1 - tx0);
-    const uint32_t first = simd_prefix_exclusive_sum(row_pairs);
-    const uint32_t total = sp_simd_shuffle(first + row_pairs, SPLAT_SIMD_WIDTH - 1u);
-    for (uint32_t q0 = 0; q0 < total; q0 += SPLAT_SIMD_WIDTH) {
-      const uint32_t q = q0 + lane;
-      // The row holding pair q: the last lane whose first pair is <= q
-      // (first is non-decreasing over the lanes; that lane's row is not
-      // empty when q < total).
-      uint32_t row = 0u;
-      for (uint32_t half = SPLAT_SIMD_WIDTH / 2u; half > 0u; half >>= 1u)
-        row = sp_simd_shuffle(first, row + half) <= q ? row + half : row;
-      const uint32_t row_tx0 = sp_simd_shuffle((uint32_t)tx0, row);
-      const uint32_t row_first = sp_simd_shuffle(first, row);
-      if (q < total && out + q < stop) {
-        keys[out + q] = (uint64_t)((uint32_t)(base + (int32_t)row) * cam.tiles_x + row_tx0 + (q - row_first));
-        values[out + q] = i;
-      }
-    }
-    out += total;
-  }
-  for (uint32_t slot = out + lane; slot < stop; slot += SPLAT_SIMD_WIDTH) {
-    keys[slot] = (uint64_t)rp.num_tiles;
-    values[slot] = i;
-  }
-}
-
 // Thread r emits the pairs of the Gaussian of depth rank r, i = order[r], at
 // offsets[r] .. offsets[r + 1] (the scan of counts_by_rank): key = tile, the
 // covered tiles (tile_cover.h) in row-major order, and records them per
 // Gaussian in pair_ranges[2 i ..] = (first slot, count) for the deterministic
-// backward. A Gaussian of more than SPLAT_EMIT_LANE_PAIRS pairs is emitted by
-// its SIMD group together (emit_pairs_together), so no thread returns before
-// that. Should rounding ever make this walk disagree with the count taken
+// backward. Should rounding ever make this walk disagree with the count taken
 // in projection, the slots stay in range: surplus tiles are dropped and
 // missing ones filled with sentinel keys of tile num_tiles, which sort last
 // and fall outside every tile's range. status: the forward's PairStatus
@@ -131,48 +80,34 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
                                 SPLAT_DEVICE_MEM const uint32_t* order, SPLAT_DEVICE_MEM const uint32_t* offsets,
                                 SPLAT_DEVICE_MEM const PairStatus* status, SPLAT_DEVICE_MEM uint64_t* keys,
                                 SPLAT_DEVICE_MEM uint32_t* values, SPLAT_DEVICE_MEM uint32_t* pair_ranges) {
-  const uint32_t r = global_index(t);
-  const bool valid = r < rp.num_gaussians;
-  const uint32_t i = valid ? order[r] : 0u;
-  if (status[0].overflow != 0u) {  // the same for every thread
+  uint32_t r = global_index(t);
+  if (r >= rp.num_gaussians) return;
+  uint32_t i = order[r];
+  if (status[0].overflow != 0u) {
     // The pairs do not fit: none is written, and every radius becomes -1,
     // which the step's state-changing kernels read as "skip this step".
-    if (!valid) return;
     pair_ranges[2 * i] = 0u;
     pair_ranges[2 * i + 1] = 0u;
     radius[i] = -1;
     return;
   }
-  uint32_t out = 0u, stop = 0u;
-  bool live = false;
-  if (valid) {
-    out = offsets[r];
-    stop = offsets[r + 1];
-    pair_ranges[2 * i] = out;
-    pair_ranges[2 * i + 1] = stop - out;
-    live = radius[i] != 0;
-  }
-  const bool together = live && stop - out > SPLAT_EMIT_LANE_PAIRS;
-  if (live && !together) {
-    TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
-    for (int32_t ty = tc.y0; ty < tc.y1 && out < stop; ++ty) {
-      int tx0, tx1;
-      tile_cover_row(tc, ty, tx0, tx1);
-      for (int32_t tx = tx0; tx < tx1 && out < stop; ++tx) {
-        keys[out] = (uint64_t)((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
-        values[out] = i;
-        ++out;
-      }
-    }
-    for (; out < stop; ++out) {
-      keys[out] = (uint64_t)rp.num_tiles;
+  uint32_t out = offsets[r], stop = offsets[r + 1];
+  pair_ranges[2 * i] = out;
+  pair_ranges[2 * i + 1] = stop - out;
+  if (radius[i] == 0) return;
+  TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
+  for (int32_t ty = tc.y0; ty < tc.y1 && out < stop; ++ty) {
+    int tx0, tx1;
+    tile_cover_row(tc, ty, tx0, tx1);
+    for (int32_t tx = tx0; tx < tx1 && out < stop; ++tx) {
+      keys[out] = (uint64_t)((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
       values[out] = i;
+      ++out;
     }
   }
-  for (uint32_t big = sp_simd_ballot(together); big != 0u; big &= big - 1u) {
-    const uint32_t src = sp_ctz(big);
-    emit_pairs_together(t.lane, cam, rp, records, rects, sp_simd_shuffle(i, src), sp_simd_shuffle(out, src),
-                        sp_simd_shuffle(stop, src), keys, values);
+  for (; out < stop; ++out) {
+    keys[out] = (uint64_t)rp.num_tiles;
+    values[out] = i;
   }
 }
 

@@ -1,12 +1,11 @@
 // Pair emission (emit_pairs_body, shaders/kernels/tile_bin.h) on the SIMT
 // emulator, against the serial walk over each Gaussian's covered tiles
 // (tile_cover.h) in depth order. The scene mixes small splats with ones that
-// cover hundreds of tiles (emitted by their SIMD group together), splats with
-// radius 0, and counts off by a few from the cover (the rounding case: surplus
-// tiles dropped, missing ones filled with sentinels), over a grid whose last
-// threadgroup is partial. Prints `keys_differ`, `values_differ`,
-// `ranges_differ`, `together` (Gaussians over SPLAT_EMIT_LANE_PAIRS pairs) and
-// `pairs`.
+// cover hundreds of tiles, splats with radius 0, and counts off by a few from
+// the cover (the rounding case: surplus tiles dropped, missing ones filled
+// with sentinels), over a grid whose last threadgroup is partial. Prints
+// `keys_differ`, `values_differ`, `ranges_differ`, `large` (Gaussians of more
+// than 32 pairs) and `pairs`.
 //
 //   emit_check SEED GAUSSIANS
 #include "simt_emu.h"
@@ -66,7 +65,7 @@ int main(int argc, char** argv) {
                    [&](uint32_t x, uint32_t y) { return records[x].depth < records[y].depth; });
   // Counts in depth order: the cover's, off by -3..+3 for one Gaussian in 20.
   std::vector<uint32_t> offsets(n + 1, 0u);
-  uint32_t together = 0;
+  uint32_t large = 0;
   for (uint32_t rank = 0; rank < n; ++rank) {
     const uint32_t i = order[rank];
     const int32_t* rect = &rects[4 * (size_t)i];
@@ -75,7 +74,7 @@ int main(int argc, char** argv) {
       count = tile_cover_count(record_tile_cover(records[i], rect[0], rect[1], rect[2], rect[3]));
       if (uniform(rng) < 0.05f) count = (uint32_t)std::max(0, (int)count + (int)(rng() % 7) - 3);
     }
-    together += count > SPLAT_EMIT_LANE_PAIRS ? 1u : 0u;
+    large += count > 32u ? 1u : 0u;
     offsets[rank + 1] = offsets[rank] + count;
   }
   const uint32_t pairs = offsets[n];
@@ -120,7 +119,7 @@ int main(int argc, char** argv) {
     values_differ += values[p] != ref_values[p] ? 1u : 0u;
   }
   for (size_t k = 0; k < ranges.size(); ++k) ranges_differ += ranges[k] != ref_ranges[k] ? 1u : 0u;
-  printf("keys_differ %u\nvalues_differ %u\nranges_differ %u\ntogether %u\npairs %u\n", keys_differ, values_differ,
-         ranges_differ, together, pairs);
+  printf("keys_differ %u\nvalues_differ %u\nranges_differ %u\nlarge %u\npairs %u\n", keys_differ, values_differ,
+         ranges_differ, large, pairs);
   return 0;
 }

@@ -169,9 +169,6 @@ inline bool simd_any(bool p) { return sp_simd_ballot(p) != 0u; }
 inline float simd_shuffle_xor(float v, uint32_t mask) {
   return simt_emu::simd_op(v, [mask](const float* x, int me) { return x[me ^ (int)mask]; });
 }
-inline uint32_t sp_simd_shuffle(uint32_t v, uint32_t lane) {
-  return simt_emu::simd_op(v, [lane](const uint32_t* x, int) { return x[lane & 31u]; });
-}
 inline uint32_t simd_prefix_exclusive_sum(uint32_t v) {
   return simt_emu::simd_op(v, [](const uint32_t* x, int me) {
     uint32_t s = 0;
