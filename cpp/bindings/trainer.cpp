@@ -304,6 +304,7 @@ class PyTrainer {
   std::string backend() { return backend_name(trainer_->device().backend()); }
   float means_lr(uint32_t step) const { return trainer_->means_lr(step); }
   uint32_t view_for_step(uint32_t step) { return trainer_->view_for_step(step); }
+  uint32_t downscale_level(uint32_t step) const { return trainer_->downscale_level(step); }
 
   // The MCMC ops on the resident state, outside the schedule (tests).
   nb::dict mcmc_refine(float min_opacity, uint32_t add, uint64_t seed, uint32_t step) {
@@ -385,6 +386,8 @@ void bind_trainer(nb::module_& m) {
       .def_prop_ro("backend", &PyTrainer::backend)
       .def("means_lr", &PyTrainer::means_lr, nb::arg("step"))
       .def("view_for_step", &PyTrainer::view_for_step, nb::arg("step"))
+      .def("downscale_level", &PyTrainer::downscale_level, nb::arg("step"),
+           "The resolution level step `step` trains at: its view at 1/2^level of its size")
       .def("mcmc_refine", &PyTrainer::mcmc_refine, nb::arg("min_opacity"), nb::arg("add"), nb::arg("seed"),
            nb::arg("step"),
            "One MCMC refine (relocation of the dead, then `add` new Gaussians) on the resident state, outside the "

@@ -31,4 +31,20 @@ CameraParams make_camera_params(const float w2c[16], float fx, float fy, float c
   return c;
 }
 
+CameraParams downscaled_camera(const CameraParams& c, uint32_t factor) {
+  CameraParams d = c;
+  const float f = static_cast<float>(factor);
+  d.fx = c.fx / f;
+  d.fy = c.fy / f;
+  d.cx = c.cx / f;
+  d.cy = c.cy / f;
+  d.width = c.width / factor;
+  d.height = c.height / factor;
+  d.tan_fovx = 0.5f * static_cast<float>(d.width) / d.fx;
+  d.tan_fovy = 0.5f * static_cast<float>(d.height) / d.fy;
+  d.tiles_x = (d.width + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
+  d.tiles_y = (d.height + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
+  return d;
+}
+
 }  // namespace splat

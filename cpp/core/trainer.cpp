@@ -34,11 +34,78 @@ Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, 
                         std::to_string(c.height) + " but its image is " + std::to_string(images[v].width) + "x" +
                         std::to_string(images[v].height));
   }
+  views_ = cameras_.size();
   device_->set_antialiased(settings_.antialiased);
-  device_->upload_images(images, static_cast<size_t>(settings_.image_budget_bytes));
+  device_->upload_images(downscaled_views(images), static_cast<size_t>(settings_.image_budget_bytes));
   device_->set_training_options(TrainingOptions{settings_.absgrad, settings_.exposure});
   device_->set_training_state(initial);
-  order_.resize(cameras_.size());
+  order_.resize(views_);
+}
+
+std::vector<TrainingImage> Trainer::downscaled_views(const std::vector<TrainingImage>& images) {
+  const uint32_t levels = settings_.num_downscales;
+  if (levels == 0) return images;
+  if (levels > kMaxDownscales)
+    throw ConfigError("[trainer] num_downscales " + std::to_string(levels) + ": must be 0.." +
+                      std::to_string(kMaxDownscales));
+  if (settings_.resolution_schedule == 0) throw ConfigError("[trainer] resolution_schedule: must be >= 1 step");
+  // Each view's colour correction is one set of parameters for one image size.
+  if (settings_.exposure)
+    throw ConfigError("[trainer] exposure with num_downscales > 0: not supported; train one or the other");
+  std::vector<TrainingImage> all = images;
+  for (uint32_t level = 1; level <= levels; ++level) {
+    const uint32_t f = 1u << level;
+    for (size_t v = 0; v < views_; ++v) {
+      const TrainingImage& src = images[v];
+      const CameraParams cam = downscaled_camera(cameras_[v], f);
+      if (cam.width == 0 || cam.height == 0)
+        throw ConfigError("[trainer] view " + std::to_string(v) + " (" + std::to_string(src.width) + "x" +
+                          std::to_string(src.height) + ") is smaller than 1/" + std::to_string(f) +
+                          " of a pixel at num_downscales " + std::to_string(levels));
+      // Box filter of f x f pixels, rounded to the nearest byte; a pixel
+      // counts when all of its f x f pixels do.
+      const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
+      std::vector<uint8_t> out(pixels * 3 + (src.mask ? pixels : 0));
+      const uint32_t area = f * f;
+      for (uint32_t y = 0; y < cam.height; ++y)
+        for (uint32_t x = 0; x < cam.width; ++x) {
+          uint32_t sum[3] = {0, 0, 0};
+          bool valid = true;
+          for (uint32_t dy = 0; dy < f; ++dy)
+            for (uint32_t dx = 0; dx < f; ++dx) {
+              const size_t p = static_cast<size_t>(y * f + dy) * src.width + (x * f + dx);
+              for (int c = 0; c < 3; ++c) sum[c] += src.rgb[3 * p + c];
+              if (src.mask && !src.mask[p]) valid = false;
+            }
+          const size_t q = static_cast<size_t>(y) * cam.width + x;
+          for (int c = 0; c < 3; ++c) out[3 * q + c] = static_cast<uint8_t>((sum[c] + area / 2) / area);
+          if (src.mask) out[3 * pixels + q] = valid ? 1 : 0;
+        }
+      cameras_.push_back(cam);
+      level_pixels_.push_back(std::move(out));
+      const size_t k = level_pixels_.size() - 1;
+      TrainingImage t;
+      t.rgb = level_pixels_[k].data();
+      t.mask = src.mask ? level_pixels_[k].data() + 3 * pixels : nullptr;
+      t.width = cam.width;
+      t.height = cam.height;
+      // The device has its own copy: the host's goes (streamed views keep theirs).
+      t.copied = [this, k] { std::vector<uint8_t>().swap(level_pixels_[k]); };
+      all.push_back(t);
+    }
+  }
+  return all;
+}
+
+uint32_t Trainer::downscale_level(uint32_t step) const {
+  const uint32_t levels = settings_.num_downscales;
+  if (levels == 0 || step == 0) return 0;
+  const uint32_t halvings = (step - 1) / std::max(1u, settings_.resolution_schedule);
+  return halvings >= levels ? 0u : levels - halvings;
+}
+
+uint32_t Trainer::device_view(uint32_t t, uint32_t view) const {
+  return downscale_level(t) * static_cast<uint32_t>(views_) + view;
 }
 
 uint32_t Trainer::active_sh_degree(uint32_t step) const {
@@ -74,7 +141,7 @@ void Trainer::shuffle_epoch(uint32_t epoch) {
 }
 
 uint32_t Trainer::view_for_step(uint32_t step) {
-  const uint32_t v = static_cast<uint32_t>(cameras_.size());
+  const uint32_t v = static_cast<uint32_t>(views_);
   uint32_t epoch = (step - 1) / v;
   if (epoch != epoch_) shuffle_epoch(epoch);
   return order_[(step - 1) % v];
@@ -166,7 +233,7 @@ DensifySettings Trainer::densify_settings(uint32_t t) const {
 void Trainer::forward_backward(uint32_t t, uint32_t sh_degree) {
   if (t == 0) throw ConfigError("[trainer] forward_backward: steps count from 1");
   const TrainSettings& s = settings_;
-  const uint32_t view = view_for_step(t);
+  const uint32_t view = device_view(t, view_for_step(t));
   float bg[3] = {s.background[0], s.background[1], s.background[2]};
   if (s.random_background) {
     const uint32_t seed = static_cast<uint32_t>(s.seed);
@@ -257,7 +324,7 @@ StepStats Trainer::step(bool read_loss) {
   }
 
   // The next step's image, while this one's work runs (streamed images).
-  device_->prefetch_image(view_for_step(t + 1));
+  device_->prefetch_image(device_view(t + 1, view_for_step(t + 1)));
   if (read_loss) settle();
   stats.num_gaussians = static_cast<uint32_t>(device_->num_gaussians());
   stats.loss = read_loss ? device_->last_loss() : std::nanf("");

@@ -224,6 +224,12 @@ class TrainConfig(_Section):
                                   doc="final exposure-correction lr (exponential decay over `steps`)")
     visible_adam: bool = _f(False, "bool", doc="Adam steps only the Gaussians the step's view saw; the others keep "
                                                 "their parameters and moments (gsplat's visible_adam, Taming 3DGS)")
+    num_downscales: int = _f(0, "int", lo=0, hi=4,
+                             doc="resolution schedule: the first steps train on the views at 1/2^num_downscales "
+                                 "of their size (box-filtered), the factor halving every resolution_schedule steps "
+                                 "(nerfstudio's splatfacto; 0: full size throughout)")
+    resolution_schedule: int = _f(3000, "int", lo=1, hi=UINT32_MAX,
+                                  doc="steps at each resolution level of the schedule (with num_downscales > 0)")
 
     @classmethod
     def _collect_bad(cls, kwargs: dict):
@@ -245,6 +251,9 @@ class TrainConfig(_Section):
         if not bad & {"strategy", "absgrad"} and v["strategy"] == "mcmc" and v["absgrad"]:
             errors.append("train.absgrad: the mcmc strategy does not densify on screen-space gradients; "
                           "absgrad applies only to strategy = 'default'")
+        if not bad & {"num_downscales", "exposure"} and v["num_downscales"] > 0 and v["exposure"]:
+            errors.append("train.num_downscales: the resolution schedule does not train with exposure = true "
+                          "(a view's colour correction is fitted at one image size); set one of them")
         if not bad & {"opacity_reset_value", "prune_opacity"} and \
                 v["opacity_reset_value"] <= v["prune_opacity"]:
             errors.append(f"train.opacity_reset_value: {v['opacity_reset_value']} must exceed "

@@ -67,6 +67,10 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
         lines.append(f"exposure: on: a learned 3x3 + bias colour correction per training image before the loss "
                      f"(lr {train.exposure_lr:g} -> {train.exposure_lr_final:g}); evaluation leaves it out "
                      f"unless `splat eval --exposure` (training views)")
+    if train.num_downscales > 0:
+        n, levels = train.resolution_schedule, train.num_downscales
+        steps = ", ".join(f"1/{2 ** (levels - k)} to step {n * (k + 1)}" for k in range(levels))
+        lines.append(f"resolution schedule: the views box-filtered to {steps}, then full size")
     return preset + lines
 
 
@@ -97,6 +101,11 @@ def mode_warnings(train: TrainConfig, dataset_format: str | None = None, layout:
     if not train.exposure:
         for k in _changed(train, keys=("exposure_lr", "exposure_lr_final")):
             out.append(f"train.{k}: unused with train.exposure = false")
+    if train.num_downscales == 0 and "resolution_schedule" in _changed(train):
+        out.append("train.resolution_schedule: unused with train.num_downscales = 0 (full size throughout)")
+    elif train.num_downscales * train.resolution_schedule >= train.steps:
+        out.append(f"train.resolution_schedule: {train.num_downscales} x {train.resolution_schedule} steps reach "
+                   f"full size at or after train.steps {train.steps}: the run never trains at full size")
     return out
 
 

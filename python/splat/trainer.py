@@ -28,7 +28,7 @@ SH_C0 = 0.28209479177387814
 CHECKPOINT_VERSION = 1
 # [train] keys added after runs were first written, with the value that keeps
 # what such a run did: a checkpoint or run config without them resumes as before.
-TRAIN_KEYS_ADDED = {"opacity_reset": "on"}
+TRAIN_KEYS_ADDED = {"opacity_reset": "on", "num_downscales": 0, "resolution_schedule": 3000}
 # Raised when the loss or a parameter is no longer finite (a RuntimeError).
 TrainingDiverged = _core.TrainingDiverged
 # Every checkpoint member gets this timestamp, so equal states give equal bytes.
@@ -49,6 +49,7 @@ _NATIVE_SETTINGS = (
     "max_gaussians", "mcmc_refine_from", "mcmc_refine_until", "mcmc_refine_every", "mcmc_growth",
     "mcmc_min_opacity", "mcmc_noise_lr", "mcmc_opacity_reg", "mcmc_scale_reg",
     "absgrad", "absgrad_grad_threshold", "exposure", "exposure_lr", "exposure_lr_final", "visible_adam",
+    "num_downscales", "resolution_schedule",
 )
 _STATS = ("grad_accum", "grad_count", "max_radii")
 # Per-view colour corrections [views, 3, 4] ([A | b]) and their Adam moments.
@@ -348,6 +349,11 @@ class Trainer:
         """Whether the schedule resets opacities at 1-based `step` (see
         docs/architecture.md: never in the last opacity_reset_every steps)."""
         return self._native.resets_opacity_at(int(step))
+
+    def downscale_level(self, step: int) -> int:
+        """The resolution level 1-based `step` trains at (train.num_downscales):
+        its view at 1/2^level of its size, box-filtered."""
+        return self._native.downscale_level(int(step))
 
     # ------------------------------------------------------------------ results
     def render(self, camera: Camera, background=None) -> np.ndarray:

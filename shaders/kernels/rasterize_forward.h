@@ -296,9 +296,13 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
     store_chunk_state(chunk_state, slot * (uint32_t)SPLAT_GROUP_SIZE + pixel, cb[p].P, cb[p].L);
     chunk_last[slot * (uint32_t)SPLAT_GROUP_SIZE + pixel] = last[p] | (stopped[p] ? SPLAT_CHUNK_STOPPED : 0u);
     float T = cb[p].P;
-    if (cp.skip_saturated && cp.head)
+    bool stopped_before = false;  // in the first chunk, by the blend's stop (its P is then not below it)
+    if (cp.skip_saturated && cp.head) {
       for (uint32_t j = 0; j < k; ++j) T *= load_float4(chunk_state, chunk_pixel(c.tile, c.start, j, pixel)).x;
-    saturated = saturated && (!px[p].inside || stopped[p] || T < 0.5f * SPLAT_T_MIN);
+      stopped_before = k > 0u && chunk_first_exact(0u) &&
+                       (chunk_last[chunk_pixel(c.tile, c.start, 0u, pixel)] & SPLAT_CHUNK_STOPPED) != 0u;
+    }
+    saturated = saturated && (!px[p].inside || stopped[p] || stopped_before || T < 0.5f * SPLAT_T_MIN);
   }
   if (cp.skip_saturated) {
     bool warp_saturated = !simd_any(!saturated);

@@ -50,6 +50,10 @@ struct TrainSettings {
   float exposure_lr = 1e-2f, exposure_lr_final = 1e-3f;  // exponential decay over `steps`
   // Adam on the Gaussians each step's view saw only (AdamSettings::visible_only).
   bool visible_adam = false;
+  // Resolution schedule (nerfstudio's splatfacto): the first steps train on
+  // the views at 1/2^num_downscales of their size, the factor halving every
+  // resolution_schedule steps down to full size (0: full size throughout).
+  uint32_t num_downscales = 0, resolution_schedule = 3000;
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};
@@ -111,6 +115,8 @@ class Trainer {
   float exposure_lr(uint32_t step) const;
   // The view trained at 1-based `step`.
   uint32_t view_for_step(uint32_t step);
+  // The resolution level step t trains at: its views at 1/2^level of their size.
+  uint32_t downscale_level(uint32_t step) const;
 
   // --- Data-parallel training (python/splat/parallel) ----------------------
   // A batch of views, one per rank, is one update. Step t's forward and
@@ -139,7 +145,7 @@ class Trainer {
 
   Device& device() { return *device_; }
   const TrainSettings& settings() const { return settings_; }
-  size_t num_views() const { return cameras_.size(); }
+  size_t num_views() const { return views_; }
   void render(const CameraParams& cam, float* image, const float* background = nullptr);
 
  private:
@@ -153,10 +159,18 @@ class Trainer {
   // settle() with step_ = `current` whose noise has run when `noise_done`.
   void settle(bool noise_done);
   [[noreturn]] void diverge(const std::string& why);
+  // The views at each lower resolution level, after the full-size ones (the
+  // device holds level l's view v as view l * views_ + v): their cameras in
+  // cameras_, their pixels in level_pixels_ until the device has copied them.
+  std::vector<TrainingImage> downscaled_views(const std::vector<TrainingImage>& images);
+  // The device's view of step t.
+  uint32_t device_view(uint32_t t, uint32_t view) const;
 
   std::unique_ptr<Device> device_;
   TrainSettings settings_;
-  std::vector<CameraParams> cameras_;
+  std::vector<CameraParams> cameras_;  // every level's, level-major
+  size_t views_ = 0;
+  std::vector<std::vector<uint8_t>> level_pixels_;  // per downscaled view: RGB then its mask, if any
   uint32_t step_ = 0;
   bool diverged_ = false;
   uint32_t diverged_step_ = 0;

@@ -43,5 +43,9 @@ struct GradientOutputs {
 // CameraParams from its world-to-camera rows and intrinsics.
 CameraParams make_camera_params(const float w2c_4x4[16], float fx, float fy, float cx, float cy,
                                 uint32_t width, uint32_t height);
+// `c` seen at 1/factor of its resolution: size floor(width / factor) x
+// floor(height / factor) and the intrinsics divided by `factor` (the pixel
+// grid's edges stay where they were: factor x factor pixels become one).
+CameraParams downscaled_camera(const CameraParams& c, uint32_t factor);
 
 }  // namespace splat
