@@ -272,8 +272,8 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   warp_rows(px[0].tile_y, t.warp, SPLAT_CHUNK_PIXELS, row_lo, row_hi);
   // The first chunk of a list starts from T = 1, the blend's own start: there
   // the pass applies the blend's stop and a pixel that stops is finished
-  // (chunk_first_exact), with no walk. Two loops, so the other chunks' keeps
-  // none of that test (uniform over the threadgroup).
+  // (chunk_first_exact), with no walk. Two loops, so the other chunks' loop
+  // keeps none of that test (k is uniform over the threadgroup).
   bool stopped[SPLAT_CHUNK_PIXELS];
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) stopped[p] = false;
@@ -282,7 +282,8 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   else if (any_inside)
     blend_chunk_splats(s_splats, count, row_lo, row_hi, pix, false, cb, last, stopped);
   const uint32_t slot = chunk_slot(c.tile, c.start, k);
-  // Whether every pixel of the tile is below half the stop after this chunk:
+  // Whether every pixel of the tile is below half the stop after this chunk
+  // (or stopped in its first chunk, which it then never leaves):
   // its transmittance product with the earlier chunks' (complete: earlier
   // launches) in a head launch, its own in a slot launch. Then the chain
   // (chain_chunks, the same products) stops every pixel in this chunk or
