@@ -3,6 +3,7 @@
     python bench/fast.py                                   # lego_400 and thermos, default and fast
     python bench/fast.py --scenes lego_400 --recipes fast --variant v8k:train.steps=8000
     python bench/fast.py --recipes default,fast --evals 20 --backend-set raster_forward_chunks=all
+    python bench/fast.py --recipes fast --seeds 3 --variant ds2:train.num_downscales=2,train.resolution_schedule=1000
 
 Scenes: lego_400 from --data (its test frames 0::2, as the gate stages them) and
 the captures under --captures (every 8th image held out). Recipes: `default`
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -63,12 +65,32 @@ def run(scene, name, cfg, train, test, evals, backend_fields, log):
         seconds += time.perf_counter() - t0
         ev = splat.evaluate(trainer, test)
         points.append((mark, seconds, ev.psnr, trainer.num_gaussians))
-    log(f"[{scene}] {name}: " + ", ".join(f"{s}:{t:.1f}s {p:.2f}" for s, t, p, _ in points))
-    return dict(scene=scene, recipe=name, points=points)
+    log(f"[{scene}] {name} seed {cfg.seed}: " + ", ".join(f"{s}:{t:.1f}s {p:.2f}" for s, t, p, _ in points))
+    return dict(scene=scene, recipe=name, seed=cfg.seed, points=points)
 
 
 def first_reach(points, psnr):
     return next(((s, t) for s, t, p, _ in points if p >= psnr), None)
+
+
+def seed_summary(results):
+    """Per (scene, recipe) over its seeds: runs, the final PSNR's mean,
+    standard deviation (population) and worst, the mean training seconds, and
+    how many runs reached the scene's target within its time."""
+    groups: dict = {}
+    for r in results:
+        groups.setdefault((r["scene"], r["recipe"]), []).append(r)
+    out = []
+    for (scene, name), runs in groups.items():
+        final = [r["points"][-1] for r in runs]
+        psnr = [p for _, _, p, _ in final]
+        t_max, p_min = TARGETS.get(scene, (None, None))
+        hits = [first_reach(r["points"], p_min) for r in runs] if p_min else []
+        met = sum(1 for h in hits if h and h[1] <= t_max)
+        out.append(dict(scene=scene, recipe=name, runs=len(runs), mean=statistics.fmean(psnr),
+                        std=statistics.pstdev(psnr), worst=min(psnr),
+                        seconds=statistics.fmean(t for _, t, _, _ in final), met=met))
+    return out
 
 
 def print_table(results, out=sys.stdout):
@@ -91,6 +113,13 @@ def print_table(results, out=sys.stdout):
     for r in results:
         print(f"  {r['scene']:<9} {r['recipe']:<16} " + "  ".join(f"{t:5.1f}s {p:5.2f}" for _, t, p, _ in r["points"]),
               file=out)
+    summary = seed_summary(results)
+    if any(g["runs"] > 1 for g in summary):
+        print(f"\nover seeds: {'scene':<9} {'recipe':<16} {'runs':>4} {'mean':>6} {'std':>5} {'worst':>6} "
+              f"{'train s':>8} {'met':>4}", file=out)
+        for g in summary:
+            print(f"            {g['scene']:<9} {g['recipe']:<16} {g['runs']:>4} {g['mean']:>6.2f} {g['std']:>5.2f} "
+                  f"{g['worst']:>6.2f} {g['seconds']:>8.1f} {g['met']:>4}", file=out)
 
 
 def main(argv=None) -> int:
@@ -102,6 +131,8 @@ def main(argv=None) -> int:
     ap.add_argument("--variant", action="append", metavar="NAME:train.KEY=VALUE[,...]",
                     help="one more run over the fast preset (repeatable)")
     ap.add_argument("--evals", type=int, default=8, help="evaluations per run, spread evenly over its steps")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="runs per recipe, train.seed 0 .. N - 1 (the table adds mean, std and worst over them)")
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--backend-set", action="append", default=[], metavar="FIELD=VALUE")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the curves here")
@@ -127,6 +158,10 @@ def main(argv=None) -> int:
         ap.error(f"backend {args.backend} is not available: {why}")
     if args.evals < 1:
         ap.error("--evals: must be >= 1")
+    if args.seeds < 1:
+        ap.error("--seeds: must be >= 1")
+    if args.seeds > 1 and any("seed" in extra for _, _, extra in recipes):
+        ap.error("--seeds: a --variant sets train.seed itself")
 
     def log(msg):
         print(msg, flush=True)
@@ -141,11 +176,12 @@ def main(argv=None) -> int:
         train, test = load(scene, args.data, args.captures)
         log(f"[{scene}] {len(train)} train views {train.size_summary()}, {len(test)} test views")
         for name, base, extra in recipes:
-            cfg = recipe(base, extra)
-            if args.backend != "cpu":
-                from splat.warmup import warm_up
-                warm_up(train, splat.BackendConfig(**fields), cfg)
-            results.append(run(scene, name, cfg, train, test, args.evals, fields, log))
+            for seed in range(args.seeds):
+                cfg = recipe(base, dict({"seed": seed}, **extra) if args.seeds > 1 else extra)
+                if args.backend != "cpu" and seed == 0:
+                    from splat.warmup import warm_up
+                    warm_up(train, splat.BackendConfig(**fields), cfg)
+                results.append(run(scene, name, cfg, train, test, args.evals, fields, log))
     print_table(results)
     if args.json:
         from splat.io.atomic import atomic_write_text

@@ -60,10 +60,32 @@ def test_curves_of_two_recipes_on_a_blender_scene_and_a_capture(tmp_path, capsys
     assert fast.first_reach(pts, max(p for _, _, p, _ in pts) + 1.0) is None
 
 
+def test_seeds_run_each_recipe_and_are_summarised(tmp_path, capsys):
+    from splat.data import synthetic
+    train, test = synthetic.make_scene(n_gaussians=60, n_views=4, width=24, height=24, n_test_views=2)
+    synthetic.write_blender(tmp_path / "lego_400", {"train": train, "test": test})
+    small = "train.init_points=200,train.densify_from=2,train.densify_every=2,train.sh_degree=1,train.steps=6"
+    fast = _fast()
+    rc = fast.main(["--data", str(tmp_path), "--scenes", "lego_400", "--backend", "cpu", "--recipes", "",
+                    "--evals", "2", "--seeds", "3", "--variant", f"a:{small}", "--json", str(tmp_path / "c.json")])
+    assert rc == 0
+    text = capsys.readouterr().out
+    runs = json.loads((tmp_path / "c.json").read_text())["runs"]
+    assert [(r["recipe"], r["seed"]) for r in runs] == [("a", 0), ("a", 1), ("a", 2)]
+    final = [r["points"][-1][2] for r in runs]
+    assert len(set(final)) > 1, "three seeds trained the same model"
+    (g,) = fast.seed_summary(runs)
+    assert g["runs"] == 3 and g["worst"] == min(final)
+    assert abs(g["mean"] - np.mean(final)) < 1e-9 and abs(g["std"] - np.std(final)) < 1e-9
+    assert "over seeds" in text and f"{g['mean']:.2f}" in text
+
+
 def test_bad_arguments_are_named(tmp_path, capsys):
     fast = _fast()
     for argv, words in ((["--recipes", "turbo"], "unknown recipe 'turbo'"),
                         (["--evals", "0"], "--evals"),
+                        (["--seeds", "0"], "--seeds"),
+                        (["--seeds", "2", "--recipes", "", "--variant", "s:train.seed=4"], "--seeds: a --variant"),
                         (["--backend-set", "nope=1"], "--backend-set nope=1"),
                         (["--recipes", "fast", "--variant", "fast:train.steps=5"], "--variant fast: the name"),
                         (["--scenes", "nosuch", "--captures", str(tmp_path)], "--scenes nosuch: no folder")):
