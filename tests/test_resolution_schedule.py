@@ -107,3 +107,9 @@ def test_a_view_too_small_for_the_schedule_is_named():
     ds.images[1] = ds.images[1][:7, :9].copy()
     with pytest.raises(ValueError, match=r"view 1 \(9x7\)"):
         splat.Trainer.from_dataset(ds, small_config(num_downscales=4), splat.BackendConfig(backend="cpu"))
+
+
+def test_the_progress_bar_says_when_the_views_are_downscaled():
+    from splat.cli.train import _size_note
+    assert _size_note(0) == ""
+    assert _size_note(2).strip() == "views at 1/4 size"

@@ -123,7 +123,7 @@ def _progress(total: int, enabled: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     columns = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]:.4f}  {task.fields[gaussians]:,} Gaussians  "
-                          "{task.fields[rate]:.1f} steps/s"), TimeRemainingColumn())
+                          "{task.fields[rate]:.1f} steps/s{task.fields[size]}"), TimeRemainingColumn())
     return Progress(*columns, console=Console(stderr=True), transient=False)
 
 

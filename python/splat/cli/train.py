@@ -148,6 +148,11 @@ def _resume_setup(args, folder):
     return _command_line_overrides(cfg, args, path), synthetic
 
 
+def _size_note(level: int) -> str:
+    """The progress bar's note while the resolution schedule trains below full size."""
+    return f"  views at 1/{2 ** level} size" if level else ""
+
+
 def _keys_added_as_before(cfg, path) -> None:
     """A run config written before a [train] key existed keeps what that run did
     (TRAIN_KEYS_ADDED), as its checkpoints do."""
@@ -408,7 +413,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     if bar is not None:
         bar.start()
         task = bar.add_task("train", total=steps, completed=trainer.step_count, loss=float("nan"),
-                            gaussians=trainer.num_gaussians, rate=0.0)
+                            gaussians=trainer.num_gaussians, rate=0.0,
+                            size=_size_note(trainer.downscale_level(trainer.step_count + 1)))
     first_step = trainer.step_count
     ranks_stop = False
 
@@ -440,7 +446,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                 if read and bar is not None:
                     rate = (st.step - first_step) / max(train_seconds + time.perf_counter() - t0, 1e-9)
                     bar.update(task, completed=min(st.step, steps), loss=st.loss, gaussians=st.num_gaussians,
-                               rate=rate)
+                               rate=rate, size=_size_note(trainer.downscale_level(st.step + 1)))
             train_seconds += time.perf_counter() - t0
             if stopping():
                 break
