@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ import splat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gate import default_data  # noqa: E402
-from real import default_root, parse_variants  # noqa: E402
+from real import default_root, parse_variants, seed_summary as real_seed_summary  # noqa: E402
 
 # gsplat 1.5.3 on the H200 (the benchmark data's README and the gate): (seconds, PSNR) at 7000
 # and 30000 steps; None where it was not measured. The fast preset's targets: gsplat's 30000-step
@@ -74,23 +73,18 @@ def first_reach(points, psnr):
 
 
 def seed_summary(results):
-    """Per (scene, recipe) over its seeds: runs, the final PSNR's mean,
-    standard deviation (population) and worst, the mean training seconds, and
-    how many runs reached the scene's target within its time."""
-    groups: dict = {}
-    for r in results:
-        groups.setdefault((r["scene"], r["recipe"]), []).append(r)
-    out = []
-    for (scene, name), runs in groups.items():
-        final = [r["points"][-1] for r in runs]
-        psnr = [p for _, _, p, _ in final]
-        t_max, p_min = TARGETS.get(scene, (None, None))
-        hits = [first_reach(r["points"], p_min) for r in runs] if p_min else []
-        met = sum(1 for h in hits if h and h[1] <= t_max)
-        out.append(dict(scene=scene, recipe=name, runs=len(runs), mean=statistics.fmean(psnr),
-                        std=statistics.pstdev(psnr), worst=min(psnr),
-                        seconds=statistics.fmean(t for _, t, _, _ in final), met=met))
-    return out
+    """Per (scene, recipe) over its seeds: real.py's summary of the final points
+    (mean, std with n - 1, worst, best PSNR and the mean training seconds) and
+    `met`, the runs that reached the scene's target within its time."""
+    rows = [dict(scene=r["scene"], trainer=r["recipe"], target=r["points"][-1][0], seed=r["seed"],
+                 psnr=r["points"][-1][2], seconds=r["points"][-1][1], stopped=False) for r in results]
+    summary = real_seed_summary(rows)
+    for g in summary:
+        t_max, p_min = TARGETS.get(g["scene"], (None, None))
+        hits = [first_reach(r["points"], p_min) for r in results
+                if (r["scene"], r["recipe"]) == (g["scene"], g["trainer"])] if p_min else []
+        g["met"] = sum(1 for h in hits if h and h[1] <= t_max)
+    return summary
 
 
 def print_table(results, out=sys.stdout):
@@ -114,12 +108,12 @@ def print_table(results, out=sys.stdout):
         print(f"  {r['scene']:<9} {r['recipe']:<16} " + "  ".join(f"{t:5.1f}s {p:5.2f}" for _, t, p, _ in r["points"]),
               file=out)
     summary = seed_summary(results)
-    if any(g["runs"] > 1 for g in summary):
-        print(f"\nover seeds: {'scene':<9} {'recipe':<16} {'runs':>4} {'mean':>6} {'std':>5} {'worst':>6} "
-              f"{'train s':>8} {'met':>4}", file=out)
+    if any(len(g["seeds"]) > 1 for g in summary):
+        print(f"\nover seeds (std with n - 1): {'scene':<9} {'recipe':<16} {'runs':>4} {'mean':>6} {'std':>5} "
+              f"{'worst':>6} {'train s':>8} {'met':>4}", file=out)
         for g in summary:
-            print(f"            {g['scene']:<9} {g['recipe']:<16} {g['runs']:>4} {g['mean']:>6.2f} {g['std']:>5.2f} "
-                  f"{g['worst']:>6.2f} {g['seconds']:>8.1f} {g['met']:>4}", file=out)
+            print(f"{'':<29}{g['scene']:<9} {g['trainer']:<16} {len(g['seeds']):>4} {g['mean']:>6.2f} "
+                  f"{g['std']:>5.2f} {g['worst']:>6.2f} {g['seconds']:>8.1f} {g['met']:>4}", file=out)
 
 
 def main(argv=None) -> int:
@@ -132,7 +126,7 @@ def main(argv=None) -> int:
                     help="one more run over the fast preset (repeatable)")
     ap.add_argument("--evals", type=int, default=8, help="evaluations per run, spread evenly over its steps")
     ap.add_argument("--seeds", type=int, default=1,
-                    help="runs per recipe, train.seed 0 .. N - 1 (the table adds mean, std and worst over them)")
+                    help="runs per recipe, train.seed 0 .. N - 1 (the table adds real.py's mean, std and worst over them)")
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--backend-set", action="append", default=[], metavar="FIELD=VALUE")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the curves here")
