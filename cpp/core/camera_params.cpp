@@ -32,19 +32,11 @@ CameraParams make_camera_params(const float w2c[16], float fx, float fy, float c
 }
 
 CameraParams downscaled_camera(const CameraParams& c, uint32_t factor) {
-  CameraParams d = c;
+  float w2c[16] = {0.f};
+  for (int i = 0; i < 12; ++i) w2c[i] = c.w2c[i];
+  w2c[15] = 1.f;
   const float f = static_cast<float>(factor);
-  d.fx = c.fx / f;
-  d.fy = c.fy / f;
-  d.cx = c.cx / f;
-  d.cy = c.cy / f;
-  d.width = c.width / factor;
-  d.height = c.height / factor;
-  d.tan_fovx = 0.5f * static_cast<float>(d.width) / d.fx;
-  d.tan_fovy = 0.5f * static_cast<float>(d.height) / d.fy;
-  d.tiles_x = (d.width + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
-  d.tiles_y = (d.height + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
-  return d;
+  return make_camera_params(w2c, c.fx / f, c.fy / f, c.cx / f, c.cy / f, c.width / factor, c.height / factor);
 }
 
 }  // namespace splat

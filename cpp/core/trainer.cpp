@@ -57,11 +57,11 @@ std::vector<TrainingImage> Trainer::downscaled_views(const std::vector<TrainingI
     const uint32_t f = 1u << level;
     for (size_t v = 0; v < views_; ++v) {
       const TrainingImage& src = images[v];
-      const CameraParams cam = downscaled_camera(cameras_[v], f);
-      if (cam.width == 0 || cam.height == 0)
+      if (src.width < f || src.height < f)
         throw ConfigError("[trainer] view " + std::to_string(v) + " (" + std::to_string(src.width) + "x" +
                           std::to_string(src.height) + ") is smaller than 1/" + std::to_string(f) +
                           " of a pixel at num_downscales " + std::to_string(levels));
+      const CameraParams cam = downscaled_camera(cameras_[v], f);
       // Box filter of f x f pixels, rounded to the nearest byte; a pixel
       // counts when all of its f x f pixels do.
       const size_t pixels = static_cast<size_t>(cam.width) * cam.height;

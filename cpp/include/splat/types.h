@@ -45,7 +45,8 @@ CameraParams make_camera_params(const float w2c_4x4[16], float fx, float fy, flo
                                 uint32_t width, uint32_t height);
 // `c` seen at 1/factor of its resolution: size floor(width / factor) x
 // floor(height / factor) and the intrinsics divided by `factor` (the pixel
-// grid's edges stay where they were: factor x factor pixels become one).
+// grid's edges stay where they were: factor x factor pixels become one); the
+// rest derived as make_camera_params derives it.
 CameraParams downscaled_camera(const CameraParams& c, uint32_t factor);
 
 }  // namespace splat
