@@ -62,7 +62,12 @@ def test_exposure_forward_and_gradients_match_numpy_and_finite_differences():
     # Forward: the loss sees A x + b.
     want = numpy_loss(corrected(x, e[0].astype(np.float64)), y)
     assert abs(s.loss - want) <= 2e-5 * want, (s.loss, want, seed)
-    assert abs(s.loss - numpy_loss(x, y)) > 1e-3  # the correction matters here
+    # The correction matters here: the loss is far nearer the corrected
+    # image's than the plain one's. Over 300 seeds the two losses differ by
+    # 8e-4 to 0.5 of the loss (a fixed 1e-3 failed 3% of seeds); the trainer's
+    # loss sits within 6e-6 of the corrected one's (45 seeds: at most 1e-3 of
+    # the gap to the plain one's).
+    assert abs(s.loss - want) < 0.05 * abs(s.loss - numpy_loss(x, y)), (s.loss, want, numpy_loss(x, y), seed)
 
     # d loss / d [A | b]: central differences of the float64 loss.
     fd = np.zeros((3, 4))
