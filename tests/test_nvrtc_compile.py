@@ -74,3 +74,13 @@ def test_a_bad_architecture_reports_the_nvrtc_log():
     rows = _core.nvrtc_compile_all("compute_1")
     assert rows and not any(ok for _, _, ok, _ in rows)
     assert all("nvrtc" in log.lower() or "architecture" in log.lower() for _, _, _, log in rows)
+
+
+def test_the_gathering_defines_compile(monkeypatch):
+    # SPLAT_WALK_COMPACT and SPLAT_BWD_COMPACT (shaders/kernels, off by
+    # default) through the developer hook, as an A/B on a GPU sets them.
+    require_nvrtc()
+    monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_WALK_COMPACT=1 -DSPLAT_BWD_COMPACT=1")
+    rows = [r for r in _core.nvrtc_compile_all("sm_90")
+            if r[0] in ("splat_rasterize_walk", "splat_rasterize_backward")]
+    assert len(rows) == 45 and not failures_of(rows), "\n".join(failures_of(rows))

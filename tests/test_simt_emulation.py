@@ -55,6 +55,14 @@ VARIANTS = {
     "absgrad_original": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_ORIGINAL", "SPLAT_SPEC_ABSGRAD=1"],
     "absgrad_tg": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_TG", "SPLAT_SPEC_ABSGRAD=1"],
     "absgrad_deterministic": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1", "SPLAT_SPEC_ABSGRAD=1"],
+    # The live pixels of a chunk gathered onto the first threads (an NVRTC /
+    # Metal define, off by default), with each way of reducing.
+    "compact": DEFAULT + ["SPLAT_BWD_COMPACT=1"],
+    "compact_lane_zero": ["SPLAT_SPEC_BWD_ATOMIC=SPLAT_BWD_ATOMIC_LANE_ZERO", "SPLAT_BWD_COMPACT=1"],
+    "compact_tg": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_TG", "SPLAT_BWD_COMPACT=1"],
+    "compact_range_full": DEFAULT + ["SPLAT_SPEC_BWD_RANGE=SPLAT_BWD_RANGE_FULL", "SPLAT_BWD_COMPACT=1"],
+    "absgrad_deterministic_compact": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1", "SPLAT_SPEC_ABSGRAD=1",
+                                                "SPLAT_BWD_COMPACT=1"],
 }
 
 
@@ -186,6 +194,26 @@ def test_stopping_in_the_first_chunk_without_a_walk_changes_no_bit(compiler, tmp
         np.testing.assert_array_equal(a[k], b[k], err_msg=f"{k}; seed {seed}")
     if skip:
         assert a["skipped"] >= b["skipped"] > 0, f"skipped {a['skipped']} against {b['skipped']}; seed {seed}"
+    assert_matches_sequential_blend(a, pairs, seed)
+
+
+@pytest.mark.slow
+def test_gathering_the_walking_pixels_changes_no_bit(compiler, tmp_path):
+    # The walk pass with its walking pixels gathered onto the first threads
+    # (SPLAT_WALK_COMPACT=1) against each pixel on its own thread (the
+    # default): the same image, alpha, last contributors and gradients to the
+    # bit, on a scene where many pixels walk, from chunks past the first.
+    gathered = compile_check(compiler, [SOURCE], str(tmp_path / "raster_check_gathered"),
+                             VARIANTS["default"] + ["SPLAT_WALK_COMPACT=1"])
+    own = build(compiler, "default", str(tmp_path))
+    rng, seed = make_rng()
+    scene_seed, splats = int(rng.integers(0, 2 ** 31)), int(rng.integers(9000, 11000))
+    a, pairs, deepest = run(gathered, scene_seed, splats, True, str(tmp_path / "gathered.bin"))
+    b, _, _ = run(own, scene_seed, splats, True, str(tmp_path / "own.bin"))
+    assert deepest > 2 * CHUNK and a["walks"] > 0.1 * a["n_contrib"].size, \
+        f"walks {a['walks']}, deepest list {deepest}; seed {seed}"
+    for k in ("image", "alpha", "n_contrib", "grads", "abs"):
+        np.testing.assert_array_equal(a[k], b[k], err_msg=f"{k}; seed {seed}")
     assert_matches_sequential_blend(a, pairs, seed)
 
 

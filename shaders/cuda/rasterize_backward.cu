@@ -1,7 +1,7 @@
 // CUDA entry point (NVRTC): backward rasterization, one threadgroup per chunk.
 // Specializations (-D): SPLAT_SPEC_BWD_REDUCE, SPLAT_SPEC_BWD_RANGE,
 // SPLAT_SPEC_BWD_SPARSE, SPLAT_SPEC_BWD_ATOMIC, SPLAT_SPEC_DETERMINISTIC,
-// SPLAT_SPEC_ABSGRAD.
+// SPLAT_SPEC_ABSGRAD; SPLAT_BWD_COMPACT.
 #include "rasterize_backward.h"
 
 // Only the variants that reduce through threadgroup memory reserve it.
@@ -11,6 +11,11 @@
 #else
 #define SPLAT_BWD_RED_SIZE 1
 #define SPLAT_BWD_PART_SIZE 1
+#endif
+#if SPLAT_BWD_COMPACT
+#define SPLAT_BWD_LIVE_SIZE SPLAT_GROUP_SIZE
+#else
+#define SPLAT_BWD_LIVE_SIZE 1
 #endif
 
 extern "C" __global__ void __launch_bounds__(SPLAT_BWD_THREADS)
@@ -25,7 +30,8 @@ extern "C" __global__ void __launch_bounds__(SPLAT_BWD_THREADS)
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_SIZE);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_SIZE);
+  SPLAT_TG_ARRAY(uint32_t, s_live, SPLAT_BWD_LIVE_SIZE);
   rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,
                           checkpoints, chunk_tiles, d_image, d_alpha, rects, pair_ranges, grads, abs_grads, s_splats,
-                          s_ids, s_warp, s_red, s_part);
+                          s_ids, s_warp, s_red, s_part, s_live);
 }

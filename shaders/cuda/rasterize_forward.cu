@@ -26,9 +26,10 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                          float* final_T, uint32_t* n_contrib, float* chunk_state, const uint32_t* chunk_last,
                          const uint32_t* stop_chunk) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
+  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS + 1);
+  SPLAT_TG_ARRAY(uint32_t, s_walkers, SPLAT_GROUP_SIZE);
   rasterize_walk_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, image, alpha, final_T,
-                      n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags);
+                      n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags, s_walkers);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -36,6 +36,13 @@
 //                           pair slot (summed per Gaussian by
 //                           absgrad_pair_sum, train_absgrad.h); 0: abs_grads
 //                           is never touched.
+// SPLAT_BWD_COMPACT (an NVRTC / Metal define, 0 unless set): the chunk's live
+// pixels, those whose last contributor lies in or behind it, are gathered in
+// tile order onto the first threads, two a thread as above, so a chunk deep
+// in a tile where a quarter of the pixels still blend runs one SIMD group's
+// loads, reductions and atomics per splat instead of four mostly idle ones.
+// Each pixel's gradient terms are the same; the SIMD groups sum other sets
+// of pixels, so the atomics' sums round otherwise.
 // Gradient layout per Gaussian (or pair): mean2d.xy, conic.xyz, opacity,
 // colour.rgb.
 #pragma once
@@ -59,6 +66,9 @@
 #endif
 #ifndef SPLAT_SPEC_ABSGRAD
 #define SPLAT_SPEC_ABSGRAD 0
+#endif
+#ifndef SPLAT_BWD_COMPACT
+#define SPLAT_BWD_COMPACT 0
 #endif
 
 // The threadgroup (SPLAT_BWD_THREADS, SPLAT_BWD_PIXELS: params.h).
@@ -89,7 +99,8 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
     SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_BWD_WARPS
     SPLAT_TG_MEM float* s_red,     // SPLAT_BWD_RED_FLOATS (tg, deterministic)
-    SPLAT_TG_MEM float* s_part) {  // SPLAT_BWD_PART_FLOATS (tg)
+    SPLAT_TG_MEM float* s_part,    // SPLAT_BWD_PART_FLOATS (tg)
+    SPLAT_TG_MEM uint32_t* s_live) {  // SPLAT_GROUP_SIZE (SPLAT_BWD_COMPACT)
   const bool det = SPLAT_SPEC_DETERMINISTIC != 0;
   const bool use_simd = !det && SPLAT_SPEC_BWD_REDUCE == SPLAT_BWD_REDUCE_SIMD;
   const bool use_tg = !det && SPLAT_SPEC_BWD_REDUCE == SPLAT_BWD_REDUCE_TG;
@@ -105,20 +116,66 @@ SPLAT_FUNC void rasterize_backward_body(
   const uint32_t tile = c.tile, start = c.start, end = c.end, batch_lo = c.lo, batch_hi = c.hi;
   const uint32_t count = batch_hi - batch_lo;
 
-  // This thread's pixels (lane_pixel).
+  // This thread's pixels: the tile pixels lane_pixel(t, SPLAT_BWD_PIXELS, p),
+  // or with SPLAT_BWD_COMPACT the live pixels at those places of s_live.
+  uint32_t pixel[SPLAT_BWD_PIXELS];
+  bool held[SPLAT_BWD_PIXELS];
+  float row_lo, row_hi;
+  if (SPLAT_BWD_COMPACT != 0) {
+    // Thread i counts tile pixels 2i and 2i + 1; live: blended in this chunk or later.
+    uint32_t live_mine[2];
+    uint32_t mine = 0u;
+    for (uint32_t q = 0; q < 2u; ++q) {
+      const TilePixel a = tile_pixel(cam, tile, 2u * t.tid + q);
+      live_mine[q] = a.inside && n_contrib[a.index] > batch_lo - start ? 1u : 0u;
+      mine += live_mine[q];
+    }
+    const uint32_t ex = simd_prefix_exclusive_sum(mine);
+    if (t.lane == SPLAT_SIMD_WIDTH - 1) s_warp[t.warp] = ex + mine;
+    sp_group_barrier();
+    uint32_t base = 0u, live = 0u;
+    for (uint32_t w = 0; w < SPLAT_BWD_WARPS; ++w) {
+      base += w < t.warp ? s_warp[w] : 0u;
+      live += s_warp[w];
+    }
+    if (live_mine[0] != 0u) s_live[base + ex] = 2u * t.tid;
+    if (live_mine[1] != 0u) s_live[base + ex + live_mine[0]] = 2u * t.tid + 1u;
+    sp_group_barrier();  // s_warp is free again, s_live complete
+    if (live == 0u) return;
+    SPLAT_UNROLL
+    for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
+      const uint32_t slot = lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p);
+      held[p] = slot < live;
+      pixel[p] = held[p] ? s_live[slot] : 0u;
+    }
+    const uint32_t first = t.warp * SPLAT_BWD_PIXELS * (uint32_t)SPLAT_SIMD_WIDTH;
+    const uint32_t end = first + SPLAT_BWD_PIXELS * (uint32_t)SPLAT_SIMD_WIDTH;
+    if (first < live) {
+      pixel_rows(tile / cam.tiles_x, s_live[first], s_live[(end < live ? end : live) - 1u], row_lo, row_hi);
+    } else {  // no pixel: every splat misses the group's rows
+      row_lo = 1.f;
+      row_hi = 0.f;
+    }
+  } else {
+    SPLAT_UNROLL
+    for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
+      pixel[p] = lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p);
+      held[p] = true;
+    }
+    warp_rows(tile / cam.tiles_x, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
+  }
   TilePixel px[SPLAT_BWD_PIXELS];
   vec2 pix[SPLAT_BWD_PIXELS];
   uint32_t nc[SPLAT_BWD_PIXELS];
   uint32_t nc_max = 0u;
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
-    px[p] = tile_pixel(cam, tile, lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p));
+    px[p] = tile_pixel(cam, tile, pixel[p]);
+    px[p].inside = px[p].inside && held[p];
     pix[p] = make_vec2((float)px[p].x + 0.5f, (float)px[p].y + 0.5f);
     nc[p] = px[p].inside ? n_contrib[px[p].index] : 0u;
     nc_max = nc[p] > nc_max ? nc[p] : nc_max;
   }
-  float row_lo, row_hi;
-  warp_rows(px[0].tile_y, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
 
   // Positions (in the tile's list) this SIMD group walks; a chunk wholly
   // behind every pixel's last contributor has nothing to do.
@@ -146,7 +203,7 @@ SPLAT_FUNC void rasterize_backward_body(
     float d_a = (q.inside && bp.has_d_alpha != 0u) ? d_alpha[q.index] : 0.f;
     st[p] = blend_backward_begin(q.inside ? final_T[q.index] : 1.f, bg, d_pix, d_a);
     if (batch_hi - start < nc[p]) {
-      uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p);
+      uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + pixel[p];
       SPLAT_DEVICE_MEM const float* ck = checkpoints + 4u * at;
       st[p].T = ck[0];
       st[p].behind = make_vec3(ck[1], ck[2], ck[3]);

@@ -389,8 +389,18 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
 // from the state pass 2 left, and leave (P, L) of what they blended in the
 // slot. Should a walk not stop after all (T P was within the margin), the
 // pixel chains on, walking any later chunk from device memory.
+// With SPLAT_WALK_COMPACT the walking pixels are first gathered, in tile
+// order, onto the threadgroup's first threads: a chunk where a quarter of
+// the pixels stop, spread over the tile, then walks on two SIMD groups
+// instead of eight mostly idle ones (each splat's row test then covers the
+// rows of its group's walkers). Each pixel's arithmetic is the same either
+// way; 0 (the default until measured on a GPU) keeps a pixel on its own
+// thread.
 // s_splats: SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats; s_flags:
-// SPLAT_GROUP_WARPS values.
+// SPLAT_GROUP_WARPS + 1 values; s_walkers: SPLAT_GROUP_SIZE values.
+#ifndef SPLAT_WALK_COMPACT
+#define SPLAT_WALK_COMPACT 0
+#endif
 SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                     SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
                                     SPLAT_DEVICE_MEM const uint32_t* sorted_ids,
@@ -400,27 +410,46 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
                                     SPLAT_DEVICE_MEM uint32_t* n_contrib, SPLAT_DEVICE_MEM float* chunk_state,
                                     SPLAT_DEVICE_MEM const uint32_t* chunk_last,
                                     SPLAT_DEVICE_MEM const uint32_t* stop_chunk, SPLAT_TG_MEM float* s_splats,
-                                    SPLAT_TG_MEM uint32_t* s_flags) {
+                                    SPLAT_TG_MEM uint32_t* s_flags, SPLAT_TG_MEM uint32_t* s_walkers) {
   TileChunk c;
   if (!tile_chunk(t.group, rp, ranges, chunk_tiles, c)) return;
   const uint32_t k = (c.lo - c.start) / (uint32_t)SPLAT_GROUP_SIZE;
-  TilePixel px = tile_pixel(cam, c.tile, t.tid);
-  bool walk = px.inside && stop_chunk[px.index] == k;
-  bool warp_walks = simd_any(walk);
-  if (t.lane == 0) s_flags[t.warp] = warp_walks ? 1u : 0u;
-  sp_group_barrier();
-  uint32_t any = 0u;
-  for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) any |= s_flags[w];
-  if (any == 0u) return;
+  const TilePixel own = tile_pixel(cam, c.tile, t.tid);
+  const bool walk = own.inside && stop_chunk[own.index] == k;
+  uint32_t walkers;  // SPLAT_WALK_COMPACT: the threadgroup's walking pixels
+  if (SPLAT_WALK_COMPACT != 0) {
+    const uint32_t rank = block_exclusive_scan(t, walk ? 1u : 0u, s_flags, walkers);
+    if (walkers == 0u) return;
+    if (walk) s_walkers[rank] = t.tid;  // read after the loads' barrier
+  } else {
+    bool warp_walks = simd_any(walk);
+    if (t.lane == 0) s_flags[t.warp] = warp_walks ? 1u : 0u;
+    sp_group_barrier();
+    uint32_t any = 0u;
+    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) any |= s_flags[w];
+    if (any == 0u) return;
+    walkers = 0u;
+  }
   uint32_t count = c.hi - c.lo;
   if (t.tid < count) store_batch_splat(s_splats, t.tid, records, sorted_ids[c.lo + t.tid]);
   sp_group_barrier();
-  if (!walk) return;
 
-  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  // This thread's pixel (tile pixel `pixel`) and the rows its SIMD group covers.
+  uint32_t pixel;
   float row_lo, row_hi;
-  warp_rows(px.tile_y, t.warp, 1u, row_lo, row_hi);
-  const uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + t.tid;
+  if (SPLAT_WALK_COMPACT != 0) {
+    if (t.tid >= walkers) return;
+    pixel = s_walkers[t.tid];
+    const uint32_t first = t.warp * (uint32_t)SPLAT_SIMD_WIDTH, end = first + (uint32_t)SPLAT_SIMD_WIDTH;
+    pixel_rows(own.tile_y, s_walkers[first], s_walkers[(end < walkers ? end : walkers) - 1u], row_lo, row_hi);
+  } else {
+    if (!walk) return;
+    pixel = t.tid;
+    warp_rows(own.tile_y, t.warp, 1u, row_lo, row_hi);
+  }
+  const TilePixel px = tile_pixel(cam, c.tile, pixel);
+  vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
+  const uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + pixel;
   vec4 ck = load_float4(chunk_state, at);
   BlendForwardState st = blend_forward_begin();
   st.T = ck.x;
@@ -439,7 +468,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
 
   uint32_t chunks = chunk_count(c.start, c.end);
   for (uint32_t next = k + 1u; !st.done && next < chunks; ++next) {
-    next = chain_chunks(c.tile, c.start, chunks, next, t.tid, chunk_state, chunk_last, st, false);
+    next = chain_chunks(c.tile, c.start, chunks, next, pixel, chunk_state, chunk_last, st, false);
     if (next >= chunks) break;
     uint32_t lo = c.start + next * (uint32_t)SPLAT_GROUP_SIZE;
     uint32_t hi = c.end - lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : lo + (uint32_t)SPLAT_GROUP_SIZE;
@@ -450,7 +479,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
       if (st.done) break;
       chunk_blend_add(nb, a, b.color);
     }
-    store_chunk_state(chunk_state, chunk_pixel(c.tile, c.start, next, t.tid), nb.P, nb.L);
+    store_chunk_state(chunk_state, chunk_pixel(c.tile, c.start, next, pixel), nb.P, nb.L);
   }
   store_pixel(rp, px.index, st, image, alpha, final_T, n_contrib);
 }

@@ -2,7 +2,7 @@
 // Function constants (function_constants.h): bwd_reduce, bwd_range,
 // bwd_sparse, bwd_atomic, deterministic, absgrad. Threadgroup arrays cannot be sized
 // by function constants, so the reduction scratch is reserved at its largest
-// (~23 KB in all, within the 32 KB Apple GPUs give a threadgroup).
+// (~24 KB in all, within the 32 KB Apple GPUs give a threadgroup).
 #include "function_constants.h"
 #include "rasterize_backward.h"
 
@@ -25,7 +25,8 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
   SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
+  SPLAT_TG_ARRAY(uint32_t, s_live, SPLAT_GROUP_SIZE);
   rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,
                           checkpoints, chunk_tiles, d_image, d_alpha, rects, pair_ranges, grads, abs_grads, s_splats,
-                          s_ids, s_warp, s_red, s_part);
+                          s_ids, s_warp, s_red, s_part, s_live);
 }

@@ -36,9 +36,10 @@ kernel void splat_rasterize_walk(constant CameraParams& cam [[buffer(0)]], const
                                  device const uint32_t* chunk_last [[buffer(11)]],
                                  device const uint32_t* stop_chunk [[buffer(12)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
+  SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS + 1);
+  SPLAT_TG_ARRAY(uint32_t, s_walkers, SPLAT_GROUP_SIZE);
   rasterize_walk_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, image, alpha, final_T,
-                      n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags);
+                      n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags, s_walkers);
 }
 
 kernel void splat_rasterize_checkpoints(constant CameraParams& cam [[buffer(0)]],

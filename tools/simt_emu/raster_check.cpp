@@ -170,10 +170,11 @@ int main(int argc, char** argv) {
   for (uint32_t v : stop_chunk) walks += v != SPLAT_NO_STOP_CHUNK ? 1u : 0u;
   simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
-    SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS);
+    SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS + 1);
+  SPLAT_TG_ARRAY(uint32_t, s_walkers, SPLAT_GROUP_SIZE);
     rasterize_walk_body(t, cam, rp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
                         image.data(), alpha.data(), final_T.data(), n_contrib.data(), chunk_state.data(),
-                        chunk_last.data(), stop_chunk.data(), s_splats, s_flags);
+                        chunk_last.data(), stop_chunk.data(), s_splats, s_flags, s_walkers);
   });
   simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     rasterize_checkpoints_body(t, cam, rp, ranges.data(), final_T.data(), n_contrib.data(), chunk_state.data());
@@ -194,10 +195,11 @@ int main(int argc, char** argv) {
     SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS);
     SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);
     SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
+    SPLAT_TG_ARRAY(uint32_t, s_live, SPLAT_GROUP_SIZE);
     rasterize_backward_body(t, cam, rp, bp, ranges.data(), sorted_ids.data(), records.data(), final_T.data(),
                             n_contrib.data(), chunk_state.data(), chunk_tiles.data(), d_image.data(), d_alpha.data(),
                             rects.data(), pair_ranges.data(), grads.data(), abs_grads.data(), s_splats, s_ids, s_warp,
-                            s_red, s_part);
+                            s_red, s_part, s_live);
   });
   if (det && SPLAT_SPEC_ABSGRAD) {  // per splat, as GpuDevice dispatches it
     std::vector<float> per_splat(2 * (size_t)n, 0.f);
