@@ -63,15 +63,16 @@ def gpu_events(trace: dict) -> list[dict]:
             if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
 
 
-def print_summary(s: dict, wall_ms: float, n: int, out=sys.stdout) -> None:
-    print(f"{n:,} Gaussians; wall {wall_ms:.3f} ms a step (timing off); GPU busy {s['busy_ms_per_step']:.3f} ms "
-          f"a step; busy / wall {s['busy_ms_per_step'] / wall_ms:.3f}", file=out)
-    print(f"{'ms/step':>9} {'share':>6} {'launches':>8}  kernel", file=out)
+def print_summary(s: dict, wall_ms: float, n: int, out=sys.stdout, per: str = "step") -> None:
+    """The table; `per` names what the profiled unit is (a training step, a call)."""
+    print(f"{n:,} Gaussians; wall {wall_ms:.3f} ms a {per} (timing off); GPU busy {s['busy_ms_per_step']:.3f} ms "
+          f"a {per}; busy / wall {s['busy_ms_per_step'] / wall_ms:.3f}", file=out)
+    print(f"{'ms/' + per:>9} {'share':>6} {'launches':>8}  kernel", file=out)
     for name, k in s["kernels"].items():
         print(f"{k['ms_per_step']:9.4f} {k['ms_per_step'] / s['busy_ms_per_step']:6.1%} "
               f"{k['launches_per_step']:8.1f}  {name[:70]}", file=out)
     total = sum(g["us"] for g in s["gaps"])
-    print(f"gaps over {GAP_US:.0f} us: {len(s['gaps'])} in {s['steps']} steps, {total / 1e3:.3f} ms in all", file=out)
+    print(f"gaps over {GAP_US:.0f} us: {len(s['gaps'])} in {s['steps']} {per}s, {total / 1e3:.3f} ms in all", file=out)
     for g in sorted(s["gaps"], key=lambda g: -g["us"])[:10]:
         print(f"  {g['us']:8.1f} us  {g['before'][:40]} -> {g['after'][:40]}", file=out)
 

@@ -24,12 +24,16 @@ import argparse
 import functools
 import statistics
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 
 import splat
 import splat.torch as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timeline import gpu_events, print_summary, summarize  # noqa: E402
 
 SIZES = (300_000, 1_000_000, 4_000_000)
 RESOLUTIONS = ((800, 800), (1920, 1080))
@@ -58,7 +62,9 @@ def scene(n: int, width: int, height: int, device: str, seed: int = 0):
         torch.tensor(w2c[None].astype(np.float32)), torch.tensor(K[None].astype(np.float32))
 
 
-def time_calls(fn, params, viewmats, Ks, width, height, device, bg, warmup, iters):
+def time_calls(fn, params, viewmats, Ks, width, height, device, bg, warmup, iters, profile_calls=0):
+    """Median ms of a call; with profile_calls, also the kernel timeline of
+    that many more calls (bench/timeline.py's summary) as a second value."""
     x = {k: v.clone().requires_grad_(True) for k, v in params.items()}
     weights = torch.rand(1, height, width, 3, device=device)
 
@@ -85,7 +91,26 @@ def time_calls(fn, params, viewmats, Ks, width, height, device, bg, warmup, iter
             t0 = time.perf_counter()
             call()
             times.append(1e3 * (time.perf_counter() - t0))
-    return statistics.median(times)
+    if not profile_calls:
+        return statistics.median(times)
+    import json
+    import os
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(profile_calls):
+            call()
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
+    return statistics.median(times), summarize(gpu_events(trace), profile_calls)
 
 
 def main(argv=None) -> int:
@@ -97,9 +122,14 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--backend-set", action="append", default=[], metavar="FIELD=VALUE",
                     help="a splat.BackendConfig field for splat's runs (repeatable)")
+    ap.add_argument("--profile", type=int, default=0, metavar="CALLS",
+                    help="after timing, record this many splat.torch calls per cell with torch's profiler and "
+                         "print the kernels' ms a call (bench/timeline.py's table; cuda only)")
     ap.add_argument("--compare", metavar="FIELD=VALUE",
                     help="also time splat with this BackendConfig field, beside the first (A/B ratio)")
     args = ap.parse_args(argv)
+    if args.profile < 0 or (args.profile and args.device != "cuda"):
+        ap.error("--profile: a count of calls >= 0, with --device cuda")
     base = dict(kv.split("=", 1) for kv in args.backend_set)
     config_a = splat.BackendConfig(backend=args.device, **base)
     config_b = None
@@ -122,8 +152,10 @@ def main(argv=None) -> int:
     for w, h in res:
         for n in sizes:
             params, viewmats, Ks = scene(n, w, h, args.device)
-            ms = ms_a = time_calls(functools.partial(st.rasterization, config=config_a), params, viewmats, Ks, w, h,
-                                   args.device, torch.ones(1, 3), args.warmup, args.iters)
+            got = time_calls(functools.partial(st.rasterization, config=config_a), params, viewmats, Ks, w, h,
+                             args.device, torch.ones(1, 3), args.warmup, args.iters, args.profile)
+            ms_a, timeline = got if args.profile else (got, None)
+            ms = ms_a
             b_cell = ""
             if config_b is not None:
                 ms_b = time_calls(functools.partial(st.rasterization, config=config_b), params, viewmats, Ks, w, h,
@@ -138,6 +170,8 @@ def main(argv=None) -> int:
             else:
                 tail = f"{'-':>10} {'-':>13}"
             print(f"{n:10d} {f'{w}x{h}':>10} {ms_a:9.2f}{b_cell} {tail}", flush=True)
+            if timeline is not None:
+                print_summary(timeline, ms_a, n, per="call")
             del params
             if args.device == "cuda":
                 torch.cuda.empty_cache()
