@@ -36,7 +36,7 @@
 //                           pair slot (summed per Gaussian by
 //                           absgrad_pair_sum, train_absgrad.h); 0: abs_grads
 //                           is never touched.
-// SPLAT_BWD_COMPACT (an NVRTC / Metal define, 0 unless set): the chunk's live
+// SPLAT_BWD_COMPACT (a define, 0 unless SPLAT_NVRTC_OPTIONS sets it): the chunk's live
 // pixels, those whose last contributor lies in or behind it, are gathered in
 // tile order onto the first threads, two a thread as above, so a chunk deep
 // in a tile where a quarter of the pixels still blend runs one SIMD group's
@@ -149,9 +149,9 @@ SPLAT_FUNC void rasterize_backward_body(
       pixel[p] = held[p] ? s_live[slot] : 0u;
     }
     const uint32_t first = t.warp * SPLAT_BWD_PIXELS * (uint32_t)SPLAT_SIMD_WIDTH;
-    const uint32_t end = first + SPLAT_BWD_PIXELS * (uint32_t)SPLAT_SIMD_WIDTH;
+    const uint32_t stop = first + SPLAT_BWD_PIXELS * (uint32_t)SPLAT_SIMD_WIDTH;
     if (first < live) {
-      pixel_rows(tile / cam.tiles_x, s_live[first], s_live[(end < live ? end : live) - 1u], row_lo, row_hi);
+      pixel_rows(tile / cam.tiles_x, s_live[first], s_live[(stop < live ? stop : live) - 1u], row_lo, row_hi);
     } else {  // no pixel: every splat misses the group's rows
       row_lo = 1.f;
       row_hi = 0.f;
