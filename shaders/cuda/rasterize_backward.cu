@@ -27,7 +27,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_BWD_THREADS)
                              float* abs_grads) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
-  SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS);
+  SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS + 1);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_SIZE);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_SIZE);
   SPLAT_TG_ARRAY(uint32_t, s_live, SPLAT_BWD_LIVE_SIZE);

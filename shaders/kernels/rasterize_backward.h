@@ -97,7 +97,7 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_DEVICE_MEM float* abs_grads,  // SPLAT_SPEC_ABSGRAD: 2 per Gaussian (deterministic: per pair)
     SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
     SPLAT_TG_MEM uint32_t* s_ids,  // SPLAT_GROUP_SIZE: Gaussian id (deterministic: pair slot)
-    SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_BWD_WARPS
+    SPLAT_TG_MEM uint32_t* s_warp, // SPLAT_BWD_WARPS + 1
     SPLAT_TG_MEM float* s_red,     // SPLAT_BWD_RED_FLOATS (tg, deterministic)
     SPLAT_TG_MEM float* s_part,    // SPLAT_BWD_PART_FLOATS (tg)
     SPLAT_TG_MEM uint32_t* s_live) {  // SPLAT_GROUP_SIZE (SPLAT_BWD_COMPACT)
@@ -130,32 +130,19 @@ SPLAT_FUNC void rasterize_backward_body(
       live_mine[q] = a.inside && n_contrib[a.index] > batch_lo - start ? 1u : 0u;
       mine += live_mine[q];
     }
-    const uint32_t ex = simd_prefix_exclusive_sum(mine);
-    if (t.lane == SPLAT_SIMD_WIDTH - 1) s_warp[t.warp] = ex + mine;
-    sp_group_barrier();
-    uint32_t base = 0u, live = 0u;
-    for (uint32_t w = 0; w < SPLAT_BWD_WARPS; ++w) {
-      base += w < t.warp ? s_warp[w] : 0u;
-      live += s_warp[w];
-    }
-    if (live_mine[0] != 0u) s_live[base + ex] = 2u * t.tid;
-    if (live_mine[1] != 0u) s_live[base + ex + live_mine[0]] = 2u * t.tid + 1u;
-    sp_group_barrier();  // s_warp is free again, s_live complete
+    uint32_t live;
+    const uint32_t rank = group_exclusive_scan(t, mine, SPLAT_BWD_WARPS, s_warp, live);
     if (live == 0u) return;
+    if (live_mine[0] != 0u) s_live[rank] = 2u * t.tid;
+    if (live_mine[1] != 0u) s_live[rank + live_mine[0]] = 2u * t.tid + 1u;
+    sp_group_barrier();  // s_live complete
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
       const uint32_t slot = lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p);
       held[p] = slot < live;
       pixel[p] = held[p] ? s_live[slot] : 0u;
     }
-    const uint32_t first = t.warp * SPLAT_BWD_PIXELS * (uint32_t)SPLAT_SIMD_WIDTH;
-    const uint32_t stop = first + SPLAT_BWD_PIXELS * (uint32_t)SPLAT_SIMD_WIDTH;
-    if (first < live) {
-      pixel_rows(tile / cam.tiles_x, s_live[first], s_live[(stop < live ? stop : live) - 1u], row_lo, row_hi);
-    } else {  // no pixel: every splat misses the group's rows
-      row_lo = 1.f;
-      row_hi = 0.f;
-    }
+    gathered_rows(tile / cam.tiles_x, s_live, live, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
   } else {
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {

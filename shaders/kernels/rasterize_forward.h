@@ -119,6 +119,21 @@ SPLAT_FUNC void warp_rows(uint32_t tile_y, uint32_t warp, uint32_t per_lane, SPL
   pixel_rows(tile_y, first, first + per_lane * SPLAT_SIMD_WIDTH - 1u, row_lo, row_hi);
 }
 
+// The pixel-centre rows of SIMD group `warp` when the threadgroup's `count`
+// gathered pixels (tile pixel indices, ascending) lie in `gathered` and
+// every thread holds `per_lane` of them: the group's are the entries from
+// warp per_lane 32 on. A group holding none gets rows no splat reaches.
+SPLAT_FUNC void gathered_rows(uint32_t tile_y, SPLAT_TG_MEM const uint32_t* gathered, uint32_t count, uint32_t warp,
+                              uint32_t per_lane, SPLAT_THREAD float& row_lo, SPLAT_THREAD float& row_hi) {
+  const uint32_t first = warp * per_lane * SPLAT_SIMD_WIDTH, end = first + per_lane * SPLAT_SIMD_WIDTH;
+  if (first >= count) {
+    row_lo = 1.f;
+    row_hi = 0.f;
+    return;
+  }
+  pixel_rows(tile_y, gathered[first], gathered[(end < count ? end : count) - 1u], row_lo, row_hi);
+}
+
 // The chunk a chunk-parallel threadgroup works on: the tile that recorded
 // its slot (tile_chunks_body), checked against the tile's own slots, since
 // slots no chunk uses hold stale values. Uniform over the threadgroup.
@@ -440,14 +455,13 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   if (SPLAT_WALK_COMPACT != 0) {
     if (t.tid >= walkers) return;
     pixel = s_walkers[t.tid];
-    const uint32_t first = t.warp * (uint32_t)SPLAT_SIMD_WIDTH, end = first + (uint32_t)SPLAT_SIMD_WIDTH;
-    pixel_rows(own.tile_y, s_walkers[first], s_walkers[(end < walkers ? end : walkers) - 1u], row_lo, row_hi);
+    gathered_rows(own.tile_y, s_walkers, walkers, t.warp, 1u, row_lo, row_hi);
   } else {
     if (!walk) return;
     pixel = t.tid;
     warp_rows(own.tile_y, t.warp, 1u, row_lo, row_hi);
   }
-  const TilePixel px = tile_pixel(cam, c.tile, pixel);
+  const TilePixel px = SPLAT_WALK_COMPACT != 0 ? tile_pixel(cam, c.tile, pixel) : own;
   vec2 pix = make_vec2((float)px.x + 0.5f, (float)px.y + 0.5f);
   const uint32_t at = t.group * (uint32_t)SPLAT_GROUP_SIZE + pixel;
   vec4 ck = load_float4(chunk_state, at);

@@ -30,26 +30,33 @@ SPLAT_FUNC void store_vec3(SPLAT_DEVICE_MEM float* p, uint32_t i, vec3 v) {
   p[3 * i + 2] = v.z;
 }
 
-// Exclusive prefix sum of `v` over the threadgroup (SPLAT_GROUP_SIZE threads,
-// all of which must call it). `total` receives the sum of all values.
-// `warp_tot` holds SPLAT_GROUP_WARPS + 1 values; it may be reused as soon as
-// this returns (the final barrier protects it).
-SPLAT_FUNC uint32_t block_exclusive_scan(SimtThread t, uint32_t v, SPLAT_TG_MEM uint32_t* warp_tot,
+// Exclusive prefix sum of `v` over a threadgroup of `warps` SIMD groups (at
+// most 32; every thread must call it). `total` receives the sum of all
+// values. `warp_tot` holds warps + 1 values; it may be reused as soon as this
+// returns (the final barrier protects it).
+SPLAT_FUNC uint32_t group_exclusive_scan(SimtThread t, uint32_t v, uint32_t warps, SPLAT_TG_MEM uint32_t* warp_tot,
                                          SPLAT_THREAD uint32_t& total) {
   uint32_t ex = simd_prefix_exclusive_sum(v);
   if (t.lane == SPLAT_SIMD_WIDTH - 1) warp_tot[t.warp] = ex + v;
   sp_group_barrier();
   if (t.warp == 0) {
-    uint32_t w = t.lane < SPLAT_GROUP_WARPS ? warp_tot[t.lane] : 0u;
+    uint32_t w = t.lane < warps ? warp_tot[t.lane] : 0u;
     uint32_t wex = simd_prefix_exclusive_sum(w);
-    if (t.lane < SPLAT_GROUP_WARPS) warp_tot[t.lane] = wex;
-    if (t.lane == SPLAT_GROUP_WARPS - 1) warp_tot[SPLAT_GROUP_WARPS] = wex + w;
+    if (t.lane < warps) warp_tot[t.lane] = wex;
+    if (t.lane == warps - 1u) warp_tot[warps] = wex + w;
   }
   sp_group_barrier();
-  total = warp_tot[SPLAT_GROUP_WARPS];
+  total = warp_tot[warps];
   uint32_t r = warp_tot[t.warp] + ex;
   sp_group_barrier();
   return r;
+}
+
+// group_exclusive_scan over a SPLAT_GROUP_SIZE threadgroup (warp_tot:
+// SPLAT_GROUP_WARPS + 1 values).
+SPLAT_FUNC uint32_t block_exclusive_scan(SimtThread t, uint32_t v, SPLAT_TG_MEM uint32_t* warp_tot,
+                                         SPLAT_THREAD uint32_t& total) {
+  return group_exclusive_scan(t, v, SPLAT_GROUP_WARPS, warp_tot, total);
 }
 
 // Bit mask of the lanes of this SIMD group whose 8-bit `digit` equals this

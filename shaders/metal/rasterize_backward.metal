@@ -22,7 +22,7 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
                                      device float* abs_grads [[buffer(15)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
-  SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS);
+  SPLAT_TG_ARRAY(uint32_t, s_warp, SPLAT_BWD_WARPS + 1);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_BWD_RED_FLOATS);
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_live, SPLAT_GROUP_SIZE);
