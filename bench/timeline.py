@@ -63,6 +63,18 @@ def gpu_events(trace: dict) -> list[dict]:
             if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
 
 
+def exported_trace(prof, path: Path | None = None) -> dict:
+    """A finished torch profiler's Chrome trace, read back: written to `path`
+    (kept) or to a scratch file (removed)."""
+    target = path or Path(f"/tmp/splat_timeline_{time.time_ns()}.json")
+    prof.export_chrome_trace(str(target))
+    try:
+        return json.loads(target.read_text())
+    finally:
+        if path is None:
+            target.unlink()
+
+
 def print_summary(s: dict, wall_ms: float, n: int, out=sys.stdout, per: str = "step") -> None:
     """The table; `per` names what the profiled unit is (a training step, a call)."""
     print(f"{n:,} Gaussians; wall {wall_ms:.3f} ms a {per} (timing off); GPU busy {s['busy_ms_per_step']:.3f} ms "
@@ -125,12 +137,7 @@ def main(argv=None) -> int:
     wall_ms = (time.perf_counter() - t0) / args.wall * 1e3
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         trainer.run(args.profile, progress=False, loss_every=args.profile)
-    path = args.trace or Path(f"/tmp/splat_timeline_{time.time_ns()}.json")
-    prof.export_chrome_trace(str(path))
-    trace = json.loads(path.read_text())
-    if args.trace is None:
-        path.unlink()
-    s = summarize(gpu_events(trace), args.profile)
+    s = summarize(gpu_events(exported_trace(prof, args.trace)), args.profile)
     print_summary(s, wall_ms, trainer.num_gaussians)
     if args.json:
         args.json.write_text(json.dumps(dict(s, wall_ms_per_step=wall_ms, gaussians=trainer.num_gaussians,

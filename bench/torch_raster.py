@@ -33,7 +33,7 @@ import splat
 import splat.torch as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timeline import gpu_events, print_summary, summarize  # noqa: E402
+from timeline import exported_trace, gpu_events, print_summary, summarize  # noqa: E402
 
 SIZES = (300_000, 1_000_000, 4_000_000)
 RESOLUTIONS = ((800, 800), (1920, 1080))
@@ -63,8 +63,8 @@ def scene(n: int, width: int, height: int, device: str, seed: int = 0):
 
 
 def time_calls(fn, params, viewmats, Ks, width, height, device, bg, warmup, iters, profile_calls=0):
-    """Median ms of a call; with profile_calls, also the kernel timeline of
-    that many more calls (bench/timeline.py's summary) as a second value."""
+    """(median ms of a call, the kernel timeline of profile_calls more calls
+    (bench/timeline.py's summary) or None without them)."""
     x = {k: v.clone().requires_grad_(True) for k, v in params.items()}
     weights = torch.rand(1, height, width, 3, device=device)
 
@@ -92,25 +92,13 @@ def time_calls(fn, params, viewmats, Ks, width, height, device, bg, warmup, iter
             call()
             times.append(1e3 * (time.perf_counter() - t0))
     if not profile_calls:
-        return statistics.median(times)
-    import json
-    import os
-    import tempfile
-
+        return statistics.median(times), None
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(profile_calls):
             call()
         torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            trace = json.load(f)
-    finally:
-        os.unlink(path)
-    return statistics.median(times), summarize(gpu_events(trace), profile_calls)
+    return statistics.median(times), summarize(gpu_events(exported_trace(prof)), profile_calls)
 
 
 def main(argv=None) -> int:
@@ -152,19 +140,18 @@ def main(argv=None) -> int:
     for w, h in res:
         for n in sizes:
             params, viewmats, Ks = scene(n, w, h, args.device)
-            got = time_calls(functools.partial(st.rasterization, config=config_a), params, viewmats, Ks, w, h,
-                             args.device, torch.ones(1, 3), args.warmup, args.iters, args.profile)
-            ms_a, timeline = got if args.profile else (got, None)
+            ms_a, timeline = time_calls(functools.partial(st.rasterization, config=config_a), params, viewmats, Ks,
+                                        w, h, args.device, torch.ones(1, 3), args.warmup, args.iters, args.profile)
             ms = ms_a
             b_cell = ""
             if config_b is not None:
-                ms_b = time_calls(functools.partial(st.rasterization, config=config_b), params, viewmats, Ks, w, h,
-                                  args.device, torch.ones(1, 3), args.warmup, args.iters)
+                ms_b, _ = time_calls(functools.partial(st.rasterization, config=config_b), params, viewmats, Ks,
+                                     w, h, args.device, torch.ones(1, 3), args.warmup, args.iters)
                 b_cell = f" {ms_b:28.2f} {ms_b / ms_a:6.2f}"
                 ms = min(ms, ms_b)  # gsplat's ratio against the faster variant
             if gsplat_fn is not None:
-                g_ms = time_calls(gsplat_fn, params, viewmats.cuda(), Ks.cuda(), w, h, args.device,
-                                  torch.ones(1, 3, device="cuda"), args.warmup, args.iters)
+                g_ms, _ = time_calls(gsplat_fn, params, viewmats.cuda(), Ks.cuda(), w, h, args.device,
+                                     torch.ones(1, 3, device="cuda"), args.warmup, args.iters)
                 met.append(g_ms >= ms)
                 tail = f"{g_ms:10.2f} {g_ms / ms:13.2f}  {'met' if g_ms >= ms else 'not met'}"
             else:

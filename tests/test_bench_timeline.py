@@ -3,6 +3,7 @@ events' intervals, per-kernel sums, and the gaps between them, against a
 brute-force count on a microsecond grid; its argument errors without a GPU."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,3 +76,20 @@ def test_argument_errors_name_the_argument(tmp_path):
     proc = subprocess.run([sys.executable, script, str(tmp_path), "--set", "train.steps=0"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and "train.steps" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_exported_trace_reads_the_trace_back_and_keeps_only_a_named_file(tmp_path):
+    class FakeProfiler:
+        written = []
+
+        def export_chrome_trace(self, path):
+            self.written.append(path)
+            with open(path, "w") as f:
+                json.dump({"traceEvents": [{"cat": "kernel", "name": "k", "ts": 1.0, "dur": 2.0}]}, f)
+
+    prof = FakeProfiler()
+    assert timeline.exported_trace(prof)["traceEvents"][0]["name"] == "k"
+    assert not os.path.exists(prof.written[-1])  # the scratch file is gone
+    kept = tmp_path / "trace.json"
+    assert timeline.exported_trace(prof, kept)["traceEvents"][0]["dur"] == 2.0
+    assert kept.exists()
