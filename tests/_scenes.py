@@ -52,9 +52,19 @@ def load_reference():
     return module
 
 
+_SEEDS_DRAWN = 0
+
+
+def seeds_drawn() -> int:
+    """How many times a test has asked make_rng for its seed (`pytest --reseed` repeats those tests)."""
+    return _SEEDS_DRAWN
+
+
 def make_rng(seed: int | None = None) -> tuple[np.random.Generator, int]:
     """(generator, seed): a fresh random seed unless `seed` or $SPLAT_TEST_SEED is given."""
+    global _SEEDS_DRAWN
     if seed is None:
+        _SEEDS_DRAWN += 1
         env = os.environ.get("SPLAT_TEST_SEED")
         seed = int(env) if env else int(np.random.SeedSequence().entropy % (2 ** 63))
     return np.random.default_rng(seed), seed

@@ -1,4 +1,4 @@
-"""pytest setup that travels with the tests folder: the markers, and, when the
+"""pytest setup that travels with the tests folder: the markers, `--reseed` (_reseed.py), and, when the
 installed wheel is under test (SPLAT_TEST_INSTALLED=1), a check that `splat`
 is imported from site-packages and not from a source tree."""
 from __future__ import annotations
@@ -10,6 +10,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _reseed  # noqa: E402 -- from this folder, on the path just above
+
 MARKERS = (
     "cuda: needs an NVIDIA GPU with a driver (skipped otherwise)",
     "metal: needs an Apple GPU with Metal (skipped otherwise)",
@@ -17,9 +19,14 @@ MARKERS = (
 )
 
 
+def pytest_addoption(parser):
+    _reseed.add_options(parser)
+
+
 def pytest_configure(config):
     for line in MARKERS:
         config.addinivalue_line("markers", line)
+    _reseed.configure(config)
 
 
 @pytest.hookimpl(hookwrapper=True)
