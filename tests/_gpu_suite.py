@@ -27,7 +27,7 @@ import pytest
 import splat
 from splat import _core, reference
 from _parity import (GRAD_TOL, GRADS, assert_images_close, cpu_rasterizer, loss_gradients, reference_of, rel_err,
-                     scene_for, to_splat)
+                     scene_for, separate_depths, to_splat)
 from _scenes import make_rng, random_scene
 
 __all__ = [
@@ -141,8 +141,9 @@ def test_antialiased_matches_reference_and_cpu(backend, n, width, height, degree
     every gradient against the CPU backend and the float64 reference; and it differs from
     classic, so the mode reached the kernels."""
     rng, seed = make_rng()
-    g, cam = to_splat(random_scene(rng, n=n, sh_degree=degree, width=width, height=height, spread=1.2,
-                                   pixel_sigma=(0.3, 4.0)))
+    scene = random_scene(rng, n=n, sh_degree=degree, width=width, height=height, spread=1.2, pixel_sigma=(0.3, 4.0))
+    separate_depths(scene)  # against the float64 reference (see _parity.separate_depths)
+    g, cam = to_splat(scene)
     bg = rng.uniform(0, 1, 3).astype(np.float32)
     r = rasterizer(backend)
     out = r.forward(g, cam, degree, bg, antialiased=True)

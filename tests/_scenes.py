@@ -130,20 +130,6 @@ def random_camera(rng: np.random.Generator, width: int, height: int, fov_deg: fl
                 cx=float(cx), cy=float(cy), width=int(width), height=int(height))
 
 
-def _apart(z: np.ndarray, gap: float) -> np.ndarray:
-    """`z` with every two values at least `gap` apart (the later of a close pair pushed back).
-    Two depths a float32 step apart sort either way in float32 and the reference sorts
-    their float64 values: about one 800-splat scene in a thousand drew such a pair, and its
-    tile blended in the other order. 2e-5 is some 40 float32 steps at depth 4."""
-    order = np.argsort(z, kind="stable")
-    s = z[order].copy()
-    for i in range(1, s.size):
-        s[i] = max(s[i], s[i - 1] + gap)
-    out = np.empty_like(z)
-    out[order] = s
-    return out
-
-
 def random_scene(rng: np.random.Generator, n: int = 8, sh_degree: int = 1, width: int = 24,
                  height: int = 20, *, extra_sh: int = 0, depth=(3.0, 5.0), spread: float = 1.0,
                  pixel_sigma=(0.8, 3.0), logits=(-1.0, 3.0), sh_scale: float = 0.3,
@@ -161,7 +147,7 @@ def random_scene(rng: np.random.Generator, n: int = 8, sh_degree: int = 1, width
     cam = camera if camera is not None else random_camera(rng, width, height)
     W = cam["world_to_camera"]
     fx, fy, w, h = cam["fx"], cam["fy"], cam["width"], cam["height"]
-    z = _apart(rng.uniform(*depth, size=n), 2e-5)
+    z = rng.uniform(*depth, size=n)
     x = rng.uniform(-spread, spread, size=n) * 0.5 * w / fx * z
     y = rng.uniform(-spread, spread, size=n) * 0.5 * h / fy * z
     if snap_pixels > 0:

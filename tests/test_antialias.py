@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import splat
-from _parity import GRAD_TOL, GRADS, assert_images_close, loss_gradients, rel_err, to_splat
+from _parity import GRAD_TOL, GRADS, assert_images_close, loss_gradients, rel_err, separate_depths, to_splat
 from _scenes import load_reference, make_rng, random_scene
 
 ref = load_reference()
@@ -137,8 +137,9 @@ CASES = [  # (n, width, height, sh_degree)
 @pytest.mark.parametrize("n,width,height,degree", CASES)
 def test_cpu_matches_reference(n, width, height, degree):
     rng, seed = make_rng()
-    g, cam = to_splat(random_scene(rng, n=n, sh_degree=degree, width=width, height=height, spread=1.2,
-                                   pixel_sigma=(0.3, 4.0)))
+    scene = random_scene(rng, n=n, sh_degree=degree, width=width, height=height, spread=1.2, pixel_sigma=(0.3, 4.0))
+    separate_depths(scene)  # against the float64 reference (see _parity.separate_depths)
+    g, cam = to_splat(scene)
     bg = rng.uniform(0, 1, 3).astype(np.float32)
     r = splat.Rasterizer(splat.BackendConfig(backend="cpu"))
     out = r.forward(g, cam, degree, bg, antialiased=True)
