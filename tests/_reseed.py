@@ -6,7 +6,7 @@ A test is repeated only while it passes and draws a seed; its first failing run 
 reported, with the seed (`SPLAT_TEST_SEED=<seed> pytest <test>` replays it). Otherwise the
 last run is reported, so each test still reports once. `--reseed-seconds S` stops repeating
 a test after about S seconds. The session ends with a line per test that failed, and a
-count of the runs."""
+count of the runs. The options are declared in conftest.py."""
 from __future__ import annotations
 
 import os
@@ -19,18 +19,8 @@ from _pytest.runner import runtestprotocol
 ENV = "SPLAT_TEST_SEED"
 
 
-def add_options(parser) -> None:
-    group = parser.getgroup("splat")
-    group.addoption("--reseed", type=int, default=0, metavar="N",
-                    help="run each test that draws a random seed up to N times, each with a fresh seed")
-    group.addoption("--reseed-seconds", type=float, default=30.0, metavar="S",
-                    help="with --reseed: stop repeating a test after about S seconds (default 30)")
-
-
 def configure(config) -> None:
     runs = config.getoption("reseed")
-    if not runs:
-        return
     if runs < 1:
         raise pytest.UsageError(f"--reseed: {runs} runs; give a count of 1 or more")
     if os.environ.get(ENV):

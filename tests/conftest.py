@@ -10,8 +10,6 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _reseed  # noqa: E402 -- from this folder, on the path just above
-
 MARKERS = (
     "cuda: needs an NVIDIA GPU with a driver (skipped otherwise)",
     "metal: needs an Apple GPU with Metal (skipped otherwise)",
@@ -20,13 +18,20 @@ MARKERS = (
 
 
 def pytest_addoption(parser):
-    _reseed.add_options(parser)
+    group = parser.getgroup("splat")
+    group.addoption("--reseed", type=int, default=0, metavar="N",
+                    help="run each test that draws a random seed up to N times, each with a fresh seed")
+    group.addoption("--reseed-seconds", type=float, default=30.0, metavar="S",
+                    help="with --reseed: stop repeating a test after about S seconds (default 30)")
 
 
 def pytest_configure(config):
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    _reseed.configure(config)
+    if config.getoption("reseed"):
+        # Only then: this file also runs alone, copied into other folders by tests.
+        import _reseed
+        _reseed.configure(config)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -149,8 +149,7 @@ def test_a_failed_test_lets_go_of_what_it_made(tmp_path):
     """conftest.py drops a failed test's locals once it is reported: a GPU
     test that fails must not keep its device memory for the tests after it."""
     import shutil
-    for name in ("conftest.py", "_reseed.py"):   # the conftest and the plugin it loads
-        shutil.copy(os.path.join(TESTS, name), tmp_path / name)
+    shutil.copy(os.path.join(TESTS, "conftest.py"), tmp_path / "conftest.py")
     (tmp_path / "test_inner.py").write_text(textwrap.dedent("""
         import weakref
         class Big:
