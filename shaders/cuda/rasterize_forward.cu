@@ -20,6 +20,13 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                          chunk_last, stop_chunk);
 }
 
+// The walkers' list only where they are gathered (SPLAT_WALK_COMPACT).
+#if SPLAT_WALK_COMPACT
+#define SPLAT_WALK_WALKERS_SIZE SPLAT_GROUP_SIZE
+#else
+#define SPLAT_WALK_WALKERS_SIZE 1
+#endif
+
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_rasterize_walk(CameraParams cam, RasterParams rp, const uint32_t* ranges, const uint32_t* sorted_ids,
                          const SplatRecord* records, const uint32_t* chunk_tiles, float* image, float* alpha,
@@ -27,7 +34,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                          const uint32_t* stop_chunk) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS + 1);
-  SPLAT_TG_ARRAY(uint32_t, s_walkers, SPLAT_GROUP_SIZE);
+  SPLAT_TG_ARRAY(uint32_t, s_walkers, SPLAT_WALK_WALKERS_SIZE);
   rasterize_walk_body(SPLAT_THREAD_CTX(), cam, rp, ranges, sorted_ids, records, chunk_tiles, image, alpha, final_T,
                       n_contrib, chunk_state, chunk_last, stop_chunk, s_splats, s_flags, s_walkers);
 }

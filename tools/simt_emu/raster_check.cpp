@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
     SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS + 1);
-  SPLAT_TG_ARRAY(uint32_t, s_walkers, SPLAT_GROUP_SIZE);
+    SPLAT_TG_ARRAY(uint32_t, s_walkers, SPLAT_GROUP_SIZE);
     rasterize_walk_body(t, cam, rp, ranges.data(), sorted_ids.data(), records.data(), chunk_tiles.data(),
                         image.data(), alpha.data(), final_T.data(), n_contrib.data(), chunk_state.data(),
                         chunk_last.data(), stop_chunk.data(), s_splats, s_flags, s_walkers);
