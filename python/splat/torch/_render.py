@@ -109,7 +109,7 @@ class _RasterizeView(torch.autograd.Function):
         # or their devices outlive the module and nanobind reports them as leaked.
         ctx.pool, ctx.lease, ctx.token = weakref.ref(pool), lease, token
         ctx.cam, ctx.sh_degree, ctx.background, ctx.antialiased = cam, sh_degree, background, antialiased
-        ctx.has_means2d = means2d is not None
+        ctx.means2d_shape = None if means2d is None else means2d.shape  # [N,2], or [1,N,2] for one camera
         ctx.mark_non_differentiable(radii)
         ctx.set_materialize_grads(False)
         return image, alpha, radii
@@ -145,7 +145,8 @@ class _RasterizeView(torch.autograd.Function):
             native.backward(d_image, d_alpha, g[0], g[1], g[2], g[3], g[4], g_means2d, ctx.token, _queue(dev))
         ctx.lease.done = True
         g_means, g_log_scales, g_quats, g_opacity, g_sh = g
-        return (g_means, g_quats, g_log_scales, g_opacity, g_sh, g_means2d if ctx.has_means2d else None,
+        g_means2d = None if ctx.means2d_shape is None else g_means2d.view(ctx.means2d_shape)
+        return (g_means, g_quats, g_log_scales, g_opacity, g_sh, g_means2d,
                 None, None, None, None, None)
 
 
@@ -287,26 +288,23 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     cams = [_Camera(vm_host[i], k_host[i], width, height, near, far) for i in range(c)]
     bg_host, bg_torch = _backgrounds(backgrounds, c, run_dev)
 
-    # Projected centres and depths in torch: meta values, and z carries the depth pass's dL/dz.
-    # K [R|t] in float64, where the cameras already are when that is where the
-    # Gaussians are (no upload, so no wait for the queue); else on the host.
-    if viewmats.device == Ks.device == run_dev:
-        P = torch.einsum("cij,cjk->cik", Ks.detach().double(), viewmats.detach()[:, :3, :].double()).float()
-    else:
-        P = torch.as_tensor(np.einsum("cij,cjk->cik", k_host, vm_host[:, :3, :]), dtype=torch.float32, device=run_dev)
-    hom = torch.einsum("nj,cij->cni", means, P[:, :, :3]) + P[:, None, :, 3]       # [C,N,3]
-    depths = hom[..., 2]
     need_grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (means, quats, log_scales, opacity_logits, sh))
-    means2d = (hom[..., :2] / hom[..., 2:3]).detach()
+    want_rgb = render_mode in ("RGB", "RGB+D", "RGB+ED")
+    want_depth = render_mode != "RGB"
+    # means2d is a leaf whose gradient the native backward writes; its value is
+    # meta only. RGB renders launch the native passes first and project after,
+    # so that torch work runs while the GPU rasterizes; the depth pass needs the
+    # depths (whose gradient it carries) before it renders.
+    hom = _project(means, vm_host, k_host, viewmats, Ks, run_dev) if want_depth else None
+    means2d = torch.empty((c, n, 2), dtype=torch.float32, device=run_dev)
     if need_grad:
         means2d.requires_grad_(True)
 
-    want_rgb = render_mode in ("RGB", "RGB+D", "RGB+ED")
-    want_depth = render_mode != "RGB"
     colors, alphas, radii = [], [], []
     for i, cam in enumerate(cams):
-        m2d = means2d[i] if need_grad else None
+        # One camera takes the whole leaf: no select, so no select's backward.
+        m2d = (means2d if c == 1 else means2d[i]) if need_grad else None
         alpha = None
         out = []
         if want_rgb:
@@ -319,7 +317,7 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
                 image = image + (1.0 - alpha)[..., None] * bg_torch[i]
             out.append(image)
         if want_depth:
-            z = depths[i]
+            z = hom[i, :, 2]
             rest = torch.full_like(z, -0.5 / SH_C0)
             sh_z = torch.stack([(z - 0.5) / SH_C0, rest, rest], dim=-1)[:, None, :].contiguous()
             d, alpha_d, r_d = _RasterizeView.apply(means, quats, log_scales, opacity_logits, sh_z, m2d, pool, cam,
@@ -333,9 +331,15 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
         colors.append(out[0] if len(out) == 1 else torch.cat(out, dim=-1))
         alphas.append(alpha[..., None])
         radii.append(r)
-    render_colors = torch.stack(colors)
-    render_alphas = torch.stack(alphas)
-    radii = torch.stack(radii)
+    # One camera: views, not copies (a stack is a copy and a node in the backward).
+    render_colors = colors[0][None] if c == 1 else torch.stack(colors)
+    render_alphas = alphas[0][None] if c == 1 else torch.stack(alphas)
+    radii = radii[0][None] if c == 1 else torch.stack(radii)
+    if hom is None:
+        hom = _project(means, vm_host, k_host, viewmats, Ks, run_dev)
+    depths = hom[..., 2]
+    with torch.no_grad():
+        torch.div(hom[..., :2], hom[..., 2:3], out=means2d)
     if run_dev != dev:
         render_colors, render_alphas, radii = render_colors.to(dev), render_alphas.to(dev), radii.to(dev)
     meta = {
@@ -354,6 +358,19 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
 
 
 _ZERO3 = np.zeros(3, np.float32)
+
+
+def _project(means, vm_host, k_host, viewmats, Ks, run_dev):
+    """K [R|t] applied to the means: [C,N,3] homogeneous pixel coordinates (x z, y z, z),
+    differentiable in means. P is made in float64 where the cameras already are when
+    that is where the Gaussians are (no upload, so no wait for the queue); else on the host."""
+    if viewmats.device == Ks.device == run_dev:
+        P = torch.matmul(Ks.detach().double(), viewmats.detach()[:, :3, :].double()).float()
+    else:
+        P = torch.as_tensor(np.matmul(k_host, vm_host[:, :3, :]), dtype=torch.float32, device=run_dev)
+    c = P.shape[0]
+    # One batched multiply-add: t + means R^T per camera.
+    return torch.baddbmm(P[:, None, :, 3], means.expand(c, -1, -1), P[:, :, :3].transpose(1, 2))
 
 
 def _backgrounds(backgrounds, c, dev):
