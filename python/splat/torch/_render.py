@@ -367,7 +367,11 @@ def _project(means, vm_host, k_host, viewmats, Ks, run_dev):
     if viewmats.device == Ks.device == run_dev:
         P = torch.matmul(Ks.detach().double(), viewmats.detach()[:, :3, :].double()).float()
     else:
-        P = torch.as_tensor(np.matmul(k_host, vm_host[:, :3, :]), dtype=torch.float32, device=run_dev)
+        P = torch.from_numpy(np.matmul(k_host, vm_host[:, :3, :]).astype(np.float32))
+        if run_dev.type == "cuda":
+            # From pinned memory and without blocking: torch's blocking upload of
+            # pageable memory waits for the queue, here the rasterizer's passes.
+            P = P.pin_memory().to(run_dev, non_blocking=True)
     c = P.shape[0]
     # One batched multiply-add: t + means R^T per camera.
     return torch.baddbmm(P[:, None, :, 3], means.expand(c, -1, -1), P[:, :, :3].transpose(1, 2))
