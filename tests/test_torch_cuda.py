@@ -54,7 +54,8 @@ def _render_and_grads(params, viewmats, Ks, w, h, degree, bg, mode, weights):
                                         sh_degree=degree, backgrounds=bg, render_mode=mode)
     loss = (colors * weights[0]).sum() + (alphas * weights[1]).sum()
     grads = torch.autograd.grad(loss, [params[k] for k in PARAMS] + [meta["means2d"]])
-    return colors.detach(), alphas.detach(), [g.detach() for g in grads]
+    return colors.detach(), alphas.detach(), [g.detach() for g in grads] + [meta["means2d"].detach(),
+                                                                            meta["depths"].detach()]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -81,6 +82,10 @@ def test_cuda_matches_cpu_backend(mode, n, w, h, degree, cameras):
     for name, a, b in zip(PARAMS + ("means2d",), g1, g0):
         e = rel_err(a.cpu().numpy(), b.numpy())
         assert e <= GRAD_TOL, f"{name}: CUDA vs CPU relative error {e:.3g}; seed {seed}"
+    # meta's values (host cameras: the projection goes up from pinned memory after the passes)
+    for name, a, b in zip(("meta means2d", "meta depths"), g1[-2:], g0[-2:]):
+        e = rel_err(a.cpu().numpy(), b.numpy())
+        assert e <= 1e-5, f"{name}: CUDA vs CPU relative error {e:.3g}; seed {seed}"
 
 
 def test_cuda_outputs_in_place_on_the_current_stream():
