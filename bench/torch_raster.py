@@ -26,8 +26,11 @@ ops on the idle GPU (the camera upload, the projection for meta's means2d and de
 the parameter activations). Prediction for launching the native passes first and
 projecting after (RGB renders), the camera matrix uploaded from pinned memory without
 blocking (torch's blocking upload of pageable memory waits for the stream, which would now
-hold the rasterizer's passes), and single-camera views instead of stacks: 1M at 800x800
-from 3.5 to about 3.15 ms, the other cells 0.2-0.3 ms less.
+hold the rasterizer's passes), single-camera views instead of stacks, cameras checked
+once per distinct value and the default pool found without a new config: 1M at 800x800
+from 3.5 to about 3.15 ms, the other cells 0.2-0.3 ms less. (On this project's 2-core
+CPU machine, CPU tensors, 200 Gaussians at 32x32: the Python side of a call's forward
+went from 0.52 to 0.35 ms, the native pass ~0.19 ms beside it.)
 """
 from __future__ import annotations
 

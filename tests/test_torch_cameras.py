@@ -115,3 +115,27 @@ def test_nan_viewmat_was_a_black_image():
             kk[1, 0, 0] = k
         with pytest.raises(ValueError, match=rf"{name}\[1\]: not finite"):
             render(v, kk)
+
+
+def test_checked_cameras_are_remembered_by_value():
+    """A camera that passed is remembered by its values (a dataset's views are checked
+    once): the same tensor changed in place to a bad matrix is checked again and
+    refused, a new size makes new cameras, and the memory stays bounded."""
+    from splat.torch import _render
+    viewmats, Ks = cameras(np.random.default_rng(2), 2)
+    render(viewmats, Ks)
+    viewmats[1, 0, 0] *= 1.5  # a scale: not rigid
+    with pytest.raises(ValueError, match=r"viewmats\[1\]: not a rigid"):
+        render(viewmats, Ks)
+    vm = viewmats.numpy().astype(np.float64)
+    vm[1, 0, 0] /= 1.5
+    k = Ks.numpy().astype(np.float64)
+    a = _render._checked_cameras(vm, k, W, H, 0.01, 1e10)
+    assert _render._checked_cameras(vm, k, W, H, 0.01, 1e10) is a
+    b = _render._checked_cameras(vm, k, W + 1, H, 0.01, 1e10)
+    assert b is not a and b[0].width == W + 1
+    for i in range(_render._CAMERA_CACHE_SIZE + 10):
+        k2 = k.copy()
+        k2[:, 0, 0] += i + 1
+        _render._checked_cameras(vm, k2, W, H, 0.01, 1e10)
+    assert len(_render._CAMERA_CACHE) <= _render._CAMERA_CACHE_SIZE

@@ -38,7 +38,12 @@ def rasterizer_pool(device, config=None) -> NativePool:
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:  # "cuda" is the current device: one pool for both names
         device = torch.device("cuda", torch.cuda.current_device())
+    if config is None:  # the common case, found without making a config
+        pool = _POOLS.get((device.type, device.index, None))
+        if pool is not None:
+            return pool
     backend = _BACKEND_OF_DEVICE.get(device.type, "cpu")
+    default = config is None
     if config is None:
         config = _core.BackendConfig(backend=backend)
     elif not isinstance(config, _core.BackendConfig):
@@ -53,6 +58,8 @@ def rasterizer_pool(device, config=None) -> NativePool:
         pool = _POOLS.get(key)
         if pool is None:
             pool = _POOLS[key] = NativePool(config, DEFAULT_POOL_SIZE, _core.ViewRasterizer)
+        if default:
+            _POOLS[(device.type, device.index, None)] = pool
     return pool
 
 
@@ -217,6 +224,28 @@ def check_cameras(viewmats, Ks) -> None:
                          f"within {RIGID_TOL:g})")
 
 
+# Cameras already checked, by their host values: a loop over a dataset's views
+# checks each view once (the check is the bulk of a call's camera handling).
+_CAMERA_CACHE_SIZE = 1024
+_CAMERA_CACHE: dict = {}
+_CAMERA_CACHE_LOCK = threading.Lock()
+
+
+def _checked_cameras(vm_host, k_host, width, height, near, far) -> list:
+    """check_cameras(vm_host, k_host), then one _Camera per view; remembered by value."""
+    key = (vm_host.tobytes(), k_host.tobytes(), width, height, near, far)
+    with _CAMERA_CACHE_LOCK:
+        cams = _CAMERA_CACHE.get(key)
+    if cams is None:
+        check_cameras(vm_host, k_host)
+        cams = [_Camera(vm_host[i], k_host[i], width, height, near, far) for i in range(vm_host.shape[0])]
+        with _CAMERA_CACHE_LOCK:
+            if len(_CAMERA_CACHE) >= _CAMERA_CACHE_SIZE:
+                _CAMERA_CACHE.pop(next(iter(_CAMERA_CACHE)))  # the oldest entry
+            _CAMERA_CACHE[key] = cams
+    return cams
+
+
 def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width, height, *, sh_degree,
               backgrounds=None, render_mode="RGB", near=0.01, far=1e10, config=None, rasterize_mode="classic"):
     """Render N Gaussians from C cameras, differentiably.
@@ -276,7 +305,7 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     else:
         vm_host = viewmats.detach().to("cpu", torch.float64).numpy()
         k_host = Ks.detach().to("cpu", torch.float64).numpy()
-    check_cameras(vm_host, k_host)
+    cams = _checked_cameras(vm_host, k_host, width, height, near, far)
 
     # Devices the native side cannot view (mps) go through host memory.
     run_dev = dev if dev.type in ("cpu", "cuda") else torch.device("cpu")
@@ -284,8 +313,6 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     if run_dev != dev:
         means, quats, log_scales, opacity_logits, sh = (t.to(run_dev) for t in
                                                        (means, quats, log_scales, opacity_logits, sh))
-
-    cams = [_Camera(vm_host[i], k_host[i], width, height, near, far) for i in range(c)]
     bg_host, bg_torch = _backgrounds(backgrounds, c, run_dev)
 
     need_grad = torch.is_grad_enabled() and any(
@@ -362,9 +389,9 @@ _ZERO3 = np.zeros(3, np.float32)
 
 def _project(means, vm_host, k_host, viewmats, Ks, run_dev):
     """K [R|t] applied to the means: [C,N,3] homogeneous pixel coordinates (x z, y z, z),
-    differentiable in means. P is made in float64 where the cameras already are when
-    that is where the Gaussians are (no upload, so no wait for the queue); else on the host."""
-    if viewmats.device == Ks.device == run_dev:
+    differentiable in means. P is made in float64 on the GPU where the cameras and the
+    Gaussians both are (no upload, so no wait for the queue); else from the host copies."""
+    if viewmats.device == Ks.device == run_dev and run_dev.type != "cpu":
         P = torch.matmul(Ks.detach().double(), viewmats.detach()[:, :3, :].double()).float()
     else:
         P = torch.from_numpy(np.matmul(k_host, vm_host[:, :3, :]).astype(np.float32))
