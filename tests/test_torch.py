@@ -176,6 +176,32 @@ def test_depth_modes(mode):
     assert e <= 1e-2, f"{mode}: means gradient relative error {e:.3g}; seed {seed}"
 
 
+def test_gsplat_opacities_of_zero_and_one_are_clamped():
+    """Opacities exactly 0 or 1 are clamped to [1e-6, 1 - 1e-6] before the logit: the render
+    is splat's with those logits, and the clamped entries get no gradient."""
+    rng, seed = make_rng()
+    w, h = 24, 20
+    g, cam = to_splat(scene_for(rng, 60, w, h, 0))
+    _, viewmats, Ks = _cameras(rng, cam, 1, w, h)
+    o = rng.uniform(0.05, 0.95, len(g))
+    o[rng.permutation(len(g))[:20]] = rng.choice([0.0, 1.0], 20)
+    opac = torch.tensor(o, dtype=torch.float32).requires_grad_(True)
+    rgb = torch.tensor(rng.uniform(0.1, 1.0, (len(g), 3)).astype(np.float32))
+    t = _tensors(g)
+    colors, _, _ = st.rasterization(t["means"], t["quats"], t["log_scales"].exp(), opac, rgb, viewmats, Ks, w, h,
+                                    packed=False)
+    clipped = np.clip(o.astype(np.float32), np.float32(1e-6), np.float32(1 - 1e-6)).astype(np.float64)
+    logits = torch.tensor(np.log(clipped / (1 - clipped)), dtype=torch.float32)
+    sh = ((rgb - 0.5) / SH_C0)[:, None, :]
+    want, _, _ = st.rasterize(t["means"], t["quats"], t["log_scales"], logits, sh, viewmats, Ks, w, h, sh_degree=0)
+    np.testing.assert_allclose(colors.detach().numpy(), want.detach().numpy(), atol=2e-5, err_msg=f"seed {seed}")
+    colors.sum().backward()
+    grad = opac.grad.numpy()
+    assert np.isfinite(grad).all(), f"seed {seed}"
+    edge = (o == 0.0) | (o == 1.0)
+    assert (grad[edge] == 0).all(), f"clamped opacities got a gradient; seed {seed}"
+    assert np.abs(grad[~edge]).sum() > 0, f"seed {seed}"
+
 def test_gsplat_conventions_match_splat_parametrisation():
     """Activated scales / opacities and RGB colours give what splat's own form gives."""
     rng, seed = make_rng()

@@ -48,7 +48,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     if not isinstance(scales, torch.Tensor) or not isinstance(opacities, torch.Tensor):
         raise TypeError("[splat] scales, opacities: expected torch.Tensors")
     log_scales = torch.log(scales)
-    opacity_logits = torch.logit(opacities.clamp(_OPACITY_EPS, 1.0 - _OPACITY_EPS))
+    opacity_logits = torch.logit(opacities, eps=_OPACITY_EPS)  # clamps as clamp() would, in one op and node
     if sh_degree is None:
         n = means.shape[0]
         if colors.shape[-1] != 3 or colors.dim() not in (2, 3) or colors.shape[-2] != n:
