@@ -16,6 +16,7 @@ import weakref
 
 import numpy as np
 import torch
+import torch.utils.dlpack
 
 from .. import _core
 from .._passes import DEFAULT_POOL_SIZE, SH_C0, NativePool
@@ -149,7 +150,8 @@ class _RasterizeView(torch.autograd.Function):
                 d_alpha = d_alpha.to(torch.float32).contiguous()
             g = [torch.empty_like(p) for p in params]
             g_means2d = torch.empty((n, 2), dtype=torch.float32, device=dev)
-            native.backward(d_image, d_alpha, g[0], g[1], g[2], g[3], g[4], g_means2d, ctx.token, _queue(dev))
+            native.backward(_dl(d_image), None if d_alpha is None else _dl(d_alpha), *(_dl(x) for x in g),
+                            _dl(g_means2d), ctx.token, _queue(dev))
         ctx.lease.done = True
         g_means, g_log_scales, g_quats, g_opacity, g_sh = g
         g_means2d = None if ctx.means2d_shape is None else g_means2d.view(ctx.means2d_shape)
@@ -157,11 +159,16 @@ class _RasterizeView(torch.autograd.Function):
                 None, None, None, None, None)
 
 
+# Tensors go to the native side as DLPack capsules made in C: a tensor's own
+# __dlpack__ is Python code, ten times slower, and a pass hands over 8 or 9.
+_dl = torch.utils.dlpack.to_dlpack
+
+
 def _native_forward(native, params, cam, sh_degree, background, antialiased, image, alpha, radii, dev) -> int:
-    means, log_scales, quats, opacity_logits, sh = params
+    means, log_scales, quats, opacity_logits, sh = (_dl(p) for p in params)
     return native.forward(means, log_scales, quats, opacity_logits, sh, cam.w2c, cam.fx, cam.fy, cam.cx, cam.cy,
-                          cam.width, cam.height, sh_degree, background, cam.near, cam.far, image, alpha, radii,
-                          _queue(dev), antialiased)
+                          cam.width, cam.height, sh_degree, background, cam.near, cam.far, _dl(image), _dl(alpha),
+                          _dl(radii), _queue(dev), antialiased)
 
 
 def _check_float(name, t, shape):
