@@ -306,7 +306,10 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
 
     # The cameras on the host (the native side takes them by value): one copy
     # for both where they share a device, so one wait for the queue, not two.
-    if viewmats.device == Ks.device:
+    if viewmats.device.type == Ks.device.type == "cpu":  # no copy to make: numpy views, widened
+        vm_host = viewmats.detach().numpy().astype(np.float64)
+        k_host = Ks.detach().numpy().astype(np.float64)
+    elif viewmats.device == Ks.device:
         both = torch.cat([viewmats.detach().reshape(c, 16), Ks.detach().reshape(c, 9)], 1).to("cpu", torch.float64)
         vm_host, k_host = both[:, :16].reshape(c, 4, 4).numpy(), both[:, 16:].reshape(c, 3, 3).numpy()
     else:
