@@ -77,9 +77,9 @@ def scene(n: int, width: int, height: int, device: str, seed: int = 0):
         torch.tensor(w2c[None].astype(np.float32)), torch.tensor(K[None].astype(np.float32))
 
 
-def time_calls(fn, params, viewmats, Ks, width, height, device, bg, warmup, iters, profile_calls=0):
-    """(median ms of a call, the kernel timeline of profile_calls more calls
-    (bench/timeline.py's summary) or None without them)."""
+def make_call(fn, params, viewmats, Ks, width, height, device, bg):
+    """One call of the benchmark: fn's render of fresh leaf copies of params, then the
+    backward of a weighted sum of image and alpha."""
     x = {k: v.clone().requires_grad_(True) for k, v in params.items()}
     weights = torch.rand(1, height, width, 3, device=device)
 
@@ -90,6 +90,38 @@ def time_calls(fn, params, viewmats, Ks, width, height, device, bg, warmup, iter
                                   width, height, sh_degree=3, packed=False, backgrounds=bg)
         ((colors * weights).sum() + alphas.sum()).backward()
 
+    return call
+
+
+def count_syncs(call, calls=5, pool=None):
+    """(torch's synchronising operations a call, as torch.cuda.set_sync_debug_mode
+    reports them; the native side's host transfers a call, a dict, when its pool is
+    given): what a warm call waits for besides its kernels."""
+    import warnings
+    call()
+    torch.cuda.synchronize()
+    before = pool.host_transfers() if pool is not None else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(calls):
+                call()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    syncs = sum("synchroniz" in str(w.message).lower() for w in caught) / calls
+    native = None
+    if before is not None:
+        after = pool.host_transfers()
+        native = {k: (after[k] - before.get(k, 0)) / calls for k in after}
+    return syncs, native
+
+
+def time_calls(fn, params, viewmats, Ks, width, height, device, bg, warmup, iters, profile_calls=0):
+    """(median ms of a call, the kernel timeline of profile_calls more calls
+    (bench/timeline.py's summary) or None without them)."""
+    call = make_call(fn, params, viewmats, Ks, width, height, device, bg)
     for _ in range(warmup):
         call()
     times = []
@@ -128,11 +160,16 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", type=int, default=0, metavar="CALLS",
                     help="after timing, record this many splat.torch calls per cell with torch's profiler and "
                          "print the kernels' ms a call (bench/timeline.py's table; cuda only)")
+    ap.add_argument("--syncs", action="store_true",
+                    help="after timing, count what a warm call waits for: torch's synchronising operations "
+                         "(splat and gsplat) and splat's native host transfers (cuda only)")
     ap.add_argument("--compare", metavar="FIELD=VALUE",
                     help="also time splat with this BackendConfig field, beside the first (A/B ratio)")
     args = ap.parse_args(argv)
     if args.profile < 0 or (args.profile and args.device != "cuda"):
         ap.error("--profile: a count of calls >= 0, with --device cuda")
+    if args.syncs and args.device != "cuda":
+        ap.error("--syncs: with --device cuda")
     base = dict(kv.split("=", 1) for kv in args.backend_set)
     config_a = splat.BackendConfig(backend=args.device, **base)
     config_b = None
@@ -172,6 +209,17 @@ def main(argv=None) -> int:
             else:
                 tail = f"{'-':>10} {'-':>13}"
             print(f"{n:10d} {f'{w}x{h}':>10} {ms_a:9.2f}{b_cell} {tail}", flush=True)
+            if args.syncs:
+                syncs, native = count_syncs(make_call(functools.partial(st.rasterization, config=config_a), params,
+                                                      viewmats, Ks, w, h, args.device, torch.ones(1, 3)),
+                                            pool=st.rasterizer_pool(args.device, config_a))
+                line = (f"  a warm call waits: splat {syncs:g} torch syncs, native {native.get('downloads', 0):g} "
+                        f"downloads ({native.get('download_bytes', 0):g} bytes), {native.get('uploads', 0):g} uploads")
+                if gsplat_fn is not None:
+                    g_syncs, _ = count_syncs(make_call(gsplat_fn, params, viewmats.cuda(), Ks.cuda(), w, h, args.device,
+                                                       torch.ones(1, 3, device="cuda")))
+                    line += f"; gsplat {g_syncs:g} torch syncs"
+                print(line, flush=True)
             if timeline is not None:
                 print_summary(timeline, ms_a, n, per="call")
             del params
