@@ -32,6 +32,7 @@ ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
 SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
 EMIT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "emit_check.cpp")
 FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
+SH_GRAD_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sh_grad_check.cpp")
 EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
@@ -356,6 +357,26 @@ def test_scan_and_radix_sort_match_the_standard_library(compiler, tmp_path, key_
         # pair_total's status against the host's exact total.
         assert int(got["limited_differ"]) == 0, (got, count, key_bits, seed)
         assert int(got["pair_total_differ"]) == 0, (got, count, seed)
+
+
+@pytest.mark.parametrize("sh_stride", [1, 4, 9, 16])
+def test_sh_gradient_expansion_matches_its_factors(compiler, tmp_path, sh_stride):
+    """expand_sh_grad_body (project.h: a thread per 16-byte quad of d_sh, the partial
+    last quad float by float) against sh_factor_grad over every element: the same bits,
+    zeros past the active coefficients, nothing written past the array; Gaussian counts
+    whose arrays end on every remainder of a quad."""
+    exe = compile_check(compiler, [SH_GRAD_SOURCE], str(tmp_path / "sh_grad_check"))
+    rng, seed = make_rng()
+    for n in (1, 2, 3, int(rng.integers(4, 900))):
+        k_count = int(rng.integers(1, sh_stride + 1))
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_stride), str(k_count)],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got = dict(line.split() for line in p.stdout.splitlines())
+        assert int(got["values"]) == 3 * n * sh_stride, got
+        assert int(got["differ"]) == 0, (got, n, k_count, seed)
+        assert int(got["past_end"]) == 0, (got, n, seed)
+        assert int(got["nonzero"]) > 0, (got, seed)
 
 
 @pytest.mark.parametrize("sh_width", [3, 48])

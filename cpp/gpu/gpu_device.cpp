@@ -421,8 +421,8 @@ void GpuDevice::expand_sh_grad(BufferRef out) {
   ShGradParams sp{static_cast<uint32_t>(n), rp_.sh_stride,
                   static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(rp_.sh_degree))), 0u};
   const size_t total = n * 3 * size_t{rp_.sh_stride};
-  if (total >= (size_t{1} << 32)) throw BackendError("[gpu] too many SH coefficients for one dispatch");
-  launch(Kernel::ExpandShGrad, div_up(total, kGroup),
+  if (total > (size_t{1} << 32) - 4) throw BackendError("[gpu] too many SH coefficients for one dispatch");
+  launch(Kernel::ExpandShGrad, div_up(div_up(total, 4), kGroup),  // a thread per 16-byte quad
          {KernelArg::value(sp), KernelArg::buf(ref(kShFactors)), KernelArg::buf(out)});
 }
 
@@ -547,6 +547,9 @@ void GpuDevice::rasterize_backward_external(const float* d_image, const float* d
     throw ConfigError("[gpu] backward: every gradient output but sh is required");
   launcher_->check_device_pointer(d_image, "d_image");
   if (n) launcher_->check_device_pointer(grads.means, "grad means");
+  // expand_sh_grad_body writes the SH gradient a 16-byte quad at a time.
+  if (grads.sh && reinterpret_cast<uintptr_t>(grads.sh) % 16 != 0)
+    throw ConfigError("[gpu] grad sh: the array must start 16-byte aligned");
   QueueScope scope(*launcher_, queue);
   const BufferRef dimg = external(d_image), dalpha = external(d_alpha);
   const BufferRef outs[6] = {external(grads.means),          external(grads.log_scales), external(grads.quats),

@@ -134,13 +134,30 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   d_means2d[2 * i + 1] = s[1];
 }
 
-// The SH gradient d_sh[n, stride, 3] expanded from its factors, one thread
-// per float: for callers that read the gradient itself.
+// The SH gradient d_sh[n, stride, 3] expanded from its factors, for callers
+// that read the gradient itself: one thread per 16-byte quad of the flat array
+// (d_sh 16-byte aligned), its four floats stored at once; the array's partial
+// last quad float by float. A thread per float wrote the same values with four
+// times the threads and threadgroups for one 4-byte store each.
 SPLAT_FUNC void expand_sh_grad_body(SimtThread t, SPLAT_CONST_MEM const ShGradParams& p,
                                     SPLAT_DEVICE_MEM const float* sh_factors, SPLAT_DEVICE_MEM float* d_sh) {
-  uint32_t e = global_index(t);
+  uint32_t q = global_index(t);
   uint32_t width = 3u * p.sh_stride;
-  if (e >= p.count * width) return;
-  uint32_t i = e / width, j = e % width;
-  d_sh[e] = sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.k_count);
+  uint32_t total = p.count * width;
+  uint32_t e = 4u * q;
+  if (e >= total) return;
+  uint32_t i = e / width, j = e - i * width;
+  float v[4];
+  SPLAT_UNROLL for (uint32_t c = 0; c < 4u; ++c) {
+    v[c] = e + c < total ? sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.k_count) : 0.f;
+    if (++j == width) {
+      j = 0;
+      ++i;
+    }
+  }
+  if (e + 4u <= total) {
+    store_float4(d_sh, q, v[0], v[1], v[2], v[3]);
+  } else {
+    for (uint32_t c = 0; e + c < total; ++c) d_sh[e + c] = v[c];
+  }
 }

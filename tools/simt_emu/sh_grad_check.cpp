@@ -1,0 +1,46 @@
+// The SH gradient's expansion (shaders/kernels/project.h, expand_sh_grad_body:
+// a thread per 16-byte quad of the flat d_sh array, the partial last quad
+// float by float) on the SIMT emulator, dispatched as GpuDevice::expand_sh_grad
+// does, against a loop of sh_factor_grad over every element. Prints how many
+// elements differ in their bits and how many past the array were touched, for
+// tests/test_simt_emulation.py.
+//
+//   sh_grad_check SEED GAUSSIANS SH_STRIDE ACTIVE_COEFFS
+#include "simt_emu.h"
+// The kernel bodies, after the emulator.
+#include "project.h"
+
+#include <cstring>
+#include <random>
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    fprintf(stderr, "usage: sh_grad_check SEED GAUSSIANS SH_STRIDE ACTIVE_COEFFS\n");
+    return 2;
+  }
+  std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
+  const uint32_t n = (uint32_t)atoi(argv[2]), stride = (uint32_t)atoi(argv[3]), k_count = (uint32_t)atoi(argv[4]);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> factors((size_t)SPLAT_SH_FACTOR_FLOATS * n);
+  for (float& f : factors) f = normal(rng);
+
+  const size_t total = (size_t)n * 3 * stride;
+  const float sentinel = -12345.f;
+  // Room past the array: a quad stored across its end would show there.
+  std::vector<float> d_sh(total + 8, sentinel);
+  ShGradParams p{n, stride, k_count, 0u};
+  const uint32_t quads = (uint32_t)((total + 3) / 4);
+  simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE,
+                     [&](SimtThread t) { expand_sh_grad_body(t, p, factors.data(), d_sh.data()); });
+
+  size_t differ = 0, nonzero = 0, past_end = 0;
+  for (size_t e = 0; e < total; ++e) {
+    const uint32_t width = 3 * stride, j = (uint32_t)(e % width);
+    const float want = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * (e / width)], j / 3u, j % 3u, k_count);
+    differ += std::memcmp(&d_sh[e], &want, sizeof(float)) != 0;
+    nonzero += want != 0.f;
+  }
+  for (size_t e = total; e < d_sh.size(); ++e) past_end += d_sh[e] != sentinel;
+  printf("values %zu\ndiffer %zu\nnonzero %zu\npast_end %zu\n", total, differ, nonzero, past_end);
+  return 0;
+}
