@@ -7,10 +7,10 @@
 //
 //   sh_grad_check SEED GAUSSIANS SH_STRIDE ACTIVE_COEFFS
 #include "simt_emu.h"
+#include "bit_compare.h"
 // The kernel bodies, after the emulator.
 #include "project.h"
 
-#include <cstring>
 #include <random>
 
 int main(int argc, char** argv) {
@@ -33,13 +33,14 @@ int main(int argc, char** argv) {
   simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE,
                      [&](SimtThread t) { expand_sh_grad_body(t, p, factors.data(), d_sh.data()); });
 
-  size_t differ = 0, nonzero = 0, past_end = 0;
+  std::vector<float> want(total);
+  size_t nonzero = 0, past_end = 0;
   for (size_t e = 0; e < total; ++e) {
     const uint32_t width = 3 * stride, j = (uint32_t)(e % width);
-    const float want = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * (e / width)], j / 3u, j % 3u, k_count);
-    differ += std::memcmp(&d_sh[e], &want, sizeof(float)) != 0;
-    nonzero += want != 0.f;
+    want[e] = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * (e / width)], j / 3u, j % 3u, k_count);
+    nonzero += want[e] != 0.f;
   }
+  const size_t differ = count_bit_differences(want, d_sh);  // over want's elements: the array itself
   for (size_t e = total; e < d_sh.size(); ++e) past_end += d_sh[e] != sentinel;
   printf("values %zu\ndiffer %zu\nnonzero %zu\npast_end %zu\n", total, differ, nonzero, past_end);
   return 0;

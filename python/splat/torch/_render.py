@@ -39,12 +39,13 @@ def rasterizer_pool(device, config=None) -> NativePool:
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:  # "cuda" is the current device: one pool for both names
         device = torch.device("cuda", torch.cuda.current_device())
-    if config is None:  # the common case, found without making a config
-        pool = _POOLS.get((device.type, device.index, None))
-        if pool is not None:
-            return pool
+    # The default configuration's pool is also filed under None: the common
+    # case, found without making a config.
+    default_key = (device.type, device.index, None) if config is None else None
+    pool = _POOLS.get(default_key)  # one lookup: empty_cache() may run between two
+    if pool is not None:
+        return pool
     backend = _BACKEND_OF_DEVICE.get(device.type, "cpu")
-    default = config is None
     if config is None:
         config = _core.BackendConfig(backend=backend)
     elif not isinstance(config, _core.BackendConfig):
@@ -59,8 +60,8 @@ def rasterizer_pool(device, config=None) -> NativePool:
         pool = _POOLS.get(key)
         if pool is None:
             pool = _POOLS[key] = NativePool(config, DEFAULT_POOL_SIZE, _core.ViewRasterizer)
-        if default:
-            _POOLS[(device.type, device.index, None)] = pool
+        if default_key is not None:
+            _POOLS[default_key] = pool
     return pool
 
 
