@@ -53,7 +53,8 @@ def recipe(base: str, extra: dict) -> splat.TrainConfig:
 
 def run(scene, name, cfg, train, test, evals, backend_fields, log):
     trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(**backend_fields))
-    marks = sorted({max(1, cfg.steps * i // evals) for i in range(1, evals + 1)})
+    steps = trainer.config.steps   # the recipe as the scene resolved it (TrainConfig.for_random_start)
+    marks = sorted({max(1, steps * i // evals) for i in range(1, evals + 1)})
     points, seconds = [], 0.0
     for mark in marks:
         t0 = time.perf_counter()

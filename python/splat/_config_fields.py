@@ -178,6 +178,7 @@ class _Section:
             raise ConfigError(errors)
         for k, v in values.items():
             setattr(self, k, v)
+        self._given = frozenset(kwargs)   # the keys set explicitly (TrainConfig.for_random_start)
 
     @classmethod
     def _collect(cls, kwargs: dict) -> tuple[dict, list[str]]:

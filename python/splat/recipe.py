@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .config import PRESETS, TrainConfig
-from .schedule import opacity_reset_mode
+from .config import PRESETS, PRESETS_RANDOM_START, TrainConfig
+from .schedule import CAPTURE_FORMATS, opacity_reset_mode
 
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
 _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
@@ -33,6 +33,11 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
     if PRESETS.get(train.preset):
         keys = ", ".join(f"{k} {v:g}" for k, v in PRESETS[train.preset].items())
         preset = [f"preset: {train.preset}: the keys not set explicitly take {keys}"]
+        extra = PRESETS_RANDOM_START.get(train.preset)
+        if extra and dataset_format is not None and dataset_format not in CAPTURE_FORMATS:
+            keys = ", ".join(f"{k} {v:g}" if not isinstance(v, str) else f"{k} {v}" for k, v in extra.items())
+            preset.append(f"preset: {train.preset} on a scene that starts from random points (a {dataset_format} "
+                          f"dataset): then {keys}, unless the strategy is set explicitly")
     if train.strategy == "mcmc":
         lines = [f"strategy: mcmc: every {train.mcmc_refine_every} steps from {train.mcmc_refine_from} to "
                  f"{train.mcmc_refine_until}, Gaussians of opacity <= {train.mcmc_min_opacity:g} move onto live "

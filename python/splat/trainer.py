@@ -252,7 +252,8 @@ class Trainer:
             elif dataset.points is not None and len(dataset.points):
                 colors = dataset.point_colors if dataset.point_colors is not None else np.full_like(dataset.points, 0.5)
                 initial = initial_gaussians(dataset.points, colors, config)
-            else:
+            else:   # random points: the preset's recipe for such a start (TrainConfig.for_random_start)
+                config = config.for_random_start()
                 initial = initial_gaussians(*random_points(config), config)
         elif not isinstance(initial, Gaussians):
             raise TypeError(f"[splat] initial: expected splat.Gaussians, got {type(initial).__name__}")

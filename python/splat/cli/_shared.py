@@ -79,8 +79,13 @@ def _pick_views(count: int, n: int) -> list[int]:
 def _config_setup(args):
     """`splat train`'s and `splat check`'s config: a TOML file and / or a scene folder,
     with the command line's overrides."""
-    from ._data import run_config
-    return _command_line_overrides(run_config(args), args, args.config or "the run config")
+    from ._data import config_dataset_format, run_config
+    cfg = run_config(args)
+    # A Blender scene starts from random points: its preset's recipe for that (the
+    # trainer would pick it too; here config.toml and splat check show it), before --steps.
+    if config_dataset_format(cfg) == "blender":
+        cfg.train = cfg.train.for_random_start()
+    return _command_line_overrides(cfg, args, args.config or "the run config")
 
 
 def _command_line_overrides(cfg, args, source):
