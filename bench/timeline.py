@@ -98,7 +98,8 @@ def main(argv=None) -> int:
     p.add_argument("--wall", type=int, default=100, help="steps timed with timing off (default 100)")
     p.add_argument("--profile", type=int, default=40, help="steps under the profiler (default 40)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="recipe / data override (repeatable), e.g. train.visible_adam=true")
+                   help="recipe / data / backend override (repeatable), e.g. train.visible_adam=true, "
+                        "backend.kernel_overlap=programmatic")
     p.add_argument("--json", type=Path, help="write the summary (and wall time) here")
     p.add_argument("--trace", type=Path, help="write the profiler's Chrome trace here")
     args = p.parse_args(argv)
@@ -113,6 +114,7 @@ def main(argv=None) -> int:
         overrides = parse_overrides(args.set)
         data = splat.config.DataConfig(**overrides.get("data", {}))
         cfg = splat.TrainConfig(**overrides.get("train", {}))  # a preset's schedule, if --set names one
+        backend = splat.BackendConfig(**dict(overrides.get("backend", {}), backend="cuda"))
     except ValueError as exc:
         p.error(str(exc))
     try:
@@ -123,7 +125,6 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         p.error("needs a CUDA device")
     dataset = splat.load_dataset(args.scene, "train", frames=data.train_frames, **data.loader_args())
-    backend = splat.BackendConfig(backend="cuda")
     torch.zeros(1, device="cuda")  # the profiler's context before splat's kernels
     from splat.warmup import warm_up
     warm_up(dataset, backend, cfg)

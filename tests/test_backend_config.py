@@ -19,6 +19,7 @@ EXPECTED = {
     "binning": ["resident", "per_iter_alloc"],
     "pair_sizing": ["device", "readback"],
     "raster_forward_chunks": ["auto", "all", "skip_saturated"],
+    "kernel_overlap": ["off", "programmatic"],
     "deterministic": ["false", "true"],
     "timing": ["off", "per_kernel"],
     "profile": ["false", "true"],

@@ -23,6 +23,7 @@ def backend():
     return "cuda"
 
 
-@pytest.fixture(params=SUBMISSION_SWITCHES)
+# Programmatic dependent launch (sm_90 on) changes when kernels start, not what they compute.
+@pytest.fixture(params=SUBMISSION_SWITCHES + [dict(kernel_overlap="programmatic")])
 def fields(request):
     return request.param

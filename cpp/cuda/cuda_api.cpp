@@ -81,6 +81,7 @@ const Driver* driver(std::string* error) {
       bind_optional(lib, d.cuCtxGetLimit, "cuCtxGetLimit");
       bind_optional(lib, d.cuCtxSetLimit, "cuCtxSetLimit");
       bind_optional(lib, d.cuPointerGetAttribute, "cuPointerGetAttribute");
+      bind_optional(lib, d.cuLaunchKernelEx, "cuLaunchKernelEx");
       if (!missing.empty()) {
         failure = "libcuda.so.1 lacks driver API functions (" + missing + "); the NVIDIA driver is too old";
       } else {

@@ -34,6 +34,30 @@ constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_LIMIT_STACK_SIZE = 0;
 constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+
+// cuLaunchKernelEx's launch attribute and configuration (driver API 12.0 on),
+// laid out as cuda.h declares them: an attribute is its 4-byte id, padding to
+// 8 and a 64-byte value union (8-byte aligned).
+struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization;
+    void* align;
+  } value;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout");
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned numAttrs;
+};
+static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig layout");
 
 struct Driver {
   CUresult (*cuInit)(unsigned);
@@ -75,6 +99,7 @@ struct Driver {
   CUresult (*cuCtxGetLimit)(size_t*, int);      // may be null
   CUresult (*cuCtxSetLimit)(int, size_t);       // may be null
   CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);  // may be null
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);  // may be null (before 12.0)
 };
 
 // The driver, loaded (and cuInit'ed) once; null with `error` set when it

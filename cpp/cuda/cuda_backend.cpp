@@ -101,7 +101,8 @@ bool cuda_available(std::string* reason) {
 std::unique_ptr<Device> create_cuda_device(const BackendConfig& config) {
   std::string why;
   if (!cuda_available(&why)) throw BackendUnavailable("[cuda] " + why);
-  auto launcher = std::make_unique<cuda::CudaLauncher>(cuda::device_ordinal(), config.profile);
+  auto launcher = std::make_unique<cuda::CudaLauncher>(cuda::device_ordinal(), config.profile,
+                                                      config.kernel_overlap == KernelOverlap::Programmatic);
   return std::make_unique<gpu::GpuDevice>(Backend::Cuda, config, std::move(launcher));
 }
 

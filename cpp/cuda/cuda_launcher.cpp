@@ -31,7 +31,7 @@ void CudaLauncher::check(CUresult r, const std::string& what) const {
   throw BackendError(msg);
 }
 
-CudaLauncher::CudaLauncher(int ordinal, bool profile) : ordinal_(ordinal), profile_(profile) {
+CudaLauncher::CudaLauncher(int ordinal, bool profile, bool overlap) : ordinal_(ordinal), profile_(profile) {
   std::string why;
   cu_ = driver(&why);
   if (!cu_) throw BackendUnavailable("[cuda] " + why);
@@ -86,6 +86,10 @@ CudaLauncher::CudaLauncher(int ordinal, bool profile) : ordinal_(ordinal), profi
     arch_ = "compute_" + std::to_string(best);
   else
     arch_ = "sm_" + std::to_string(cc);
+  // The kernels wait for the grid ahead of them (sp_grid_dependency_wait) only
+  // when compiled for sm_90 on, and a launch may only overlap if they do.
+  const int code = std::atoi(arch_.c_str() + arch_.find('_') + 1);
+  overlap_ = overlap && cu_->cuLaunchKernelEx != nullptr && cc_major_ >= 9 && code >= 90;
 }
 
 CudaLauncher::~CudaLauncher() {
@@ -112,7 +116,8 @@ CudaLauncher::~CudaLauncher() {
 std::string CudaLauncher::description() const {
   return "cuda (" + name_ + ", compute capability " + std::to_string(cc_major_) + "." + std::to_string(cc_minor_) +
          ", driver " + std::to_string(driver_version_ / 1000) + "." + std::to_string(driver_version_ % 1000 / 10) +
-         ", nvrtc " + std::to_string(nv_->major) + "." + std::to_string(nv_->minor) + ", " + arch_ + ")";
+         ", nvrtc " + std::to_string(nv_->major) + "." + std::to_string(nv_->minor) + ", " + arch_ +
+         (overlap_ ? ", programmatic dependent launch" : "") + ")";
 }
 
 gpu::BufferHandle CudaLauncher::allocate(size_t bytes) {
@@ -274,7 +279,18 @@ void CudaLauncher::dispatch(gpu::Pipeline pipeline, uint32_t groups, uint32_t gr
   Scope scope(*this);
   last_kernel_ = &state->name;
   // The message is built only on failure: a launch is on every step's path.
-  const CUresult r = cu_->cuLaunchKernel(state->function, groups, 1, 1, group_size, 1, 1, 0, stream_, params, nullptr);
+  CUresult r;
+  if (overlap_ && !timing_) {
+    // May start while the kernel ahead runs; the kernel waits for it
+    // (compat.h). Timed runs launch plainly: their events bracket kernels.
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmatic_stream_serialization = 1;
+    const CUlaunchConfig config{groups, 1, 1, group_size, 1, 1, 0, stream_, &attr, 1};
+    r = cu_->cuLaunchKernelEx(&config, state->function, params, nullptr);
+  } else {
+    r = cu_->cuLaunchKernel(state->function, groups, 1, 1, group_size, 1, 1, 0, stream_, params, nullptr);
+  }
   if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel(" + state->name + ", " + std::to_string(groups) + " groups)");
 }
 

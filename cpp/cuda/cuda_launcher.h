@@ -17,7 +17,9 @@ namespace splat::cuda {
 class CudaLauncher final : public gpu::Launcher {
  public:
   // Opens device `ordinal`; throws BackendError / BackendUnavailable.
-  CudaLauncher(int ordinal, bool profile);
+  // overlap: launch kernels with programmatic dependent launch where the GPU
+  // and the compiled kernels have it (BackendConfig.kernel_overlap).
+  CudaLauncher(int ordinal, bool profile, bool overlap = false);
   ~CudaLauncher() override;
   CudaLauncher(const CudaLauncher&) = delete;
   CudaLauncher& operator=(const CudaLauncher&) = delete;
@@ -75,6 +77,7 @@ class CudaLauncher final : public gpu::Launcher {
   int cc_major_ = 0, cc_minor_ = 0, driver_version_ = 0;
   std::string arch_;  // "sm_90" (cubin) or "compute_XY" (PTX, JIT by the driver)
   bool profile_ = false;
+  bool overlap_ = false;  // programmatic dependent launch (asked for, and sm_90 code on an sm_90 GPU)
 
   std::mutex pipeline_mutex_;
   std::map<std::string, CUmodule> modules_;  // by source + defines

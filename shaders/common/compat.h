@@ -301,9 +301,22 @@ SPLAT_FUNC void sp_atomic_min_u32(device uint32_t* p, uint32_t v) {
 #define SPLAT_TG_ARRAY(type, name, count) __shared__ type name[count]
 #define SPLAT_TG_QUADS(name, count) __shared__ __align__(16) float name[count]
 #define SPLAT_THREAD_ATTRS
-#define SPLAT_THREAD_CTX()                                                           \
-  SimtThread { (uint32_t)threadIdx.x, (uint32_t)blockIdx.x, (uint32_t)blockDim.x, \
-               (uint32_t)threadIdx.x & 31u, (uint32_t)threadIdx.x >> 5 }
+// Programmatic dependent launch (sm_90 on): a kernel launched with it
+// (BackendConfig.kernel_overlap) may start before the kernel ahead of it in
+// the stream has finished, so every entry point first waits for that grid to
+// complete and its writes to be visible (no-op for a plain launch), then lets
+// the next kernel's launch begin: its threadgroups take the SMs this grid's
+// tail leaves free and wait there, instead of the launch starting after it.
+SPLAT_FUNC void sp_grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+#define SPLAT_THREAD_CTX()                                                                           \
+  (sp_grid_dependency_wait(),                                                                      \
+   SimtThread{(uint32_t)threadIdx.x, (uint32_t)blockIdx.x, (uint32_t)blockDim.x, (uint32_t)threadIdx.x & 31u, \
+              (uint32_t)threadIdx.x >> 5})
 #define SPLAT_FULL_MASK 0xffffffffu
 
 SPLAT_FUNC void sp_group_barrier() { __syncthreads(); }

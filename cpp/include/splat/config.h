@@ -21,6 +21,7 @@ enum class Binning : uint8_t { Resident, PerIterAlloc };
 enum class PairSizing : uint8_t { Device, Readback };
 enum class RasterForwardChunks : uint8_t { Auto, All, SkipSaturated };
 enum class Timing : uint8_t { Off, PerKernel };
+enum class KernelOverlap : uint8_t { Off, Programmatic };
 
 struct BackendConfig {
   Backend backend = Backend::Auto;
@@ -35,6 +36,7 @@ struct BackendConfig {
   Binning binning = Binning::Resident;
   PairSizing pair_sizing = PairSizing::Device;
   RasterForwardChunks raster_forward_chunks = RasterForwardChunks::Auto;
+  KernelOverlap kernel_overlap = KernelOverlap::Off;
   bool deterministic = false;
   Timing timing = Timing::Off;
   bool profile = false;
