@@ -345,8 +345,10 @@ def test_ply_of_a_trainer_round_trips(tmp_path):
 # ----------------------------------------------------------------------------- learning
 def test_training_learns_a_small_scene_without_allocating_when_warm():
     """900 steps on 10 views of 200 random Gaussians, test PSNR on 3 novel views.
-    Measured over 5 seeds: 25.9 to 28.6 dB, from 15 to 17 dB before training.
-    The bar, 24 dB and +8 dB, leaves room for the scene's randomness."""
+    Measured over 71 seeds: 27.2 dB mean (std 1.4, worst 23.9), a gain of 11.1 dB
+    (std 1.2, worst 7.8) over the untrained 15-17 dB. The bar, 22.5 dB and +6.5 dB,
+    sits 3.4 and 3.7 standard deviations below the means: far above an untrained
+    model, out of reach of the scene's randomness (24 and +8 failed one seed in 71)."""
     rng, seed = make_rng()
     gt = random_gaussians(rng, 200)
     ds = make_dataset(rng, gt, n_views=10)
@@ -359,7 +361,7 @@ def test_training_learns_a_small_scene_without_allocating_when_warm():
     s = tr.run(40, progress=False)  # past densify_until: nothing may allocate
     assert tr._native.allocation_count == warm
     after = splat.evaluate(tr, test)
-    assert after.psnr >= 24.0 and after.psnr > before + 8, (before, after.psnr, seed)
+    assert after.psnr >= 22.5 and after.psnr > before + 6.5, (before, after.psnr, seed)
     assert np.isfinite(s.loss) and s.num_gaussians > 200
 
 
