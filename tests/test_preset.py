@@ -50,6 +50,11 @@ def test_a_random_start_takes_the_presets_mcmc_recipe_unless_the_config_says_oth
     assert all(getattr(resolved, k) == v for k, v in FAST.items() if k not in FAST_RANDOM)
     assert resolved.for_random_start() == resolved and fast == TrainConfig(preset="fast")  # fast itself unchanged
     assert recipe_warnings(resolved, "blender") == []
+    # More random points than the budget: said, for a scene that starts from them only.
+    over = int(rng.integers(FAST_RANDOM["max_gaussians"] + 1, 2 * FAST_RANDOM["max_gaussians"]))
+    crowded = TrainConfig(preset="fast", init_points=over).for_random_start()
+    assert [w for w in recipe_warnings(crowded, "blender") if w.startswith("train.init_points:")]
+    assert not [w for w in recipe_warnings(crowded, "colmap") if w.startswith("train.init_points:")]
     # Keys set explicitly win, in the constructor, by assignment afterwards, or in a TOML table,
     # even where the value is the plain preset's own.
     steps, budget = int(rng.integers(1000, 9000)), int(rng.integers(10_000, 500_000))

@@ -103,6 +103,11 @@ def mode_warnings(train: TrainConfig, dataset_format: str | None = None, layout:
                            f"train.opacity_reset = {why} has none")
         if not train.absgrad and "absgrad_grad_threshold" in _changed(train):
             out.append("train.absgrad_grad_threshold: unused with train.absgrad = false")
+    if train.init_points > train.max_gaussians and dataset_format is not None and \
+            dataset_format not in CAPTURE_FORMATS:
+        # A scene without a point cloud starts from init_points random points.
+        out.append(f"train.init_points: {train.init_points:,} random points start above train.max_gaussians "
+                   f"{train.max_gaussians:,}: training never grows the count, and the start is over the budget")
     if not train.exposure:
         for k in _changed(train, keys=("exposure_lr", "exposure_lr_final")):
             out.append(f"train.{k}: unused with train.exposure = false")
