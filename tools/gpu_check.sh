@@ -10,6 +10,9 @@
 #        per-test durations, the lego_400 gate at 7000 steps on the staged data,
 #        and prints a summary table last
 #
+# $GPU_CHECK_COMPARE (FIELD=VALUE, space-separated for several) runs the gate
+# again with each BackendConfig switch and prints the time ratios (bench/gate.py
+# --compare), e.g. GPU_CHECK_COMPARE=kernel_overlap=programmatic.
 # Logs go to $GPU_CHECK_OUT (default: gpu_check_out/): cuda_tests.log,
 # cuda_tests.xml (JUnit, with each test's duration), gate.log, summary.txt.
 # Wheels under .whl/ (gsplat's for the parity tests; viser, lpips, plyfile and
@@ -92,7 +95,10 @@ echo "gpu_check: lego_400 gate, 7000 steps"
 t0=$(date +%s)
 gate_rc=0
 if [ -d "$STAGED/lego_400" ]; then
-  "$PY" bench/gate.py --data "$STAGED" --scenes lego_400 --steps 7000 --test-frames 0::2 2>&1 | tee "$OUT/gate.log"
+  compare=()
+  for item in ${GPU_CHECK_COMPARE:-}; do compare+=(--compare "$item"); done
+  "$PY" bench/gate.py --data "$STAGED" --scenes lego_400 --steps 7000 --test-frames 0::2 ${compare[@]+"${compare[@]}"} 2>&1 \
+    | tee "$OUT/gate.log"
   gate_rc=${PIPESTATUS[0]}
 else
   echo "gpu_check: no staged data ($STAGED): run tools/gpu_check.sh --stage first; gate skipped" | tee "$OUT/gate.log"
