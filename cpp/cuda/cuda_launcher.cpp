@@ -280,7 +280,8 @@ void CudaLauncher::dispatch(gpu::Pipeline pipeline, uint32_t groups, uint32_t gr
   last_kernel_ = &state->name;
   // The message is built only on failure: a launch is on every step's path.
   CUresult r;
-  if (overlap_ && !timing_) {
+  const bool overlapped = overlap_ && !timing_;
+  if (overlapped) {
     // May start while the kernel ahead runs; the kernel waits for it
     // (compat.h). Timed runs launch plainly: their events bracket kernels.
     CUlaunchAttribute attr{};
@@ -291,7 +292,9 @@ void CudaLauncher::dispatch(gpu::Pipeline pipeline, uint32_t groups, uint32_t gr
   } else {
     r = cu_->cuLaunchKernel(state->function, groups, 1, 1, group_size, 1, 1, 0, stream_, params, nullptr);
   }
-  if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel(" + state->name + ", " + std::to_string(groups) + " groups)");
+  if (r != CUDA_SUCCESS)
+    check(r, std::string(overlapped ? "cuLaunchKernelEx(" : "cuLaunchKernel(") + state->name + ", " +
+                 std::to_string(groups) + " groups)");
 }
 
 void CudaLauncher::wait_stream(const char* what) {

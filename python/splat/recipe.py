@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .config import PRESETS, PRESETS_RANDOM_START, TrainConfig
-from .schedule import CAPTURE_FORMATS, opacity_reset_mode
+from .schedule import opacity_reset_mode, starts_from_random_points
 
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
 _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
@@ -24,6 +24,10 @@ def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
     return [k for k in pick if getattr(train, k) != getattr(base, k)]
 
 
+def _keys_text(values: dict) -> str:
+    return ", ".join(f"{k} {v}" if isinstance(v, str) else f"{k} {v:g}" for k, v in values.items())
+
+
 def describe(train: TrainConfig, dataset_format: str | None = None, layout: str | None = None) -> list[str]:
     """One line per mode of the recipe: what it does with these values, on a
     dataset of this format and camera layout (None: unknown; they decide
@@ -31,13 +35,11 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
     budget = f"at most {train.max_gaussians:,} Gaussians"
     preset = []
     if PRESETS.get(train.preset):
-        keys = ", ".join(f"{k} {v:g}" for k, v in PRESETS[train.preset].items())
-        preset = [f"preset: {train.preset}: the keys not set explicitly take {keys}"]
+        preset = [f"preset: {train.preset}: the keys not set explicitly take {_keys_text(PRESETS[train.preset])}"]
         extra = PRESETS_RANDOM_START.get(train.preset)
-        if extra and dataset_format is not None and dataset_format not in CAPTURE_FORMATS:
-            keys = ", ".join(f"{k} {v:g}" if not isinstance(v, str) else f"{k} {v}" for k, v in extra.items())
+        if extra and starts_from_random_points(dataset_format):
             preset.append(f"preset: {train.preset} on a scene that starts from random points (a {dataset_format} "
-                          f"dataset): then {keys}, unless the strategy is set explicitly")
+                          f"dataset): then {_keys_text(extra)}, unless the strategy is set explicitly")
     if train.strategy == "mcmc":
         lines = [f"strategy: mcmc: every {train.mcmc_refine_every} steps from {train.mcmc_refine_from} to "
                  f"{train.mcmc_refine_until}, Gaussians of opacity <= {train.mcmc_min_opacity:g} move onto live "
@@ -103,9 +105,7 @@ def mode_warnings(train: TrainConfig, dataset_format: str | None = None, layout:
                            f"train.opacity_reset = {why} has none")
         if not train.absgrad and "absgrad_grad_threshold" in _changed(train):
             out.append("train.absgrad_grad_threshold: unused with train.absgrad = false")
-    if train.init_points > train.max_gaussians and dataset_format is not None and \
-            dataset_format not in CAPTURE_FORMATS:
-        # A scene without a point cloud starts from init_points random points.
+    if train.init_points > train.max_gaussians and starts_from_random_points(dataset_format):
         out.append(f"train.init_points: {train.init_points:,} random points start above train.max_gaussians "
                    f"{train.max_gaussians:,}: training never grows the count, and the start is over the budget")
     if not train.exposure:

@@ -19,6 +19,12 @@ _LR_KEYS = ("means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_
 CAPTURE_FORMATS = ("colmap", "nerfstudio")
 
 
+def starts_from_random_points(dataset_format: str | None) -> bool:
+    """Whether a dataset of this format (None: unknown) trains from random points:
+    a known format other than a capture's, which has no point cloud (Blender)."""
+    return dataset_format is not None and dataset_format not in CAPTURE_FORMATS
+
+
 def opacity_reset_mode(train: TrainConfig, dataset_format: str | None = None, layout: str | None = None) -> str:
     """"on" or "off": whether a run resets opacities and, after the first reset,
     prunes by world and screen size. opacity_reset "on" / "off" as set; "auto" is

@@ -79,11 +79,12 @@ def _pick_views(count: int, n: int) -> list[int]:
 def _config_setup(args):
     """`splat train`'s and `splat check`'s config: a TOML file and / or a scene folder,
     with the command line's overrides."""
+    from ..schedule import starts_from_random_points
     from ._data import config_dataset_format, run_config
     cfg = run_config(args)
     # A Blender scene starts from random points: its preset's recipe for that (the
     # trainer would pick it too; here config.toml and splat check show it), before --steps.
-    if config_dataset_format(cfg) == "blender":
+    if starts_from_random_points(config_dataset_format(cfg)):
         cfg.train = cfg.train.for_random_start()
     return _command_line_overrides(cfg, args, args.config or "the run config")
 
