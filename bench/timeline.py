@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     p.add_argument("--profile", type=int, default=40, help="steps under the profiler (default 40)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="recipe / data / backend override (repeatable), e.g. train.visible_adam=true, "
-                        "backend.kernel_overlap=programmatic")
+                        "backend.kernel_overlap=off")
     p.add_argument("--json", type=Path, help="write the summary (and wall time) here")
     p.add_argument("--trace", type=Path, help="write the profiler's Chrome trace here")
     args = p.parse_args(argv)

@@ -19,7 +19,7 @@ EXPECTED = {
     "binning": ["resident", "per_iter_alloc"],
     "pair_sizing": ["device", "readback"],
     "raster_forward_chunks": ["auto", "all", "skip_saturated"],
-    "kernel_overlap": ["off", "programmatic"],
+    "kernel_overlap": ["auto", "off", "programmatic"],
     "deterministic": ["false", "true"],
     "timing": ["off", "per_kernel"],
     "profile": ["false", "true"],
@@ -103,6 +103,7 @@ def test_validate_cpu_warns_for_each_ignored_switch():
     assert splat.BackendConfig().validate("cpu") == []
     non_default = {k: v[1] for k, v in EXPECTED.items()
                    if k not in ("backend", "deterministic", "timing", "profile", "pair_sizing")}
+    non_default["kernel_overlap"] = "programmatic"   # "off" is what the cpu does anyway
     for field, value in non_default.items():
         warnings = splat.BackendConfig(**{field: value}).validate("cpu")
         assert len(warnings) == 1, (field, warnings)
@@ -111,6 +112,7 @@ def test_validate_cpu_warns_for_each_ignored_switch():
     # pairs on the host, which is what pair_sizing=readback asks
     assert splat.BackendConfig(deterministic=True).validate("cpu") == []
     assert splat.BackendConfig(pair_sizing="readback").validate("cpu") == []
+    assert splat.BackendConfig(kernel_overlap="off").validate("cpu") == []
 
 
 def test_validate_gpu_backends():
@@ -120,6 +122,10 @@ def test_validate_gpu_backends():
         assert len(w) == 1 and "falls back to portable" in w[0]
         w = splat.BackendConfig(deterministic=True, raster_backward="tg").validate(backend)
         assert len(w) == 1 and "deterministic" in w[0]
+        # overlapped launches: CUDA decides by device; Metal has none, and "off" is what it does
+        assert splat.BackendConfig(kernel_overlap="off").validate(backend) == []
+        w = splat.BackendConfig(kernel_overlap="programmatic").validate(backend)
+        assert (w == []) if backend == "cuda" else (len(w) == 1 and "falls back to off" in w[0])
     with pytest.raises(ValueError, match="backend"):
         splat.BackendConfig().validate("vulkan")
 

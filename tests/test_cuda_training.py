@@ -10,6 +10,8 @@ agree to ~1e-6 relative: moments are compared norm-wise per array, parameters
 element-wise where the gradient stands above rounding noise (see NOISE).
 Run under the emulator or on a GPU: `pytest -m cuda tests/test_cuda_training.py`.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -262,16 +264,17 @@ def test_deterministic_training_is_reproducible():
 
 
 def test_overlapped_kernel_launches_train_the_same_bits():
-    """kernel_overlap = programmatic lets each kernel start while the one ahead
-    finishes (sm_90 on; plain launches elsewhere): with deterministic = true, 40
-    steps with densification give the bytes of plain launches, and so does a
-    splat.Rasterizer forward and backward."""
+    """kernel_overlap = auto (the default) lets each kernel start while the one
+    ahead finishes on a GPU of compute capability 9 on (plain launches
+    elsewhere), and says so in the device's description: with deterministic =
+    true, 40 steps with densification give the bytes of plain launches, and so
+    does a splat.Rasterizer forward and backward."""
     rng, seed = make_rng()
     ds = make_dataset(rng, random_gaussians(rng, 80), n_views=3, width=48, height=40)
     cfg = small_config(densify_from=0, densify_every=10, densify_until=30, seed=int(rng.integers(1000)))
     state = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu")).state()
     runs = []
-    for overlap in ("off", "programmatic"):
+    for overlap in ("off", "auto"):
         tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cuda", deterministic=True, kernel_overlap=overlap),
                            state)
         for _ in range(40):
@@ -282,8 +285,12 @@ def test_overlapped_kernel_launches_train_the_same_bits():
     g = random_gaussians(rng, 2000)
     cam = ds.cameras[0]
     outs = []
-    for overlap in ("off", "programmatic"):
+    for overlap in ("off", "auto"):
         r = splat.Rasterizer(splat.BackendConfig(backend="cuda", deterministic=True, kernel_overlap=overlap))
+        desc = r._native.description
+        cc = int(re.search(r"compute capability (\d+)\.", desc).group(1))
+        code = int(re.search(r"(?:sm|compute)_(\d+)", desc).group(1))
+        assert ("programmatic dependent launch" in desc) == (overlap == "auto" and cc >= 9 and code >= 90), desc
         out = r.forward(g, cam, 1, np.ones(3, np.float32))
         grads = r.backward(np.full(out.image.shape, 0.5, np.float32))
         outs.append((out.image, out.alpha, grads.means, grads.sh, grads.opacity_logits))

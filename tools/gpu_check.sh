@@ -12,7 +12,7 @@
 #
 # $GPU_CHECK_COMPARE (FIELD=VALUE, space-separated for several) runs the gate
 # again with each BackendConfig switch and prints the time ratios (bench/gate.py
-# --compare), e.g. GPU_CHECK_COMPARE=kernel_overlap=programmatic.
+# --compare), e.g. GPU_CHECK_COMPARE=kernel_overlap=off.
 # Logs go to $GPU_CHECK_OUT (default: gpu_check_out/): cuda_tests.log,
 # cuda_tests.xml (JUnit, with each test's duration), gate.log, summary.txt.
 # Wheels under .whl/ (gsplat's for the parity tests; viser, lpips, plyfile and

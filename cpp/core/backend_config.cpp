@@ -77,7 +77,7 @@ const std::vector<BackendConfig::Field>& BackendConfig::fields() {
       {"binning", {"resident", "per_iter_alloc"}, false},
       {"pair_sizing", {"device", "readback"}, false},
       {"raster_forward_chunks", {"auto", "all", "skip_saturated"}, false},
-      {"kernel_overlap", {"off", "programmatic"}, false},
+      {"kernel_overlap", {"auto", "off", "programmatic"}, false},
       {"deterministic", {"false", "true"}, true},
       {"timing", {"off", "per_kernel"}, false},
       {"profile", {"false", "true"}, true},
@@ -155,7 +155,8 @@ std::vector<std::string> BackendConfig::validate(Backend target) const {
     ignored("pipelining", "the cpu backend runs synchronously", "off");
     ignored("binning", "the cpu backend keeps its buffers resident", "resident");
     ignored("raster_forward_chunks", sched, "the blend's own stop per pixel");
-    ignored("kernel_overlap", "the cpu backend runs synchronously", "off");
+    if (kernel_overlap == KernelOverlap::Programmatic)
+      ignored("kernel_overlap", "the cpu backend runs synchronously", "off");
     return warnings;  // deterministic: always honoured (no float atomics on cpu)
   }
   // GPU backends (metal, cuda) share the SIMT kernels.
@@ -163,7 +164,7 @@ std::vector<std::string> BackendConfig::validate(Backend target) const {
                             " backend's run-time compiled kernels",
           "portable");
   ignored("pipelining", "encoding step i+1 while step i runs is not implemented yet", "off");
-  if (target == Backend::Metal)
+  if (target == Backend::Metal && kernel_overlap == KernelOverlap::Programmatic)
     ignored("kernel_overlap", "Metal has no programmatic dependent launch", "off");
   if (deterministic) {
     if (raster_backward != defaults.raster_backward || raster_backward_atomic != defaults.raster_backward_atomic ||

@@ -102,7 +102,7 @@ std::unique_ptr<Device> create_cuda_device(const BackendConfig& config) {
   std::string why;
   if (!cuda_available(&why)) throw BackendUnavailable("[cuda] " + why);
   auto launcher = std::make_unique<cuda::CudaLauncher>(cuda::device_ordinal(), config.profile,
-                                                      config.kernel_overlap == KernelOverlap::Programmatic);
+                                                      config.kernel_overlap != KernelOverlap::Off);
   return std::make_unique<gpu::GpuDevice>(Backend::Cuda, config, std::move(launcher));
 }
 

@@ -21,7 +21,8 @@ enum class Binning : uint8_t { Resident, PerIterAlloc };
 enum class PairSizing : uint8_t { Device, Readback };
 enum class RasterForwardChunks : uint8_t { Auto, All, SkipSaturated };
 enum class Timing : uint8_t { Off, PerKernel };
-enum class KernelOverlap : uint8_t { Off, Programmatic };
+// Auto: programmatic where the CUDA device and the compiled kernels allow it.
+enum class KernelOverlap : uint8_t { Auto, Off, Programmatic };
 
 struct BackendConfig {
   Backend backend = Backend::Auto;
@@ -36,7 +37,7 @@ struct BackendConfig {
   Binning binning = Binning::Resident;
   PairSizing pair_sizing = PairSizing::Device;
   RasterForwardChunks raster_forward_chunks = RasterForwardChunks::Auto;
-  KernelOverlap kernel_overlap = KernelOverlap::Off;
+  KernelOverlap kernel_overlap = KernelOverlap::Auto;
   bool deterministic = false;
   Timing timing = Timing::Off;
   bool profile = false;
