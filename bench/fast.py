@@ -13,7 +13,9 @@ sets train.preset itself).
 
 Each run trains with the loss read back every 100 steps and pauses the clock to
 evaluate at --evals points spread evenly over its steps; the seconds are training only (the kernel
-warm-up, the trainer's start-up and evaluation are left out, as in gate.py).
+warm-up, the trainer's start-up and evaluation are left out, as in gate.py). --floaters adds
+real.py's floater table for each run's final model (its worst test view; the Gaussians in front
+of the test cameras; those at most one training view sees).
 The table gives each run's curve, its final point, and the first time it reached
 the target: gsplat's 30000-step PSNR on that scene (its 7000- and 30000-step
 points are printed beside it).
@@ -30,7 +32,8 @@ import splat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gate import default_data  # noqa: E402
-from real import default_root, parse_variants, seed_summary as real_seed_summary  # noqa: E402
+from real import (default_root, floater_fields, parse_variants, print_floaters,  # noqa: E402
+                  seed_summary as real_seed_summary)
 
 # gsplat 1.5.3 on the H200 (the benchmark data's README and the gate): (seconds, PSNR) at 7000
 # and 30000 steps; None where it was not measured. The fast preset's targets: gsplat's 30000-step
@@ -54,7 +57,7 @@ def recipe(base: str, extra: dict) -> splat.TrainConfig:
     return splat.TrainConfig(**dict({"preset": base}, **extra))
 
 
-def run(scene, name, cfg, train, test, evals, backend_fields, log):
+def run(scene, name, cfg, train, test, evals, backend_fields, log, floaters=False):
     trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(**backend_fields))
     steps = trainer.config.steps   # the recipe as the scene resolved it (TrainConfig.for_random_start)
     marks = sorted({max(1, steps * i // evals) for i in range(1, evals + 1)})
@@ -69,7 +72,10 @@ def run(scene, name, cfg, train, test, evals, backend_fields, log):
         ev = splat.evaluate(trainer, test)
         points.append((mark, seconds, ev.psnr, trainer.num_gaussians))
     log(f"[{scene}] {name} seed {cfg.seed}: " + ", ".join(f"{s}:{t:.1f}s {p:.2f}" for s, t, p, _ in points))
-    return dict(scene=scene, recipe=name, seed=cfg.seed, points=points)
+    out = dict(scene=scene, recipe=name, seed=cfg.seed, points=points)
+    if floaters:   # the final model's worst test view and the Gaussians in front of the test cameras
+        out["floaters"] = floater_fields(trainer, train, test, ev)
+    return out
 
 
 def first_reach(points, psnr):
@@ -133,6 +139,9 @@ def main(argv=None) -> int:
                     help="runs per recipe, train.seed 0 .. N - 1 (the table adds real.py's mean, std and worst over them)")
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--backend-set", action="append", default=[], metavar="FIELD=VALUE")
+    ap.add_argument("--floaters", action="store_true",
+                    help="after each run, real.py's floater table: the worst test view and the Gaussians "
+                         "floating in front of the test cameras")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the curves here")
     args = ap.parse_args(argv)
     recipes = [(r.strip(), r.strip(), {}) for r in args.recipes.split(",") if r.strip()]
@@ -179,8 +188,11 @@ def main(argv=None) -> int:
                 if args.backend != "cpu" and seed == 0:
                     from splat.warmup import warm_up
                     warm_up(train, splat.BackendConfig(**fields), cfg)
-                results.append(run(scene, name, cfg, train, test, args.evals, fields, log))
+                results.append(run(scene, name, cfg, train, test, args.evals, fields, log, args.floaters))
     print_table(results)
+    if args.floaters:
+        print_floaters([dict(scene=r["scene"], recipe=r["recipe"], seed=r["seed"], steps=r["points"][-1][0],
+                             psnr=r["points"][-1][2], **r["floaters"]) for r in results])
     if args.json:
         from splat.io.atomic import atomic_write_text
         atomic_write_text(args.json, json.dumps({"runs": results}, indent=1))

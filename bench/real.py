@@ -240,11 +240,14 @@ def print_breakdowns(breakdowns, out=sys.stdout):
         print(f"  {'sum of a step (w/o densify)':<30} {total:9.3f}", file=out)
 
 
-def print_floaters(rows, out=sys.stdout):
+def print_floaters(rows, out=None):
+    out = sys.stdout if out is None else out   # bound at the call: a caller may have replaced sys.stdout
     rows = [r for r in rows if "near_total" in r]
     if not rows:
         return
-    head = (f"{'scene':<10} {'seed':>5} {'steps':>6} {'PSNR':>6} {'worst view':<16} {'its PSNR':>8} "
+    recipe = any("recipe" in r for r in rows)   # bench/fast.py's rows name their recipe
+    head = (f"{'scene':<10} " + (f"{'recipe':<16} " if recipe else "") +
+            f"{'seed':>5} {'steps':>6} {'PSNR':>6} {'worst view':<16} {'its PSNR':>8} "
             f"{'near total':>10} {'near max':>8} {'opacity':>8} {'one view':>9}")
     print(f"\nfloaters: the worst test view; Gaussians nearer a test camera than {NEAR_FRACTION} x the median "
           "depth in its view (total over the views, the largest view, their summed opacity); Gaussians that "
@@ -252,7 +255,8 @@ def print_floaters(rows, out=sys.stdout):
     print(head, file=out)
     print("-" * len(head), file=out)
     for r in rows:
-        print(f"{r['scene']:<10} {r.get('seed')!s:>5} {r['steps']:>6} {r['psnr']:>6.2f} {str(r['worst_view']):<16.16} "
+        print(f"{r['scene']:<10} " + (f"{str(r.get('recipe', '')):<16.16} " if recipe else "") +
+              f"{r.get('seed')!s:>5} {r['steps']:>6} {r['psnr']:>6.2f} {str(r['worst_view']):<16.16} "
               f"{r['worst_psnr'] if r['worst_psnr'] is not None else float('nan'):>8.2f} {r['near_total']:>10} "
               f"{r['near_max']:>8} {r['near_opacity']:>8.2f} {r['one_view']:>9}", file=out)
 

@@ -67,7 +67,8 @@ def test_seeds_run_each_recipe_and_are_summarised(tmp_path, capsys):
     small = "train.init_points=200,train.densify_from=2,train.densify_every=2,train.sh_degree=1,train.steps=6"
     fast = _fast()
     rc = fast.main(["--data", str(tmp_path), "--scenes", "lego_400", "--backend", "cpu", "--recipes", "",
-                    "--evals", "2", "--seeds", "3", "--variant", f"a:{small}", "--json", str(tmp_path / "c.json")])
+                    "--evals", "2", "--seeds", "3", "--variant", f"a:{small}", "--json", str(tmp_path / "c.json"),
+                    "--floaters"])
     assert rc == 0
     text = capsys.readouterr().out
     runs = json.loads((tmp_path / "c.json").read_text())["runs"]
@@ -78,6 +79,15 @@ def test_seeds_run_each_recipe_and_are_summarised(tmp_path, capsys):
     assert g["seeds"] == [0, 1, 2] and g["worst"] == min(final)
     assert abs(g["mean"] - np.mean(final)) < 1e-9 and abs(g["std"] - np.std(final, ddof=1)) < 1e-9
     assert "over seeds" in text and f"{g['mean']:.2f}" in text
+    # --floaters: each final model's worst test view (at or below the mean over the views), in a
+    # table with a row per run
+    names = set(splat.load_dataset(tmp_path / "lego_400", split="test", frames="0::2").names)
+    for r in runs:
+        fl = r["floaters"]
+        assert fl["worst_psnr"] <= r["points"][-1][2] + 1e-9 and fl["worst_view"] in names
+        assert fl["near_total"] >= fl["near_max"] >= 0 and fl["one_view"] >= 0
+    table = text[text.index("floaters:"):].splitlines()
+    assert sum(1 for line in table if line.startswith("lego_400   a ")) == 3
 
 
 def test_bad_arguments_are_named(tmp_path, capsys):
