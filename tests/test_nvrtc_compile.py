@@ -16,7 +16,7 @@ KERNELS = {
     "splat_tile_ranges", "splat_tile_chunks", "splat_rasterize_chunks", "splat_rasterize_forward",
     "splat_rasterize_walk", "splat_rasterize_checkpoints", "splat_rasterize_backward",
     "splat_ssim_forward", "splat_ssim_backward", "splat_adam", "splat_grad_stats", "splat_reset_opacity",
-    "splat_densify_classify", "splat_densify_mark", "splat_densify_gather", "splat_densify_children",
+    "splat_densify_classify", "splat_densify_mark", "splat_densify_sources", "splat_densify_gather", "splat_densify_children",
     "splat_count_nonfinite", "splat_nonfinite_total",
     "splat_mcmc_weights", "splat_mcmc_block_offsets", "splat_mcmc_sample", "splat_mcmc_apply", "splat_mcmc_copy",
     "splat_mcmc_regularize", "splat_mcmc_noise",

@@ -12,8 +12,8 @@ C++17 compiler (the one that builds the package) and POSIX ucontext.
 The fused loss's kernels run there too, against the CPU backend's schedule,
 the fused Adam against adam_update element by element, the binning's
 prefix sum and radix sort against the C++ standard library, the count of
-non-finite parameters against std::isfinite, and the MCMC strategy's kernels
-against splat.reference.mcmc."""
+non-finite parameters against std::isfinite, densification's gather against
+numpy's repeat, and the MCMC strategy's kernels against splat.reference.mcmc."""
 import os
 import shutil
 import subprocess
@@ -427,6 +427,44 @@ def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):
     # Far past: every block saturated, the total still past 2^32.
     got = run(count, str(2 ** 28))
     assert got["saturated"] == 1 and 2 ** 32 <= got["total"] <= got["exact"], (got, seed)
+
+
+# ----------------------------------------------------------------------------- densification's gather
+DENSIFY_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "densify_check.cpp")
+
+
+def test_densify_gather_matches_numpy_repeat(compiler, tmp_path):
+    """train_densify.h's gather (each output row's source, then a float a thread)
+    dispatched as GpuDevice::densify does, for every array width and kind (a
+    parameter, the log-scales, a moment), on random kept / clone / split rows with
+    pruning: every output row, to the bit, against numpy's repeat of the source
+    rows section by section (kept, clones, children), with the children's
+    log-scales shifted by -log(divisor) and the new rows' moments zero."""
+    exe = compile_check(compiler, [DENSIFY_SOURCE], str(tmp_path / "densify_check"))
+    rng, seed = make_rng()
+    for width in (1, 3, 4, 48):
+        for is_log_scales, is_moment in ((0, 0), (1, 0), (0, 1)):
+            n = int(rng.integers(300, 3000))
+            split_count = int(rng.integers(2, 5))
+            kind = rng.choice(3, n, p=[0.8, 0.1, 0.1])           # keep, clone, split
+            pruned = rng.random(n) < 0.15
+            counts = np.concatenate([(kind != 2) & ~pruned, (kind == 1) & ~pruned,
+                                     np.where((kind == 2) & ~pruned, split_count, 0)]).astype(np.uint32)
+            offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint32)
+            src = rng.normal(0.0, 1.0, (n, width)).astype(np.float32)
+            log_div = np.float32(np.log(rng.uniform(1.2, 2.0)))
+            head = np.array([n, split_count, width, is_log_scales, is_moment], np.uint32).tobytes()
+            (tmp_path / "in.bin").write_bytes(head + log_div.tobytes() + offsets.tobytes() + src.tobytes())
+            p = subprocess.run([exe, str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,
+                               text=True, timeout=600)
+            assert p.returncode == 0, p.stderr[-4000:]
+            got = np.fromfile(tmp_path / "out.bin", np.float32).reshape(-1, width)
+            new_rows = np.zeros_like(src) if is_moment else src
+            children = new_rows - log_div if is_log_scales else new_rows
+            want = np.concatenate([np.repeat(src, counts[:n], axis=0), np.repeat(new_rows, counts[n:2 * n], axis=0),
+                                   np.repeat(children, counts[2 * n:], axis=0)])
+            assert got.shape == want.shape and int(offsets[-1]) == len(want), (width, seed)
+            assert np.array_equal(got, want), (width, is_log_scales, is_moment, seed)
 
 
 # ----------------------------------------------------------------------------- the MCMC strategy

@@ -98,7 +98,7 @@ class GpuDevice final : public Device {
     kGrad0 = kV0 + 5, kGradMeans2d = kGrad0 + 5,
     kGradAccum, kGradCount, kMaxRadii,
     kImages, kMasks, kLossPartials, kTileSums, kLoss,
-    kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets,
+    kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets, kDensifyRowSource,
     kFinitePartials, kFiniteTotals,
     // The MCMC strategy (gpu_mcmc.cpp).
     kMcmcPrefix, kMcmcBlockSums, kMcmcBlockOffsets, kMcmcSource, kMcmcTimes, kMcmcBinoms,

@@ -487,22 +487,28 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   const size_t sources = n - result.split + result.cloned + size_t{result.split} * s.split_count;
   result.pruned = static_cast<uint32_t>(sources - out);
 
-  // Gather each array, and then each of its moments, into the array's
-  // gradient slot (a finished step's gradients are dead: the next backward
-  // writes every one) and swap the two; the slot then holds the old array.
-  // One spare set instead of three keeps lego_800's arena ~0.2 GiB smaller.
-  // The means go first: the children's means read the parents' log-scales
-  // and quaternions, still in place then.
+  // Each output row's source, then each array and each of its moments
+  // gathered into the array's gradient slot (a finished step's gradients are
+  // dead: the next backward writes every one) and the two swapped; the slot
+  // then holds the old array. One spare set instead of three keeps
+  // lego_800's arena ~0.2 GiB smaller. The means go first: the children's
+  // means read the parents' log-scales and quaternions, still in place then.
+  BufferRef row_source = ensure(kDensifyRowSource, 4 * std::max<size_t>(out, 1), true);
+  launch(Kernel::DensifySources, div_up(3 * n, kGroup),
+         {KernelArg::value(p), KernelArg::buf(offsets), KernelArg::buf(row_source)});
   for (int a = 0; a < 5; ++a) {
     DensifyParams g = p;
     g.width = param_width(a, sh_stride_);
+    g.out_count = static_cast<uint32_t>(out);
     const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
     for (int s_i = 0; s_i < 3; ++s_i) {
       BufferRef dst = ensure(kGrad0 + a, 4 * out * g.width, true);
       g.is_log_scales = a == 1 && s_i == 0 ? 1u : 0u;
       g.is_moment = s_i == 0 ? 0u : 1u;
-      launch(Kernel::DensifyGather, div_up(3 * n, kGroup),
-             {KernelArg::value(g), KernelArg::buf(offsets), KernelArg::buf(ref(slots[s_i])), KernelArg::buf(dst)});
+      if (out > 0)  // a float a thread: out * width < 2^32 (at most 2^24 Gaussians of 48 floats)
+        launch(Kernel::DensifyGather, div_up(out * g.width, kGroup),
+               {KernelArg::value(g), KernelArg::buf(row_source), KernelArg::buf(ref(slots[s_i])),
+                KernelArg::buf(dst)});
       if (a == 0 && s_i == 0)
         launch(Kernel::DensifyChildren, groups,
                {KernelArg::value(p), KernelArg::buf(offsets), KernelArg::buf(ref(kParam0)),

@@ -42,6 +42,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::ResetOpacity, "splat_reset_opacity", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyClassify, "splat_densify_classify", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyMark, "splat_densify_mark", "train.cu", "train.metal", {}, kG},
+      {Kernel::DensifySources, "splat_densify_sources", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyGather, "splat_densify_gather", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyChildren, "splat_densify_children", "train.cu", "train.metal", {}, kG},
       {Kernel::CountNonfinite, "splat_count_nonfinite", "train.cu", "train.metal", {}, kG},

@@ -39,6 +39,7 @@ enum class Kernel : uint8_t {
   ResetOpacity,
   DensifyClassify,
   DensifyMark,
+  DensifySources,
   DensifyGather,
   DensifyChildren,
   CountNonfinite,

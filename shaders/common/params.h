@@ -243,7 +243,8 @@ struct DensifyParams {
   float log_div;          // log(split_scale_divisor)
   float logit_min;        // logit(prune_opacity)
   float prune_max_world_scale, prune_max_screen_radius;
-  float pad1, pad2;
+  uint32_t out_count;     // gather: Gaussians after densifying (the rows written)
+  float pad2;
 };
 SPLAT_STATIC_ASSERT(sizeof(DensifyParams) == 64, "DensifyParams layout");
 

@@ -63,8 +63,13 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_densify_gather(DensifyParams p, const uint32_t* offsets, const float* src, float* dst) {
-  densify_gather_body(SPLAT_THREAD_CTX(), p, offsets, src, dst);
+    splat_densify_sources(DensifyParams p, const uint32_t* offsets, uint32_t* row_source) {
+  densify_sources_body(SPLAT_THREAD_CTX(), p, offsets, row_source);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_densify_gather(DensifyParams p, const uint32_t* row_source, const float* src, float* dst) {
+  densify_gather_body(SPLAT_THREAD_CTX(), p, row_source, src, dst);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -14,10 +14,14 @@
 //   (scan of the extras: the cap keeps the candidates whose running extra fits)
 //   densify_mark      per Gaussian: cap, prune, the 5 scan inputs
 //   (scan of the 5n flags)
-//   densify_gather    per (section, Gaussian), once per parameter array and
-//                     once per moment of it: copies the rows to their slots;
-//                     moments of new rows are zero; children's log-scales
-//                     are the parent's - log(divisor)
+//   densify_sources   per (section, Gaussian): each output row's source
+//                     (section * n + Gaussian), for the gather
+//   densify_gather    per output element, once per parameter array and once
+//                     per moment of it: copies the rows to their slots, a
+//                     float a thread, so a SIMD group reads and writes
+//                     consecutive floats (a thread per row looped over its
+//                     floats, 48 apart for SH); moments of new rows are zero;
+//                     children's log-scales are the parent's - log(divisor)
 //   densify_children  per (section 2, Gaussian): the children's means
 //                     (split_child_mean, the counter-based RNG of the CPU)
 #pragma once
@@ -68,23 +72,32 @@ SPLAT_FUNC void densify_mark_body(SimtThread t, SPLAT_CONST_MEM const DensifyPar
   flags[4u * n + i] = k == DENSIFY_SPLIT ? 1u : 0u;
 }
 
-// One parameter array or one of its Adam moments (p.width floats per Gaussian).
-SPLAT_FUNC void densify_gather_body(SimtThread t, SPLAT_CONST_MEM const DensifyParams& p,
-                                    SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM const float* src,
-                                    SPLAT_DEVICE_MEM float* dst) {
+// Each output row's source j = section * n + i (0: kept, 1: clone, 2: child).
+SPLAT_FUNC void densify_sources_body(SimtThread t, SPLAT_CONST_MEM const DensifyParams& p,
+                                     SPLAT_DEVICE_MEM const uint32_t* offsets, SPLAT_DEVICE_MEM uint32_t* row_source) {
   uint32_t j = global_index(t);
-  const uint32_t n = p.count;
-  if (j >= 3u * n) return;
+  if (j >= 3u * p.count) return;
   uint32_t first = offsets[j], rows = offsets[j + 1u] - first;
-  if (rows == 0u) return;
-  uint32_t section = j / n, i = j - section * n;
+  for (uint32_t r = 0; r < rows; ++r) row_source[first + r] = j;
+}
+
+// One parameter array or one of its Adam moments (p.width floats per
+// Gaussian), element e = row * width + column of the output.
+SPLAT_FUNC void densify_gather_body(SimtThread t, SPLAT_CONST_MEM const DensifyParams& p,
+                                    SPLAT_DEVICE_MEM const uint32_t* row_source, SPLAT_DEVICE_MEM const float* src,
+                                    SPLAT_DEVICE_MEM float* dst) {
+  uint32_t e = global_index(t);
   const uint32_t w = p.width;
-  float shift = (section == 2u && p.is_log_scales != 0u) ? p.log_div : 0.f;
-  bool zero = p.is_moment != 0u && section != 0u;
-  for (uint32_t r = 0; r < rows; ++r) {
-    uint32_t to = (first + r) * w, from = i * w;
-    for (uint32_t c = 0; c < w; ++c) dst[to + c] = zero ? 0.f : (shift != 0.f ? src[from + c] - shift : src[from + c]);
+  if (e >= p.out_count * w) return;
+  uint32_t row = e / w, c = e - row * w;
+  uint32_t j = row_source[row];
+  uint32_t section = j / p.count, i = j - section * p.count;
+  float v = 0.f;  // a moment of a new row
+  if (p.is_moment == 0u || section == 0u) {
+    v = src[i * w + c];
+    if (section == 2u && p.is_log_scales != 0u) v -= p.log_div;
   }
+  dst[e] = v;
 }
 
 SPLAT_FUNC void densify_children_body(SimtThread t, SPLAT_CONST_MEM const DensifyParams& p,

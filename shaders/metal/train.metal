@@ -73,10 +73,15 @@ kernel void splat_densify_mark(constant DensifyParams& p [[buffer(0)]], device c
   densify_mark_body(SPLAT_THREAD_CTX(), p, log_scales, opacity, max_radii, extra, extra_offsets, kind, flags);
 }
 
-kernel void splat_densify_gather(constant DensifyParams& p [[buffer(0)]], device const uint32_t* offsets [[buffer(1)]],
-                                 device const float* src [[buffer(2)]], device float* dst [[buffer(3)]],
-                                 SPLAT_THREAD_ATTRS) {
-  densify_gather_body(SPLAT_THREAD_CTX(), p, offsets, src, dst);
+kernel void splat_densify_sources(constant DensifyParams& p [[buffer(0)]], device const uint32_t* offsets [[buffer(1)]],
+                                  device uint32_t* row_source [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  densify_sources_body(SPLAT_THREAD_CTX(), p, offsets, row_source);
+}
+
+kernel void splat_densify_gather(constant DensifyParams& p [[buffer(0)]],
+                                 device const uint32_t* row_source [[buffer(1)]], device const float* src [[buffer(2)]],
+                                 device float* dst [[buffer(3)]], SPLAT_THREAD_ATTRS) {
+  densify_gather_body(SPLAT_THREAD_CTX(), p, row_source, src, dst);
 }
 
 kernel void splat_densify_children(constant DensifyParams& p [[buffer(0)]],
