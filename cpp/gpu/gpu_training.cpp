@@ -486,6 +486,7 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   result.split = at[2] - at[1];
   const size_t sources = n - result.split + result.cloned + size_t{result.split} * s.split_count;
   result.pruned = static_cast<uint32_t>(sources - out);
+  p.out_count = static_cast<uint32_t>(out);
 
   // Each output row's source, then each array and each of its moments
   // gathered into the array's gradient slot (a finished step's gradients are
@@ -493,13 +494,12 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   // then holds the old array. One spare set instead of three keeps
   // lego_800's arena ~0.2 GiB smaller. The means go first: the children's
   // means read the parents' log-scales and quaternions, still in place then.
-  BufferRef row_source = ensure(kDensifyRowSource, 4 * std::max<size_t>(out, 1), true);
+  BufferRef row_source = ensure(kDensifyRowSource, 4 * out, true);
   launch(Kernel::DensifySources, div_up(3 * n, kGroup),
          {KernelArg::value(p), KernelArg::buf(offsets), KernelArg::buf(row_source)});
   for (int a = 0; a < 5; ++a) {
     DensifyParams g = p;
     g.width = param_width(a, sh_stride_);
-    g.out_count = static_cast<uint32_t>(out);
     const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
     for (int s_i = 0; s_i < 3; ++s_i) {
       BufferRef dst = ensure(kGrad0 + a, 4 * out * g.width, true);

@@ -11,6 +11,7 @@
 #include "simt_emu.h"
 // The kernel bodies, after the emulator.
 #include "train_densify.h"
+#include "../../cpp/gpu/grid.h"  // the host's grid sizes
 
 #include <cmath>
 #include <limits>
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   p.out_count = out;
   std::vector<uint32_t> row_source(out, 0xdeadbeefu);
   std::vector<float> dst(size_t{out} * w, std::numeric_limits<float>::quiet_NaN());
-  auto div_up = [](size_t a, size_t b) { return (uint32_t)((a + b - 1) / b); };
+  using splat::gpu::div_up;
   simt_emu::dispatch(div_up(3 * size_t{n}, SPLAT_GROUP_SIZE), SPLAT_GROUP_SIZE,
                      [&](SimtThread t) { densify_sources_body(t, p, offsets.data(), row_source.data()); });
   if (out > 0)

@@ -16,12 +16,13 @@
 #include "simt_emu.h"
 // The kernel bodies, after the emulator.
 #include "train_mcmc.h"
+#include "../../cpp/gpu/grid.h"  // the host's grid sizes
 
 #include <vector>
 
 namespace {
 
-uint32_t div_up(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+using splat::gpu::div_up;
 
 struct State {
   uint32_t n = 0, sh_width = 0;

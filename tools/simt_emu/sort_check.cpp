@@ -14,13 +14,14 @@
 #include "radix_sort.h"
 #include "scan.h"
 #include "tile_bin.h"
+#include "../../cpp/gpu/grid.h"  // the host's grid sizes
 
 #include <algorithm>
 #include <random>
 
 namespace {
 
-uint32_t div_up(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+using splat::gpu::div_up;
 
 void scan_rows(const ScanParams& p, uint32_t rows, uint32_t* data, uint32_t* totals) {
   simt_emu::dispatch(rows, SPLAT_GROUP_SIZE, [&](SimtThread t) {
