@@ -5,6 +5,7 @@
     python bench/gate.py --data /path/to/shared/data --backend cpu --steps 500
     python bench/gate.py --scenes lego_400 --set train.strategy=mcmc --set train.max_gaussians=300000
     python bench/gate.py --scenes lego_400 --compare pair_sizing=readback   # A/B: each scene twice
+    python bench/gate.py --scenes lego_400 --compare train.adam_moments=bfloat16
 
 Per scene and checkpoint (7000 / 12500 / 30000 steps): the wall time of
 training only (the loop of trainer.step(read_loss=False); the device is
@@ -180,13 +181,23 @@ def main(argv=None) -> int:
     ap.add_argument("--backend-set", action="append", metavar="FIELD=VALUE", default=[],
                     help="BackendConfig field for every run (repeatable), e.g. pair_sizing=readback")
     ap.add_argument("--compare", action="append", metavar="FIELD=VALUE", default=[],
-                    help="run every scene again with this BackendConfig field (repeatable: one run per flag)")
+                    help="run every scene again with this BackendConfig field, or recipe key as train.KEY=VALUE "
+                         "(repeatable: one run per flag)")
     args = ap.parse_args(argv)
     base_fields = {}
-    variants = [("default", {})]
+    variants = [("default", {}, {})]   # (name, BackendConfig fields, recipe keys)
     for flag, items in (("--backend-set", args.backend_set), ("--compare", args.compare)):
         for item in items:
             key, sep, value = item.partition("=")
+            if flag == "--compare" and key.startswith("train."):
+                from splat.cli._data import parse_overrides
+                try:
+                    train = parse_overrides([item])["train"]
+                    splat.TrainConfig(**train)
+                except (ValueError, TypeError) as exc:
+                    ap.error(f"{flag} {item}: {exc}")
+                variants.append((item, {}, train))
+                continue
             if not sep or key not in splat.BackendConfig.fields():
                 ap.error(f"{flag} {item}: expected FIELD=VALUE with a BackendConfig field")
             try:
@@ -196,7 +207,7 @@ def main(argv=None) -> int:
             if flag == "--backend-set":
                 base_fields[key] = value
             else:
-                variants.append((item, {key: value}))
+                variants.append((item, {key: value}, {}))
     from splat.cli._data import parse_overrides
     try:
         overrides = parse_overrides(args.set or [])
@@ -216,8 +227,9 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     all_rows, breakdowns = [], {}
     for scene in [s.strip() for s in args.scenes.split(",") if s.strip()]:
-        for name, fields in variants:
-            rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log, overrides.get("train"),
+        for name, fields, train in variants:
+            rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log,
+                                    dict(overrides.get("train") or {}, **train) or None,
                                     args.test_frames, dict(base_fields, **fields), name)
             all_rows += rows
             breakdowns[scene if len(variants) == 1 else f"{scene} [{name}]"] = (ts, n)

@@ -24,14 +24,15 @@ def test_cuda_refine_matches_numpy_on_a_constructed_scene():
     assert_refined(got, want, n, f"cuda, seed {seed}")
 
 
-def test_cuda_refine_grows_through_reallocation():
+@pytest.mark.parametrize("adam_moments", ["float32", "bfloat16"])
+def test_cuda_refine_grows_through_reallocation(adam_moments):
     """A refine that outgrows every state buffer keeps the rows (the copy
     into the larger buffers) and matches the CPU backend's bit for bit on
-    the copied rows."""
+    the copied rows, moments included (bfloat16: the packed words)."""
     rng, seed = make_rng()
     ds = make_dataset(rng, random_gaussians(rng, 30), n_views=3)
     state = constructed_state(rng, 2000, 300)
-    cfg = mcmc_config(seed=int(rng.integers(0, 2 ** 31)))
+    cfg = mcmc_config(seed=int(rng.integers(0, 2 ** 31)), adam_moments=adam_moments)
     out = {}
     for backend in ("cpu", "cuda"):
         tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend=backend), state)
@@ -40,6 +41,10 @@ def test_cuda_refine_grows_through_reallocation():
         out[backend] = tr.state()
     for name in ("means", "quats", "sh"):
         np.testing.assert_array_equal(out["cuda"][name], out["cpu"][name], err_msg=f"{name}; seed {seed}")
+    for name in ("means", "log_scales", "quats", "opacity_logits", "sh"):
+        for k in ("adam_m.", "adam_v."):
+            np.testing.assert_array_equal(out["cuda"][k + name], out["cpu"][k + name], err_msg=f"{k}{name}; seed {seed}")
+    assert np.any(out["cuda"]["adam_v.sh"] != 0), seed
     for name in ("opacity_logits", "log_scales"):
         np.testing.assert_allclose(out["cuda"][name], out["cpu"][name], rtol=1e-5, atol=1e-5, err_msg=name)
 
@@ -74,13 +79,15 @@ def test_cuda_mcmc_holds_the_budget_and_is_deterministic():
         assert states[0][k].tobytes() == states[1][k].tobytes(), (k, seed)
 
 
-def test_cuda_mcmc_learns_a_small_scene_without_allocating_when_warm():
+@pytest.mark.parametrize("adam_moments", ["float32", "bfloat16"])
+def test_cuda_mcmc_learns_a_small_scene_without_allocating_when_warm(adam_moments):
     """The CPU learning test's scene and bar (test_mcmc.py) on the GPU."""
     rng, seed = make_rng()
     gt = random_gaussians(rng, 200)
     ds = make_dataset(rng, gt, n_views=10)
     test = make_dataset(rng, gt, n_views=3)
-    cfg = mcmc_config(steps=900, mcmc_refine_from=50, mcmc_refine_every=50, mcmc_refine_until=700, max_gaussians=400)
+    cfg = mcmc_config(steps=900, mcmc_refine_from=50, mcmc_refine_every=50, mcmc_refine_until=700, max_gaussians=400,
+                      adam_moments=adam_moments)
     tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda"))
     before = splat.evaluate(tr, test).psnr
     tr.run(860, progress=False)

@@ -278,6 +278,11 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         assert int(got["skip_changed"]) == 0, (got, n, seed)
         # The SH gradient in full (data-parallel) steps as its factors do, to the bit.
         assert int(got["full_differ"]) == 0, (got, n, seed)
+        # bfloat16 moments, packed: the kernel's words and parameters are the reference's
+        # (adam_update_bf16 with each element's noise), to the bit; the v halves moved
+        # (v is 0.01 x uniform, g ~ N(0, 1): (1 - beta2) g^2 is a visible change in most).
+        assert int(got["bf16_differ"]) == 0, (got, n, k_count, seed)
+        assert int(got["bf16_v_changed"]) > int(got["values"]) // 3 // 4, (got, n, seed)
     # visible_only (train.visible_adam): the unseen Gaussians' parameters and moments
     # stay to the bit, the seen ones step as above; quads that straddle both included.
     for n, share in ((1, 0.0), (7, 0.5), (int(rng.integers(64, 700)), 0.3), (int(rng.integers(64, 700)), 0.9)):
@@ -288,6 +293,7 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         got = dict(line.split() for line in p.stdout.splitlines())
         assert int(got["differ"]) == 0, (got, n, share, seed)
         assert int(got["full_differ"]) == 0, (got, n, share, seed)
+        assert int(got["bf16_differ"]) == 0, (got, n, share, seed)
         assert (int(got["unseen"]) == n) if share == 0.0 else 0 < int(got["unseen"]) < n or n < 10, got
 
 

@@ -159,6 +159,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(mcmc_opacity_reg);
   SPLAT_READ(mcmc_scale_reg);
   SPLAT_READ(visible_adam);
+  SPLAT_READ(bf16_moments);
   SPLAT_READ(num_downscales);
   SPLAT_READ(resolution_schedule);
   SPLAT_READ(absgrad);

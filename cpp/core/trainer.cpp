@@ -37,7 +37,7 @@ Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, 
   views_ = cameras_.size();
   device_->set_antialiased(settings_.antialiased);
   device_->upload_images(downscaled_views(images), static_cast<size_t>(settings_.image_budget_bytes));
-  device_->set_training_options(TrainingOptions{settings_.absgrad, settings_.exposure});
+  device_->set_training_options(TrainingOptions{settings_.absgrad, settings_.exposure, settings_.bf16_moments});
   device_->set_training_state(initial);
   order_.resize(views_);
 }
@@ -193,7 +193,8 @@ void Trainer::train_step(uint32_t t) {
   forward_backward(t, active_sh_degree(t));
   step_ = t;
   AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
-                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam};
+                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam,
+                    moment_seed()};
   device_->adam_step(adam);
 }
 
@@ -254,7 +255,7 @@ void Trainer::apply_update(uint32_t t, uint32_t update, float lr_scale, float be
   AdamSettings adam{means_lr(t) * lr_scale, s.log_scales_lr * lr_scale, s.quats_lr * lr_scale,
                     s.opacity_lr * lr_scale, s.sh_dc_lr * lr_scale, s.sh_rest_lr * lr_scale,
                     beta1, beta2, s.adam_eps, update, s.exposure ? exposure_lr(t) * lr_scale : 0.f,
-                    s.visible_adam};
+                    s.visible_adam, moment_seed()};
   device_->adam_step(adam);
   step_ = t;
 }

@@ -108,6 +108,11 @@ void CpuTraining::set_state(const TrainingState& s) {
     } else {
       std::copy(s.adam_m[a].begin(), s.adam_m[a].end(), m_[a].begin());
       std::copy(s.adam_v[a].begin(), s.adam_v[a].end(), v_[a].begin());
+      if (options_.bf16_moments)  // as the GPU stores them (a bfloat16 state is kept as it is)
+        for (size_t i = 0; i < s.adam_m[a].size(); ++i) {
+          m_[a][i] = bf16_float(bf16_round_nearest(m_[a][i]));
+          v_[a][i] = bf16_float(bf16_round_nearest(v_[a][i]));
+        }
     }
   }
   auto load = [&](const std::vector<float>& src, std::vector<float>& dst) {
@@ -336,10 +341,12 @@ void CpuTraining::adam_step(const AdamSettings& s) {
   const float step_sh_dc = adam_step_size(s.lr_sh_dc, bias1), step_sh_rest = adam_step_size(s.lr_sh_rest, bias1);
   const uint32_t sh_width = 3 * sh_stride_;
   const int32_t* radii = radii_.data();
-  const bool visible_only = s.visible_only;
+  const bool visible_only = s.visible_only, bf16 = options_.bf16_moments;
+  const uint32_t moment_key = adam_moment_key(s.moment_seed, s.step);
   pool_.parallel_for(count_, 2048, [&](size_t lo, size_t hi) {
     for (int a = 0; a < 5; ++a) {
       const uint32_t w = param_width(a, sh_stride_);
+      const uint32_t group_key = adam_group_key(moment_key, static_cast<uint32_t>(a));
       float* p = params_[a].data();
       float* m = m_[a].data();
       float* v = v_[a].data();
@@ -352,6 +359,11 @@ void CpuTraining::adam_step(const AdamSettings& s) {
         else
           step.step_size = (i % sh_width) < 3 ? step_sh_dc : step_sh_rest;
         adam_update(step, g[i], p[i], m[i], v[i]);
+        if (bf16) {  // stored as the GPU's packed word holds them (adam_update_bf16)
+          const uint32_t word = adam_pack_moments(m[i], v[i], adam_moment_noise(group_key, static_cast<uint32_t>(i)));
+          m[i] = adam_unpack_m(word);
+          v[i] = adam_unpack_v(word);
+        }
       }
     }
   });

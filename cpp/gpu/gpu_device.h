@@ -128,6 +128,9 @@ class GpuDevice final : public Device {
   // a new capacity is at least 1.25x the old one, and with `headroom` 1.25x
   // what is asked.
   BufferRef ensure(int slot, size_t bytes, bool headroom = false);
+  // Arrays per parameter group of the resident state: the parameters and
+  // both moments, or the parameters and one packed word of them (bf16_moments).
+  int state_arrays() const { return options_.bf16_moments ? 2 : 3; }
   BufferRef ref(int slot, size_t offset = 0) const { return BufferRef{arena_[slot].handle, offset}; }
   // Project -> pairs -> sort -> ranges -> rasterize on device-resident
   // parameters; the render stays in kImage. Reads back the pair count, unless

@@ -88,7 +88,7 @@ void GpuDevice::mcmc_pass(const McmcRefineSettings& s, uint32_t n, uint32_t targ
   for (int a : order) {
     const uint32_t kind = a == 1 ? MCMC_ARRAY_LOG_SCALES : a == 3 ? MCMC_ARRAY_OPACITY : MCMC_ARRAY_PLAIN;
     const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < state_arrays(); ++k) {
       McmcParams q = p;
       q.width = param_width(a, sh_stride_);
       q.kind = k == 0 ? kind : MCMC_ARRAY_MOMENT;
@@ -134,7 +134,8 @@ McmcRefineResult GpuDevice::mcmc_refine(const McmcRefineSettings& s) {
     // only when its capacity is short: at most a refine's growth at a time).
     for (int a = 0; a < 5; ++a) {
       const size_t w = 4 * size_t{param_width(a, sh_stride_)};
-      for (int slot : {kParam0 + a, kM0 + a, kV0 + a}) mcmc_grow_slot(slot, w * n, w * total);
+      const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
+      for (int k = 0; k < state_arrays(); ++k) mcmc_grow_slot(slots[k], w * n, w * total);
     }
     mcmc_pass(s, n32, s.add, true);
     result.added = s.add;

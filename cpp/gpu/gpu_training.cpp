@@ -29,7 +29,7 @@ void GpuDevice::reserve_state(size_t n) {
     const size_t bytes = 4 * n * param_width(a, sh_stride_);
     ensure(kParam0 + a, bytes, true);
     ensure(kM0 + a, bytes, true);
-    ensure(kV0 + a, bytes, true);
+    if (!options_.bf16_moments) ensure(kV0 + a, bytes, true);  // else both moments are in kM0's words
     if (a != 4) ensure(kGrad0 + a, bytes, true);  // d_sh stays factored (kShFactors)
   }
   ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
@@ -196,7 +196,12 @@ void GpuDevice::set_training_state(const TrainingState& s) {
     launcher_->upload(ref(kParam0 + a), s.params[a].data(), bytes);
     if (s.adam_m[a].empty()) {
       launcher_->fill_zero(ref(kM0 + a), bytes);
-      launcher_->fill_zero(ref(kV0 + a), bytes);
+      if (!options_.bf16_moments) launcher_->fill_zero(ref(kV0 + a), bytes);
+    } else if (options_.bf16_moments) {  // packed, each rounded to nearest (exact for a bfloat16 state)
+      std::vector<uint32_t> words(s.adam_m[a].size());
+      for (size_t i = 0; i < words.size(); ++i)
+        words[i] = bf16_round_nearest(s.adam_m[a][i]) | bf16_round_nearest(s.adam_v[a][i]) << 16;
+      launcher_->upload(ref(kM0 + a), words.data(), bytes);
     } else {
       launcher_->upload(ref(kM0 + a), s.adam_m[a].data(), bytes);
       launcher_->upload(ref(kV0 + a), s.adam_v[a].data(), bytes);
@@ -251,6 +256,15 @@ void GpuDevice::get_training_state(TrainingState& s) {
     s.adam_v[a].resize(len);
     if (!len) continue;
     launcher_->download(s.params[a].data(), ref(kParam0 + a), 4 * len);
+    if (options_.bf16_moments) {
+      std::vector<uint32_t> words(len);
+      launcher_->download(words.data(), ref(kM0 + a), 4 * len);
+      for (size_t i = 0; i < len; ++i) {
+        s.adam_m[a][i] = adam_unpack_m(words[i]);
+        s.adam_v[a][i] = adam_unpack_v(words[i]);
+      }
+      continue;
+    }
     launcher_->download(s.adam_m[a].data(), ref(kM0 + a), 4 * len);
     launcher_->download(s.adam_v[a].data(), ref(kV0 + a), 4 * len);
   }
@@ -403,6 +417,9 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
   p.visible_only = s.visible_only ? 1u : 0u;
   p.sh_grad_full = sh_grad_full_ ? 1u : 0u;
+  p.bf16_moments = options_.bf16_moments ? 1u : 0u;
+  p.moment_key = adam_moment_key(s.moment_seed, s.step);
+  const int v0 = options_.bf16_moments ? kM0 : kV0;  // not read when packed
   if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
     throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
   const size_t total = adam_quads(p.count, p.sh_width);
@@ -411,9 +428,9 @@ void GpuDevice::adam_step(const AdamSettings& s) {
          {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
           KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
           KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
-          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(kV0)),
-          KernelArg::buf(ref(kV0 + 1)), KernelArg::buf(ref(kV0 + 2)), KernelArg::buf(ref(kV0 + 3)),
-          KernelArg::buf(ref(kV0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
+          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(v0)),
+          KernelArg::buf(ref(v0 + 1)), KernelArg::buf(ref(v0 + 2)), KernelArg::buf(ref(v0 + 3)),
+          KernelArg::buf(ref(v0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
           KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
           KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius))});
   if (options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_)) {
@@ -501,7 +518,7 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
     DensifyParams g = p;
     g.width = param_width(a, sh_stride_);
     const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
-    for (int s_i = 0; s_i < 3; ++s_i) {
+    for (int s_i = 0; s_i < state_arrays(); ++s_i) {
       BufferRef dst = ensure(kGrad0 + a, 4 * out * g.width, true);
       g.is_log_scales = a == 1 && s_i == 0 ? 1u : 0u;
       g.is_moment = s_i == 0 ? 0u : 1u;
@@ -535,7 +552,7 @@ void GpuDevice::reset_opacity(float max_opacity) {
   launch(Kernel::ResetOpacity, div_up(n, kGroup), {KernelArg::value(p), KernelArg::buf(ref(kParam0 + 3))});
   if (n) {
     launcher_->fill_zero(ref(kM0 + 3), 4 * n);
-    launcher_->fill_zero(ref(kV0 + 3), 4 * n);
+    if (!options_.bf16_moments) launcher_->fill_zero(ref(kV0 + 3), 4 * n);
   }
   finish_op(false);
 }

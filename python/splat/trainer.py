@@ -209,6 +209,7 @@ class Trainer:
         self.sizes = [(int(c.width), int(c.height)) for c in dataset.cameras]
         settings = {k: getattr(train_config, k) for k in _NATIVE_SETTINGS}
         settings["mcmc"] = train_config.strategy == "mcmc"
+        settings["bf16_moments"] = train_config.adam_moments == "bfloat16"
         # What the cameras' layout (splat.data.layout) and the dataset's kind decide:
         # opacity resets, and screen-size pruning, which runs after the first reset
         # only (0 without resets: it never runs).

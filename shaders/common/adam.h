@@ -7,6 +7,7 @@
 // issue slots at 3.1M Gaussians on an H200).
 #pragma once
 #include "compat.h"
+#include "random.h"
 
 struct AdamStep {
   float step_size;  // lr / (1 - beta1^t): adam_step_size
@@ -34,4 +35,52 @@ SPLAT_FUNC void adam_update(AdamStep a, float grad, SPLAT_THREAD float& param, S
   m = a.beta1 * m + (1.f - a.beta1) * grad;
   v = a.beta2 * v + (1.f - a.beta2) * grad * grad;
   param -= a.step_size * m / (sp_sqrt(v) * a.rsqrt_bias2 + a.eps);
+}
+
+// train.adam_moments = "bfloat16": an element's two moments in one 32-bit
+// word, m in the low half and v in the high, each a bfloat16 (a float's upper
+// 16 bits). The update runs in float from the stored values, as adam_update;
+// only the stored moments are rounded, stochastically: up with probability
+// equal to the dropped fraction, so a rounding is unbiased and an increment
+// smaller than bfloat16's spacing still counts on average. Round-to-nearest
+// would freeze v, whose per-step change (1 - beta2) g^2 is a thousandth of it
+// while bfloat16 resolves 1/256. The noise is a pure function of (seed, step,
+// group, element), so every backend rounds alike.
+
+// The step's key (the host computes it; the kernels and the CPU derive each
+// group's from it).
+SPLAT_FUNC uint32_t adam_moment_key(uint32_t seed, uint32_t step) { return random_key(seed, step, 0xada30000u, 0u); }
+// group: 0 means, 1 log_scales, 2 quats, 3 opacity, 4 sh.
+SPLAT_FUNC uint32_t adam_group_key(uint32_t key, uint32_t group) { return hash_u32(key ^ (0x9e3779b9u * (group + 1u))); }
+// 32 bits of noise for one element: 16 for m (low), 16 for v (high).
+SPLAT_FUNC uint32_t adam_moment_noise(uint32_t group_key, uint32_t element) { return hash_u32(group_key ^ element); }
+
+// x's bfloat16 bits (in the low 16): the dropped low half decides the rounding
+// against `noise` (16 bits). Infinities and NaN are truncated (a NaN stays NaN).
+SPLAT_FUNC uint32_t bf16_round_stochastic(float x, uint32_t noise) {
+  const uint32_t bits = sp_float_bits(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return (bits >> 16) | ((bits & 0x007fffffu) != 0u ? 0x40u : 0u);
+  return (bits + (noise & 0xffffu)) >> 16;  // finite: a carry out of the exponent is infinity, as it should be
+}
+// Round to nearest, ties to even: for moments that come from elsewhere (a
+// float32 state uploaded for bfloat16 training).
+SPLAT_FUNC uint32_t bf16_round_nearest(float x) {
+  const uint32_t bits = sp_float_bits(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return (bits >> 16) | ((bits & 0x007fffffu) != 0u ? 0x40u : 0u);
+  return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+}
+SPLAT_FUNC float bf16_float(uint32_t h) { return sp_bits_float(h << 16); }
+
+SPLAT_FUNC uint32_t adam_pack_moments(float m, float v, uint32_t noise) {
+  return bf16_round_stochastic(m, noise) | (bf16_round_stochastic(v, noise >> 16) << 16);
+}
+SPLAT_FUNC float adam_unpack_m(uint32_t word) { return bf16_float(word & 0xffffu); }
+SPLAT_FUNC float adam_unpack_v(uint32_t word) { return bf16_float(word >> 16); }
+
+// adam_update on a packed word.
+SPLAT_FUNC void adam_update_bf16(AdamStep a, float grad, SPLAT_THREAD float& param, SPLAT_THREAD uint32_t& word,
+                                 uint32_t noise) {
+  float m = adam_unpack_m(word), v = adam_unpack_v(word);
+  adam_update(a, grad, param, m, v);
+  word = adam_pack_moments(m, v, noise);
 }

@@ -127,6 +127,7 @@ SPLAT_FUNC float sp_max(float a, float b) { return metal::fmax(a, b); }
 SPLAT_FUNC int sp_mini(int a, int b) { return metal::min(a, b); }
 SPLAT_FUNC int sp_maxi(int a, int b) { return metal::max(a, b); }
 SPLAT_FUNC uint32_t sp_float_bits(float x) { return as_type<uint32_t>(x); }
+SPLAT_FUNC float sp_bits_float(uint32_t u) { return as_type<float>(u); }
 #elif defined(SPLAT_TARGET_CUDA)
 SPLAT_FUNC float sp_exp(float x) { return expf(x); }
 SPLAT_FUNC float sp_log(float x) { return logf(x); }
@@ -140,6 +141,7 @@ SPLAT_FUNC float sp_max(float a, float b) { return fmaxf(a, b); }
 SPLAT_FUNC int sp_mini(int a, int b) { return a < b ? a : b; }
 SPLAT_FUNC int sp_maxi(int a, int b) { return a > b ? a : b; }
 SPLAT_FUNC uint32_t sp_float_bits(float x) { return __float_as_uint(x); }
+SPLAT_FUNC float sp_bits_float(uint32_t u) { return __uint_as_float(u); }
 #else
 SPLAT_FUNC float sp_exp(float x) { return expf(x); }
 SPLAT_FUNC float sp_log(float x) { return logf(x); }
@@ -157,6 +159,11 @@ SPLAT_FUNC uint32_t sp_float_bits(float x) {
   uint32_t u;
   memcpy(&u, &x, sizeof(u));
   return u;
+}
+SPLAT_FUNC float sp_bits_float(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof(x));
+  return x;
 }
 #endif
 // NaN or infinite, from the exponent bits: immune to fast-math assumptions

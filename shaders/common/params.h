@@ -171,12 +171,16 @@ struct AdamParams {
   float step_means, step_log_scales, step_quats, step_opacity, step_sh_dc, step_sh_rest;
   float beta1, beta2, eps;
   float rsqrt_bias2;  // adam_rsqrt_bias2(1 - beta2^t)
-  uint32_t pad0;
+  uint32_t moment_key;  // bf16_moments: adam_moment_key(seed, t) (adam.h)
   uint32_t sh_k_count;  // active SH coefficients of the gradient (its factors, sh.h)
   uint32_t visible_only;  // 1: only Gaussians with radius > 0 in the step's view (train.visible_adam)
   uint32_t sh_grad_full;  // 1: the SH gradient is given in full ([n, sh_width], data-parallel), not factored
+  // 1: each group's m array holds both moments packed in bfloat16 (adam.h,
+  // adam_update_bf16) and its v array is not read.
+  uint32_t bf16_moments;
+  uint32_t pad0, pad1, pad2;
 };
-SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 64, "AdamParams layout");
+SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 80, "AdamParams layout");
 
 // The adam kernel's threads (train_optim.h): one per quad (4 floats) of each
 // group in turn, means [3n] | log_scales [3n] | quats [4n] | opacity [n] |

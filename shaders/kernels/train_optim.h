@@ -18,7 +18,9 @@
 // factors (sh.h), never stored; with p.sh_grad_full, `sh_factors` holds it in
 // full instead (the ranks' mean, data-parallel). With p.visible_only, a
 // Gaussian the step's view did not see (radius <= 0) keeps its parameters and
-// moments, and a quad of such Gaussians alone reads and writes nothing. A step
+// moments, and a quad of such Gaussians alone reads and writes nothing. With
+// p.bf16_moments each group's m array holds both moments, packed (adam.h), and
+// v is never touched: 8 bytes of moments an element moved instead of 16. A step
 // whose pairs did not fit (step_skipped) changes nothing.
 SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_DEVICE_MEM float* means,
                           SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* quats,
@@ -43,22 +45,24 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
   uint32_t len, width;  // the group's floats, and per Gaussian
   float lr = 0.f;  // the group's step size
   bool sh_group = false, factored = false;  // SH (its DC rate); gradient from its factors
+  uint32_t group = 0u;  // adam_group_key's numbering
   if (q < q_scales) {
     param = means, m = m_means, v = v_means, lr = p.step_means, len = 3u * n, width = 3u;
   } else if (q < q_quats) {
     q -= q_scales;
     param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.step_log_scales, len = 3u * n,
-    width = 3u;
+    width = 3u, group = 1u;
   } else if (q < q_opacity) {
     q -= q_quats;
-    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.step_quats, len = 4u * n, width = 4u;
+    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.step_quats, len = 4u * n, width = 4u, group = 2u;
   } else if (q < q_sh) {
     q -= q_opacity;
-    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.step_opacity, len = n, width = 1u;
+    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.step_opacity, len = n, width = 1u,
+    group = 3u;
   } else {
     q -= q_sh;
     param = sh, m = m_sh, v = v_sh, g = sh_factors, lr = p.step_sh_rest, sh_group = true, len = n * p.sh_width,
-    width = p.sh_width;
+    width = p.sh_width, group = 4u;
     factored = p.sh_grad_full == 0u;  // else a plain per-float gradient, as the others'
   }
   const uint32_t e0 = 4u * q;
@@ -87,6 +91,40 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
   step.beta2 = p.beta2;
   step.eps = p.eps;
   step.rsqrt_bias2 = p.rsqrt_bias2;
+  if (p.bf16_moments != 0u) {
+    const uint32_t group_key = adam_group_key(p.moment_key, group);
+    if (count == 4u) {
+      vec4 pv = load_float4(param, q), wv = load_float4(m, q);
+      if (!factored) {
+        const vec4 gv = load_float4(g, q);
+        grad[0] = gv.x, grad[1] = gv.y, grad[2] = gv.z, grad[3] = gv.w;
+      }
+      uint32_t w0 = sp_float_bits(wv.x), w1 = sp_float_bits(wv.y), w2 = sp_float_bits(wv.z),
+               w3 = sp_float_bits(wv.w);
+      step.step_size = (dc & 1u) != 0u ? p.step_sh_dc : lr;
+      if ((seen & 1u) != 0u) adam_update_bf16(step, grad[0], pv.x, w0, adam_moment_noise(group_key, e0));
+      step.step_size = (dc & 2u) != 0u ? p.step_sh_dc : lr;
+      if ((seen & 2u) != 0u) adam_update_bf16(step, grad[1], pv.y, w1, adam_moment_noise(group_key, e0 + 1u));
+      step.step_size = (dc & 4u) != 0u ? p.step_sh_dc : lr;
+      if ((seen & 4u) != 0u) adam_update_bf16(step, grad[2], pv.z, w2, adam_moment_noise(group_key, e0 + 2u));
+      step.step_size = (dc & 8u) != 0u ? p.step_sh_dc : lr;
+      if ((seen & 8u) != 0u) adam_update_bf16(step, grad[3], pv.w, w3, adam_moment_noise(group_key, e0 + 3u));
+      store_float4(param, q, pv.x, pv.y, pv.z, pv.w);
+      store_float4(m, q, sp_bits_float(w0), sp_bits_float(w1), sp_bits_float(w2), sp_bits_float(w3));
+      return;
+    }
+    SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
+      if ((seen >> r & 1u) == 0u) continue;
+      const uint32_t e = e0 + r;
+      float pe = param[e];
+      uint32_t we = sp_float_bits(m[e]);
+      step.step_size = (dc >> r & 1u) != 0u ? p.step_sh_dc : lr;
+      adam_update_bf16(step, factored ? grad[r] : g[e], pe, we, adam_moment_noise(group_key, e));
+      param[e] = pe;
+      m[e] = sp_bits_float(we);
+    }
+    return;
+  }
   if (count == 4u) {
     vec4 pv = load_float4(param, q), mv = load_float4(m, q), vv = load_float4(v, q);
     if (!factored) {

@@ -5,7 +5,8 @@
 // group's rate. Prints how many of the updated values differ in their bits,
 // for tests/test_simt_emulation.py. With VISIBLE (0..1), p.visible_only: that
 // share of the Gaussians at random have a radius > 0, and the reference steps
-// only theirs (the others' parameters and moments stay to the bit).
+// only theirs (the others' parameters and moments stay to the bit). Also
+// p.bf16_moments (both moments packed in one word) against adam_update_bf16.
 //
 //   adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS [VISIBLE]
 #include "simt_emu.h"
@@ -83,16 +84,21 @@ int main(int argc, char** argv) {
   // The reference: every element in turn.
   Group want[5] = {groups[0], groups[1], groups[2], groups[3], groups[4]};
   AdamStep step = make_adam_step(0.f, p.beta1, p.beta2, p.eps, bias1, bias2);
+  // Element e of group k: its gradient, with step.step_size set to its rate.
+  auto reference_grad = [&](int k, size_t e) {
+    float grad = groups[k].grad[e];
+    step.step_size = k < 4 ? adam_step_size(rates[k], bias1) : 0.f;
+    if (k == 4) {
+      const uint32_t i = (uint32_t)(e / sh_width), j = (uint32_t)(e % sh_width);
+      grad = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * i], j / 3u, j % 3u, k_count);
+      step.step_size = adam_step_size(j < 3u ? lr_sh_dc : lr_sh_rest, bias1);
+    }
+    return grad;
+  };
   for (int k = 0; k < 5; ++k)
     for (size_t e = 0; e < want[k].param.size(); ++e) {
       if (visible_only && radius[e / widths[k]] <= 0) continue;
-      float grad = want[k].grad[e];
-      step.step_size = k < 4 ? adam_step_size(rates[k], bias1) : 0.f;
-      if (k == 4) {
-        const uint32_t i = (uint32_t)(e / sh_width), j = (uint32_t)(e % sh_width);
-        grad = sh_factor_grad(&factors[(size_t)SPLAT_SH_FACTOR_FLOATS * i], j / 3u, j % 3u, k_count);
-        step.step_size = adam_step_size(j < 3u ? lr_sh_dc : lr_sh_rest, bias1);
-      }
+      const float grad = reference_grad(k, e);
       adam_update(step, grad, want[k].param[e], want[k].m[e], want[k].v[e]);
     }
 
@@ -134,6 +140,45 @@ int main(int argc, char** argv) {
       full_differ += count_bit_differences(copy[k].param, want[k].param) + count_bit_differences(copy[k].m, want[k].m) +
                      count_bit_differences(copy[k].v, want[k].v);
   }
+  // p.bf16_moments: each group's m array holds both moments packed (its v
+  // array is bound to the same buffer, as GpuDevice binds it, and never read);
+  // the reference steps each element with adam_update_bf16 and its own noise.
+  size_t bf16_differ = 0, bf16_v_changed = 0;
+  {
+    AdamParams pb = p;
+    pb.bf16_moments = 1u;
+    pb.moment_key = adam_moment_key((uint32_t)strtoul(argv[1], nullptr, 10), 3u);
+    Group packed[5];
+    for (int k = 0; k < 5; ++k) {
+      packed[k] = groups[k];
+      for (size_t e = 0; e < packed[k].m.size(); ++e)
+        packed[k].m[e] = sp_bits_float(bf16_round_nearest(groups[k].m[e]) | bf16_round_nearest(groups[k].v[e]) << 16);
+    }
+    Group start[5] = {packed[0], packed[1], packed[2], packed[3], packed[4]};
+    Group ref[5] = {packed[0], packed[1], packed[2], packed[3], packed[4]};
+    for (int k = 0; k < 5; ++k) {
+      const uint32_t group_key = adam_group_key(pb.moment_key, (uint32_t)k);
+      for (size_t e = 0; e < ref[k].param.size(); ++e) {
+        if (visible_only && radius[e / widths[k]] <= 0) continue;
+        const float grad = reference_grad(k, e);
+        uint32_t word = sp_float_bits(ref[k].m[e]);
+        adam_update_bf16(step, grad, ref[k].param[e], word, adam_moment_noise(group_key, (uint32_t)e));
+        ref[k].m[e] = sp_bits_float(word);
+      }
+    }
+    simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+      Group(&g)[5] = packed;
+      adam_body(t, pb, g[0].param.data(), g[1].param.data(), g[2].param.data(), g[3].param.data(), g[4].param.data(),
+                g[0].m.data(), g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(), g[0].m.data(),
+                g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(), g[0].grad.data(), g[1].grad.data(),
+                g[2].grad.data(), g[3].grad.data(), factors.data(), radius.data());
+    });
+    for (int k = 0; k < 5; ++k) {
+      bf16_differ += count_bit_differences(packed[k].param, ref[k].param) + count_bit_differences(packed[k].m, ref[k].m);
+      for (size_t e = 0; e < packed[k].m.size(); ++e)
+        bf16_v_changed += (sp_float_bits(packed[k].m[e]) >> 16) != (sp_float_bits(start[k].m[e]) >> 16);
+    }
+  }
   adam(p, groups, factors.data(), radius.data());
 
   size_t values = 0, differ = 0;
@@ -144,7 +189,7 @@ int main(int argc, char** argv) {
   }
   size_t unseen = 0;
   for (int32_t r : radius) unseen += r <= 0;
-  printf("values %zu\ndiffer %zu\nunseen %zu\nskip_changed %zu\nfull_differ %zu\n", values, differ, unseen,
-         skip_changed, full_differ);
+  printf("values %zu\ndiffer %zu\nunseen %zu\nskip_changed %zu\nfull_differ %zu\nbf16_differ %zu\nbf16_v_changed %zu\n",
+         values, differ, unseen, skip_changed, full_differ, bf16_differ, bf16_v_changed);
   return 0;
 }

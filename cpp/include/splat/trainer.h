@@ -50,6 +50,8 @@ struct TrainSettings {
   float exposure_lr = 1e-2f, exposure_lr_final = 1e-3f;  // exponential decay over `steps`
   // Adam on the Gaussians each step's view saw only (AdamSettings::visible_only).
   bool visible_adam = false;
+  // Adam's moments in bfloat16 (TrainingOptions::bf16_moments; train.adam_moments).
+  bool bf16_moments = false;
   // Resolution schedule (nerfstudio's splatfacto): the first steps train on
   // the views at 1/2^num_downscales of their size, the factor halving every
   // resolution_schedule steps down to full size (0: full size throughout).
@@ -113,6 +115,8 @@ class Trainer {
   uint32_t active_sh_degree(uint32_t step) const;
   float means_lr(uint32_t step) const;
   float exposure_lr(uint32_t step) const;
+  // The seed of bfloat16 moments' stochastic rounding (AdamSettings::moment_seed).
+  uint32_t moment_seed() const { return static_cast<uint32_t>(settings_.seed ^ (settings_.seed >> 32)); }
   // The view trained at 1-based `step`.
   uint32_t view_for_step(uint32_t step);
   // The resolution level step t trains at: its views at 1/2^level of their size.

@@ -93,6 +93,8 @@ struct AdamSettings {
   // Only the Gaussians the step's view saw (radius > 0 in its forward) move;
   // the others keep their parameters and moments (train.visible_adam).
   bool visible_only = false;
+  // The stochastic rounding's seed with bfloat16 moments (TrainingOptions::bf16_moments).
+  uint32_t moment_seed = 0;
 
   // 1 - beta^step, Adam's bias correction: one rounding for every backend, so
   // that the step sizes made from it (shaders/common/adam.h) are the same bits.
@@ -108,6 +110,10 @@ struct TrainingOptions {
   // A per-view affine colour correction (kExposureFloats a view, identity at
   // start) between the render and the loss, optimised with its own Adam.
   bool exposure = false;
+  // Both Adam moments of every Gaussian parameter in bfloat16, packed in one
+  // 32-bit word and rounded stochastically (shaders/common/adam.h,
+  // train.adam_moments); TrainingState still carries them as floats.
+  bool bf16_moments = false;
 };
 
 // A view's colour correction: out = A x + b, stored as the 3x4 matrix [A | b],
