@@ -123,7 +123,7 @@ def test_bfloat16_state_resumes_to_the_bit():
     for k in a:
         np.testing.assert_array_equal(b[k], a[k], err_msg=f"{k}; seed {seed}")
     # float32 moments in: rounded to nearest, ties to even
-    f32 = splat.Trainer.from_dataset(ds, small_config(seed=cfg.seed), backend)
+    f32 = splat.Trainer.from_dataset(ds, small_config(seed=cfg.seed, adam_moments="float32"), backend)
     f32.run(30, progress=False)
     state = f32.state()
     bf = splat.Trainer(ds, cfg, backend, state, step=30, scene_extent=f32.scene_extent).state()

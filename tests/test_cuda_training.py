@@ -29,10 +29,12 @@ if not _ok:
 
 PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
 MOMENT_TOL = 1e-4  # first / second moments (gradients up to atomics order), norm-wise per array
-# adam_moments = "bfloat16": a moment whose float32 value differs by the atomics'
-# rounding may round to the neighbouring bfloat16 (2^-8 to 2^-7 of it) on one
-# backend and not the other; a few such elements an array, norm-wise.
-MOMENT_TOL_BF16 = 8e-3
+# adam_moments = "bfloat16" (the default): a moment whose float32 value differs
+# by the atomics' rounding may round to the neighbouring bfloat16 (2^-8 to 2^-7
+# of it) on one backend and not the other: one such element in a 200-element
+# array is ~3e-4 norm-wise. Measured on the H200 (the densification test below,
+# 12 seeds): 1.2e-6 for bfloat16, 9.7e-7 for float32 (no element rounded apart).
+MOMENT_TOL_BF16 = 2e-3
 # Adam divides the first moment by the root of the second: for a gradient at
 # rounding-noise level (e.g. the rotation of an isotropic Gaussian) the update
 # is +-lr either way, its sign decided by the noise. Parameters are compared
@@ -57,6 +59,9 @@ def trainers(ds, cfg, state=None, step=0, initial=None, **cuda_fields):
 def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False, moment_tol=MOMENT_TOL):
     """strict: every parameter to rtol 1e-5 (when the learning rates are zero)."""
     assert a["means"].shape == b["means"].shape, (what, a["means"].shape, b["means"].shape, seed)
+    if moment_tol == MOMENT_TOL and all(not np.any(a[k + n].view(np.uint32) & 0xFFFF)
+                                        for k in ("adam_m.", "adam_v.") for n in PARAMS):
+        moment_tol = MOMENT_TOL_BF16   # bfloat16 moments
     for name in PARAMS:
         for moment in ("adam_m.", "adam_v."):
             err = rel_err(b[moment + name], a[moment + name], TINY)

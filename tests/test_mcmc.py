@@ -31,10 +31,16 @@ def constructed_state(rng, n, dead):
     logits[idx[:dead]] = rng.uniform(-9.0, np.log(0.005 / 0.995) - 1e-3, dead)
     logits[idx[dead:dead + 4]] = rng.uniform(4.0, 7.0, 4)
     state = dict(means=g.means, log_scales=g.log_scales, quats=g.quats, opacity_logits=f(logits), sh=g.sh)
-    for name in PARAMS:
-        state["adam_m." + name] = f(rng.normal(0, 1e-3, state[name].shape))
-        state["adam_v." + name] = f(rng.uniform(1e-6, 1e-5, state[name].shape))
+    for name in PARAMS:   # bfloat16 values: the same moments under either adam_moments
+        state["adam_m." + name] = bfloat16_values(rng.normal(0, 1e-3, state[name].shape))
+        state["adam_v." + name] = bfloat16_values(rng.uniform(1e-6, 1e-5, state[name].shape))
     return state
+
+
+def bfloat16_values(a):
+    """float32 values that bfloat16 holds exactly (the low 16 bits cleared)."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
 
 
 def assert_noise_matches(got, start, want, what):

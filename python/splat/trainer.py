@@ -28,7 +28,7 @@ SH_C0 = 0.28209479177387814
 CHECKPOINT_VERSION = 1
 # [train] keys added after runs were first written, with the value that keeps
 # what such a run did: a checkpoint or run config without them resumes as before.
-TRAIN_KEYS_ADDED = {"opacity_reset": "on", "num_downscales": 0, "resolution_schedule": 3000}
+TRAIN_KEYS_ADDED = {"opacity_reset": "on", "num_downscales": 0, "resolution_schedule": 3000, "adam_moments": "float32"}
 # Raised when the loss or a parameter is no longer finite (a RuntimeError).
 TrainingDiverged = _core.TrainingDiverged
 # Every checkpoint member gets this timestamp, so equal states give equal bytes.

@@ -2,6 +2,7 @@
 configs, their buffers compared (the gate and its tolerance: splat/bench/__init__.py)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -45,7 +46,10 @@ def _derived_gradients(before: dict, after: dict, beta1: float) -> dict:
 
 
 def _parity_step(ckpt: Checkpoint, setup: Setup) -> dict:
-    """One step from the checkpoint; its buffers and loss."""
+    """One step from the checkpoint; its buffers and loss. Adam's moments stay
+    float32 here: without a debug snapshot the gradients are recovered from the
+    first moment, which bfloat16 would round to 2^-8 of itself."""
+    setup = dataclasses.replace(setup, train_overrides={**setup.train_overrides, "adam_moments": "float32"})
     trainer = make_trainer(ckpt, setup, densify_stats=True)
     view = int(trainer._native.view_for_step(ckpt.step + 1))
     stats = trainer.step(read_loss=True)
