@@ -29,7 +29,7 @@ if not _ok:
 
 PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
 MOMENT_TOL = 1e-4  # first / second moments (gradients up to atomics order), norm-wise per array
-# adam_moments = "bfloat16" (the default): a moment whose float32 value differs
+# adam_moments = "bfloat16": a moment whose float32 value differs
 # by the atomics' rounding may round to the neighbouring bfloat16 (2^-8 to 2^-7
 # of it) on one backend and not the other: one such element in a 200-element
 # array is ~3e-4 norm-wise. Measured on the H200 (the densification test below,
