@@ -35,6 +35,13 @@ MOMENT_TOL = 1e-4  # first / second moments (gradients up to atomics order), nor
 # array is ~3e-4 norm-wise. Measured on the H200 (the densification test below,
 # 12 seeds): 1.2e-6 for bfloat16, 9.7e-7 for float32 (no element rounded apart).
 MOMENT_TOL_BF16 = 2e-3
+# ... and its parameter then steps by up to ~2^-8 of a step differently while the two
+# moments differ (m forgets by beta1 a step: ~10 steps), so a parameter may sit a few
+# thousandths of a learning rate apart. Seen on the H200 (bfloat16 as the default, the
+# mixed-sizes test): one opacity 4.4e-5 apart after 5 steps (9e-4 of its rate, 0.05).
+# With bfloat16 moments the parameters' atol is 2^-5 of lr_steps (rtol 1e-5 as before;
+# strict comparisons, with zero learning rates, keep theirs).
+BF16_PARAM_SLACK = 2 ** -5
 # Adam divides the first moment by the root of the second: for a gradient at
 # rounding-noise level (e.g. the rotation of an isotropic Gaussian) the update
 # is +-lr either way, its sign decided by the noise. Parameters are compared
@@ -59,8 +66,9 @@ def trainers(ds, cfg, state=None, step=0, initial=None, **cuda_fields):
 def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False, moment_tol=MOMENT_TOL):
     """strict: every parameter to rtol 1e-5 (when the learning rates are zero)."""
     assert a["means"].shape == b["means"].shape, (what, a["means"].shape, b["means"].shape, seed)
-    if moment_tol == MOMENT_TOL and all(not np.any(a[k + n].view(np.uint32) & 0xFFFF)
-                                        for k in ("adam_m.", "adam_v.") for n in PARAMS):
+    bf16 = all(not np.any(a[k + n].view(np.uint32) & 0xFFFF) and not np.any(b[k + n].view(np.uint32) & 0xFFFF)
+               for k in ("adam_m.", "adam_v.") for n in PARAMS)
+    if bf16 and moment_tol == MOMENT_TOL:
         moment_tol = MOMENT_TOL_BF16   # bfloat16 moments
     for name in PARAMS:
         for moment in ("adam_m.", "adam_v."):
@@ -68,7 +76,8 @@ def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False, mo
             assert err <= moment_tol, (what, moment + name, err, seed)
         m = np.abs(a["adam_m." + name])
         clear = np.ones(m.shape, bool) if strict else m > NOISE * max(float(m.max()), 1e-30)
-        np.testing.assert_allclose(b[name][clear], a[name][clear], rtol=1e-5, atol=1e-6,
+        np.testing.assert_allclose(b[name][clear], a[name][clear], rtol=1e-5,
+                                   atol=1e-6 + (BF16_PARAM_SLACK * lr_steps if bf16 and not strict else 0.0),
                                    err_msg=f"{what} {name}; seed {seed}")
         assert np.all(np.abs(b[name] - a[name]) <= lr_steps + 1e-6), (what, name, seed)
     np.testing.assert_array_equal(b["grad_count"], a["grad_count"], err_msg=f"{what} grad_count; seed {seed}")
