@@ -184,13 +184,13 @@ def main(argv=None) -> int:
                     help="run every scene again with this BackendConfig field, or recipe key as train.KEY=VALUE "
                          "(repeatable: one run per flag)")
     args = ap.parse_args(argv)
+    from splat.cli._data import parse_overrides
     base_fields = {}
     variants = [("default", {}, {})]   # (name, BackendConfig fields, recipe keys)
     for flag, items in (("--backend-set", args.backend_set), ("--compare", args.compare)):
         for item in items:
             key, sep, value = item.partition("=")
             if flag == "--compare" and key.startswith("train."):
-                from splat.cli._data import parse_overrides
                 try:
                     train = parse_overrides([item])["train"]
                     splat.TrainConfig(**train)
@@ -208,7 +208,6 @@ def main(argv=None) -> int:
                 base_fields[key] = value
             else:
                 variants.append((item, {key: value}, {}))
-    from splat.cli._data import parse_overrides
     try:
         overrides = parse_overrides(args.set or [])
     except ValueError as exc:

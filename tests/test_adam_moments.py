@@ -32,6 +32,13 @@ def round_stochastic(x, noise16):
     return (out & U32).astype(np.uint32).view(np.float32)
 
 
+def round_nearest(x):
+    """bfloat16 by round to nearest, ties to even (finite x), as a float32."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    out = ((bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)) << np.uint64(16)
+    return (out & U32).astype(np.uint32).view(np.float32)
+
+
 def bf16_exact(a):
     return not np.any(np.asarray(a, np.float32).view(np.uint32) & 0xFFFF)
 
@@ -90,9 +97,7 @@ def test_stochastic_rounding_keeps_small_increments_on_average():
     nearest = v.copy()
     for t in range(1, steps + 1):
         v = round_stochastic(b2 * v + (np.float32(1) - b2) * g2, moment_noise(cfg.seed, t, 0, n) >> np.uint64(16))
-        x = (b2 * nearest + (np.float32(1) - b2) * g2).view(np.uint32).astype(np.uint64)
-        nearest = ((((x + np.uint64(0x7FFF) + ((x >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16))
-                    << np.uint64(16)) & U32).astype(np.uint32).view(np.float32)
+        nearest = round_nearest(b2 * nearest + (np.float32(1) - b2) * g2)
     exact = 1 / 16 + (1 - 1 / 16) * float(b2) ** steps
     assert abs(v.mean() - exact) < 1e-3 * exact, (v.mean(), exact, seed)   # the mean of 200k draws
     assert nearest[0] == 1.0, nearest[0]   # round to nearest never moved
@@ -128,10 +133,8 @@ def test_bfloat16_state_resumes_to_the_bit():
     state = f32.state()
     bf = splat.Trainer(ds, cfg, backend, state, step=30, scene_extent=f32.scene_extent).state()
     for name in PARAMS:
-        x = state["adam_v." + name].view(np.uint32).astype(np.uint64)
-        want = ((((x + np.uint64(0x7FFF) + ((x >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)) << np.uint64(16))
-                & U32).astype(np.uint32).view(np.float32)
-        np.testing.assert_array_equal(bf["adam_v." + name], want, err_msg=f"{name}; seed {seed}")
+        np.testing.assert_array_equal(bf["adam_v." + name], round_nearest(state["adam_v." + name]),
+                                      err_msg=f"{name}; seed {seed}")
         assert not bf16_exact(state["adam_v." + name]) and bf16_exact(bf["adam_m." + name])
 
 

@@ -1,7 +1,6 @@
 """`splat bench`: fixed-checkpoint replay timing, A/B comparison and parity, on the CPU backend."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -317,8 +316,7 @@ def test_parity_without_snapshot(root, capsys, monkeypatch):
 
 def test_adam_recovery_matches_snapshot(root):
     setup = bench.load_setup(root / "configs" / "a.toml")
-    # float32 moments, as the parity step keeps them (bfloat16 rounds m1 to 2^-8)
-    setup = dataclasses.replace(setup, train_overrides={**setup.train_overrides, "adam_moments": "float32"})
+    setup = bench.float32_moments(setup)   # as the parity step trains
     ckpt = bench.read_checkpoint(root / "run" / "checkpoint.npz")
     trainer = bench.make_trainer(ckpt, setup, densify_stats=True)
     trainer.step()

@@ -132,7 +132,7 @@ void Trainer::shuffle_epoch(uint32_t epoch) {
   // Fisher-Yates with counter-based draws: the order is a function of
   // (seed, epoch), so a checkpoint needs only the step count.
   std::iota(order_.begin(), order_.end(), 0u);
-  const uint32_t seed = static_cast<uint32_t>(settings_.seed ^ (settings_.seed >> 32));
+  const uint32_t seed = seed32();
   for (uint32_t i = static_cast<uint32_t>(order_.size()); i > 1; --i) {
     uint32_t j = random_key(seed, epoch, i, 0x9e3779b9u) % i;
     std::swap(order_[i - 1], order_[j]);
@@ -194,7 +194,7 @@ void Trainer::train_step(uint32_t t) {
   step_ = t;
   AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
                     s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam,
-                    moment_seed()};
+                    seed32()};
   device_->adam_step(adam);
 }
 
@@ -255,7 +255,7 @@ void Trainer::apply_update(uint32_t t, uint32_t update, float lr_scale, float be
   AdamSettings adam{means_lr(t) * lr_scale, s.log_scales_lr * lr_scale, s.quats_lr * lr_scale,
                     s.opacity_lr * lr_scale, s.sh_dc_lr * lr_scale, s.sh_rest_lr * lr_scale,
                     beta1, beta2, s.adam_eps, update, s.exposure ? exposure_lr(t) * lr_scale : 0.f,
-                    s.visible_adam, moment_seed()};
+                    s.visible_adam, seed32()};
   device_->adam_step(adam);
   step_ = t;
 }

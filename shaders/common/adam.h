@@ -55,18 +55,20 @@ SPLAT_FUNC uint32_t adam_group_key(uint32_t key, uint32_t group) { return hash_u
 // 32 bits of noise for one element: 16 for m (low), 16 for v (high).
 SPLAT_FUNC uint32_t adam_moment_noise(uint32_t group_key, uint32_t element) { return hash_u32(group_key ^ element); }
 
+// An infinity or NaN's bfloat16 bits: truncated, a NaN kept a NaN.
+SPLAT_FUNC uint32_t bf16_nonfinite(uint32_t bits) { return (bits >> 16) | ((bits & 0x007fffffu) != 0u ? 0x40u : 0u); }
 // x's bfloat16 bits (in the low 16): the dropped low half decides the rounding
-// against `noise` (16 bits). Infinities and NaN are truncated (a NaN stays NaN).
+// against `noise` (16 bits).
 SPLAT_FUNC uint32_t bf16_round_stochastic(float x, uint32_t noise) {
   const uint32_t bits = sp_float_bits(x);
-  if ((bits & 0x7f800000u) == 0x7f800000u) return (bits >> 16) | ((bits & 0x007fffffu) != 0u ? 0x40u : 0u);
+  if (sp_nonfinite(x)) return bf16_nonfinite(bits);
   return (bits + (noise & 0xffffu)) >> 16;  // finite: a carry out of the exponent is infinity, as it should be
 }
 // Round to nearest, ties to even: for moments that come from elsewhere (a
 // float32 state uploaded for bfloat16 training).
 SPLAT_FUNC uint32_t bf16_round_nearest(float x) {
   const uint32_t bits = sp_float_bits(x);
-  if ((bits & 0x7f800000u) == 0x7f800000u) return (bits >> 16) | ((bits & 0x007fffffu) != 0u ? 0x40u : 0u);
+  if (sp_nonfinite(x)) return bf16_nonfinite(bits);
   return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
 }
 SPLAT_FUNC float bf16_float(uint32_t h) { return sp_bits_float(h << 16); }

@@ -103,13 +103,18 @@ int main(int argc, char** argv) {
     }
 
   const uint32_t quads = adam_quads(n, sh_width);
-  // One Adam dispatch over the five groups of `g`, as GpuDevice::adam_step makes it.
+  // One Adam dispatch over the five groups of `g`, as GpuDevice::adam_step makes
+  // it: with ap.bf16_moments each m array holds the packed words and is bound
+  // for v as well.
   auto adam = [&](const AdamParams& ap, Group (&g)[5], const float* sh_grad, const int32_t* radii) {
+    const bool packed = ap.bf16_moments != 0u;
     simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
       adam_body(t, ap, g[0].param.data(), g[1].param.data(), g[2].param.data(), g[3].param.data(), g[4].param.data(),
-                g[0].m.data(), g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(), g[0].v.data(),
-                g[1].v.data(), g[2].v.data(), g[3].v.data(), g[4].v.data(), g[0].grad.data(), g[1].grad.data(),
-                g[2].grad.data(), g[3].grad.data(), sh_grad, radii);
+                g[0].m.data(), g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(),
+                packed ? g[0].m.data() : g[0].v.data(), packed ? g[1].m.data() : g[1].v.data(),
+                packed ? g[2].m.data() : g[2].v.data(), packed ? g[3].m.data() : g[3].v.data(),
+                packed ? g[4].m.data() : g[4].v.data(), g[0].grad.data(), g[1].grad.data(), g[2].grad.data(),
+                g[3].grad.data(), sh_grad, radii);
     });
   };
   // A step whose pairs did not fit: every radius -1 (tile_bin.h); nothing moves.
@@ -166,13 +171,7 @@ int main(int argc, char** argv) {
         ref[k].m[e] = sp_bits_float(word);
       }
     }
-    simt_emu::dispatch((quads + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-      Group(&g)[5] = packed;
-      adam_body(t, pb, g[0].param.data(), g[1].param.data(), g[2].param.data(), g[3].param.data(), g[4].param.data(),
-                g[0].m.data(), g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(), g[0].m.data(),
-                g[1].m.data(), g[2].m.data(), g[3].m.data(), g[4].m.data(), g[0].grad.data(), g[1].grad.data(),
-                g[2].grad.data(), g[3].grad.data(), factors.data(), radius.data());
-    });
+    adam(pb, packed, factors.data(), radius.data());
     for (int k = 0; k < 5; ++k) {
       bf16_differ += count_bit_differences(packed[k].param, ref[k].param) + count_bit_differences(packed[k].m, ref[k].m);
       for (size_t e = 0; e < packed[k].m.size(); ++e)

@@ -115,8 +115,9 @@ class Trainer {
   uint32_t active_sh_degree(uint32_t step) const;
   float means_lr(uint32_t step) const;
   float exposure_lr(uint32_t step) const;
-  // The seed of bfloat16 moments' stochastic rounding (AdamSettings::moment_seed).
-  uint32_t moment_seed() const { return static_cast<uint32_t>(settings_.seed ^ (settings_.seed >> 32)); }
+  // The 64-bit seed folded to the 32 bits the counter-based draws take (the
+  // epoch shuffle; bfloat16 moments' rounding, AdamSettings::moment_seed).
+  uint32_t seed32() const { return static_cast<uint32_t>(settings_.seed ^ (settings_.seed >> 32)); }
   // The view trained at 1-based `step`.
   uint32_t view_for_step(uint32_t step);
   // The resolution level step t trains at: its views at 1/2^level of their size.

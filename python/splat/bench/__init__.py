@@ -54,7 +54,7 @@ from .replay import (MIN_THRESHOLD_PCT, Replay, _console, _note, _run_dir, _sigm
                      find_checkpoint, load_setup, read_checkpoint, run_folder_of)
 from .report import _describe, _ms, _print_runs, _print_timings
 # The package's interface, as before the split (tools and tests use these).
-from .parity import _derived_gradients, _parity_step, compare_buffers  # noqa: F401
+from .parity import _derived_gradients, _parity_step, compare_buffers, float32_moments  # noqa: F401
 from .replay import (GRAD_KEYS, PARAM_KEYS, Checkpoint, Setup, make_trainer, replay_train_config,  # noqa: F401
                      summarize)
 

@@ -45,12 +45,16 @@ def _derived_gradients(before: dict, after: dict, beta1: float) -> dict:
     return out
 
 
+def float32_moments(setup: Setup) -> Setup:
+    """`setup` with Adam's moments in float32: without a debug snapshot the
+    gradients are recovered from the first moment, which bfloat16 would round
+    to 2^-8 of itself."""
+    return dataclasses.replace(setup, train_overrides={**setup.train_overrides, "adam_moments": "float32"})
+
+
 def _parity_step(ckpt: Checkpoint, setup: Setup) -> dict:
-    """One step from the checkpoint; its buffers and loss. Adam's moments stay
-    float32 here: without a debug snapshot the gradients are recovered from the
-    first moment, which bfloat16 would round to 2^-8 of itself."""
-    setup = dataclasses.replace(setup, train_overrides={**setup.train_overrides, "adam_moments": "float32"})
-    trainer = make_trainer(ckpt, setup, densify_stats=True)
+    """One step from the checkpoint (float32_moments); its buffers and loss."""
+    trainer = make_trainer(ckpt, float32_moments(setup), densify_stats=True)
     view = int(trainer._native.view_for_step(ckpt.step + 1))
     stats = trainer.step(read_loss=True)
     snap, why = _snapshot(trainer._native)
