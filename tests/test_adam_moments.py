@@ -22,7 +22,10 @@ def moment_noise(seed, step, group, size):
     seed32 = (seed ^ (seed >> 32)) & 0xFFFFFFFF
     key = random_key(seed32, step, 0xADA30000, 0)
     group_key = hash_u32(key ^ np.uint64((0x9E3779B9 * (group + 1)) & 0xFFFFFFFF))
-    return hash_u32(group_key ^ np.arange(size, dtype=np.uint64))
+    element = np.arange(size, dtype=np.uint64)
+    quad_noise = hash_u32(group_key ^ (element >> np.uint64(2)))
+    lane_constant = np.array([0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F], np.uint64)[element & np.uint64(3)]
+    return (quad_noise * lane_constant) & U32
 
 
 def round_stochastic(x, noise16):

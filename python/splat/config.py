@@ -236,7 +236,7 @@ class TrainConfig(_Section):
                                   doc="final exposure-correction lr (exponential decay over `steps`)")
     visible_adam: bool = _f(False, "bool", doc="Adam steps only the Gaussians the step's view saw; the others keep "
                                                 "their parameters and moments (gsplat's visible_adam, Taming 3DGS)")
-    adam_moments: str = _f("float32", "str", choices=("float32", "bfloat16"),
+    adam_moments: str = _f("bfloat16", "str", choices=("float32", "bfloat16"),
                            doc="storage of Adam's two moments per parameter: bfloat16 packs both in 4 bytes, rounded "
                                "stochastically (half the moments' memory and traffic; the update itself in float32)")
     num_downscales: int = _f(0, "int", lo=0, hi=4,

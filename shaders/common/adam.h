@@ -52,8 +52,18 @@ SPLAT_FUNC void adam_update(AdamStep a, float grad, SPLAT_THREAD float& param, S
 SPLAT_FUNC uint32_t adam_moment_key(uint32_t seed, uint32_t step) { return random_key(seed, step, 0xada30000u, 0u); }
 // group: 0 means, 1 log_scales, 2 quats, 3 opacity, 4 sh.
 SPLAT_FUNC uint32_t adam_group_key(uint32_t key, uint32_t group) { return hash_u32(key ^ (0x9e3779b9u * (group + 1u))); }
-// 32 bits of noise for one element: 16 for m (low), 16 for v (high).
-SPLAT_FUNC uint32_t adam_moment_noise(uint32_t group_key, uint32_t element) { return hash_u32(group_key ^ element); }
+// 32 bits of noise for one element: 16 for m (low), 16 for v (high). One hash
+// per quad of 4 elements (the GPU kernel's unit of work), times an odd constant
+// of the element's place in it: a bijection of the 32 bits, so each element's
+// noise stays uniform, at one multiply an element instead of a hash (the hash
+// per element had made the bfloat16 kernel partly bound by its arithmetic).
+SPLAT_FUNC uint32_t adam_quad_noise(uint32_t group_key, uint32_t quad) { return hash_u32(group_key ^ quad); }
+SPLAT_FUNC uint32_t adam_lane_noise(uint32_t quad_noise, uint32_t lane) {
+  return quad_noise * (lane == 0u ? 0x9e3779b1u : lane == 1u ? 0x85ebca77u : lane == 2u ? 0xc2b2ae3du : 0x27d4eb2fu);
+}
+SPLAT_FUNC uint32_t adam_moment_noise(uint32_t group_key, uint32_t element) {
+  return adam_lane_noise(adam_quad_noise(group_key, element >> 2), element & 3u);
+}
 
 // An infinity or NaN's bfloat16 bits: truncated, a NaN kept a NaN.
 SPLAT_FUNC uint32_t bf16_nonfinite(uint32_t bits) { return (bits >> 16) | ((bits & 0x007fffffu) != 0u ? 0x40u : 0u); }
