@@ -22,7 +22,7 @@ from .data.points import capture_points
 from .gaussians import Gaussians, sh_coeffs
 from .io.atomic import atomic_write
 from .io.ply import save_ply
-from .schedule import CAPTURE_FORMATS, opacity_resets_on
+from .schedule import CAPTURE_FORMATS, capture_recipe, opacity_resets_on
 
 SH_C0 = 0.28209479177387814
 CHECKPOINT_VERSION = 1
@@ -237,13 +237,18 @@ class Trainer:
                      *, initial: Gaussians | None = None, image_budget: int = 0,
                      release_images: bool = False) -> "Trainer":
         """A trainer initialised from the dataset's point cloud (random points when it has none).
-        image_budget: device bytes the training images may take before they are streamed from
-        host memory a view a step ahead (0: the backend's default, half the free device memory;
-        the cpu backend streams only when given one). release_images: see Trainer()."""
+        The recipe is the one the scene gets (`trainer.config`): for random points the
+        preset's for such a start (TrainConfig.for_random_start), for a capture of an object
+        trained without opacity resets splat.schedule.capture_recipe's. image_budget: device
+        bytes the training images may take before they are streamed from host memory a view
+        a step ahead (0: the backend's default, half the free device memory; the cpu backend
+        streams only when given one). release_images: see Trainer()."""
         _check_dataset(dataset)
         config = train_config if train_config is not None else TrainConfig()
         if not isinstance(config, TrainConfig):
             raise TypeError(f"[splat] train_config: expected splat.TrainConfig, got {type(config).__name__}")
+        if dataset.format in CAPTURE_FORMATS:
+            config = capture_recipe(config, dataset.format, camera_layout(dataset.cameras))
         if initial is None:
             if dataset.format in CAPTURE_FORMATS:   # SfM points (random points in the views when too few)
                 points, colors, note = capture_points(dataset, config.init_points, config.seed)

@@ -73,6 +73,8 @@ def cmd_check(args) -> int:
     from ._data import config_dataset_format
     fmt = config_dataset_format(cfg)
     layout = pose_layout(headers[1]) if headers is not None and fmt is not None else None
+    from ..schedule import capture_recipe
+    cfg.train = capture_recipe(cfg.train, fmt, layout)   # what splat train would train with
     for line in describe(cfg.train, fmt, layout):
         print(f"# {line}")
     if cfg.data.eval_lpips != "none":

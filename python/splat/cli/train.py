@@ -248,7 +248,7 @@ def _train(args, stop: StopSignals, group=None) -> int:
 
 
 def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float, group=None) -> int:
-    from ..config import OutputConfig
+    from ..config import OutputConfig, TrainConfig
     from ..metrics import check_supersample, evaluate
     from ..plot import save_training_plot
     from ..trainer import Trainer, TrainingDiverged, check_checkpoint_sizes
@@ -304,6 +304,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     seconds = warm_up(train, bc, cfg.train)
     if start is None:
         trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget, release_images=True)
+        cfg.train = trainer.config   # the recipe as the scene gets it (config.toml records it)
         if resume and not restart:
             print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
             earlier = {}
@@ -339,7 +340,10 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
     if cfg.train.opacity_reset == "auto" and cfg.train.strategy == "default" and not trainer.opacity_resets:
         print("note: no opacity resets: a capture whose cameras look at an object (train.opacity_reset = "
-              "\"auto\"; \"on\" keeps them)", flush=True)
+              "\"auto\"; \"on\" keeps them)"
+              + (f"; clone / split above a gradient of {trainer.config.densify_grad_threshold:g}"
+                 if trainer.config.densify_grad_threshold != TrainConfig(preset=trainer.config.preset)
+                 .densify_grad_threshold else ""), flush=True)
 
     if seconds is not None:
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
