@@ -63,13 +63,12 @@ def trainers(ds, cfg, state=None, step=0, initial=None, **cuda_fields):
     return cpu, gpu
 
 
-def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False, moment_tol=MOMENT_TOL):
+def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False):
     """strict: every parameter to rtol 1e-5 (when the learning rates are zero)."""
     assert a["means"].shape == b["means"].shape, (what, a["means"].shape, b["means"].shape, seed)
     bf16 = all(not np.any(a[k + n].view(np.uint32) & 0xFFFF) and not np.any(b[k + n].view(np.uint32) & 0xFFFF)
                for k in ("adam_m.", "adam_v.") for n in PARAMS)
-    if bf16 and moment_tol == MOMENT_TOL:
-        moment_tol = MOMENT_TOL_BF16   # bfloat16 moments
+    moment_tol = MOMENT_TOL_BF16 if bf16 else MOMENT_TOL
     for name in PARAMS:
         for moment in ("adam_m.", "adam_v."):
             err = rel_err(b[moment + name], a[moment + name], TINY)
@@ -178,7 +177,6 @@ def test_densification_and_opacity_reset_match_cpu(adam_moments):
     cfg = small_config(densify_from=0, densify_until=1000, densify_every=10, opacity_reset_every=10,
                        seed=int(rng.integers(0, 2 ** 31)), means_lr=0.0, means_lr_final=0.0, log_scales_lr=0.0,
                        quats_lr=0.0, opacity_lr=0.0, sh_dc_lr=0.0, sh_rest_lr=0.0, adam_moments=adam_moments)
-    tol = MOMENT_TOL_BF16 if adam_moments == "bfloat16" else MOMENT_TOL
     n = 200
     f = lambda a: np.ascontiguousarray(a, np.float32)
     g = random_gaussians(rng, n, spread=0.5, scale=(0.2 * cfg.percent_dense * extent, 4 * cfg.percent_dense * extent))
@@ -210,7 +208,7 @@ def test_densification_and_opacity_reset_match_cpu(adam_moments):
     sa, sb = cpu.state(), gpu.state()
     assert a.num_gaussians == b.num_gaussians, (a.num_gaussians, b.num_gaussians, seed)
     assert a.num_gaussians != n, seed  # something happened
-    assert_states_close(sa, sb, seed, "densified", strict=True, moment_tol=tol)
+    assert_states_close(sa, sb, seed, "densified", strict=True)
     # New Gaussians (clones and children, at the end) have zero moments; the
     # statistics restart; opacity was reset with its moments.
     survivors = int(np.count_nonzero(sa["adam_v.quats"].any(axis=1)))
@@ -224,7 +222,7 @@ def test_densification_and_opacity_reset_match_cpu(adam_moments):
     for _ in range(2):
         a, b = cpu.step(), gpu.step()
         assert abs(a.loss - b.loss) <= 1e-4 * abs(a.loss), seed
-    assert_states_close(cpu.state(), gpu.state(), seed, "after densification", strict=True, moment_tol=tol)
+    assert_states_close(cpu.state(), gpu.state(), seed, "after densification", strict=True)
     if adam_moments == "bfloat16":
         st = gpu.state()
         assert all(not np.any(st[k + name].view(np.uint32) & 0xFFFF) for k in ("adam_m.", "adam_v.") for name in PARAMS)

@@ -131,6 +131,9 @@ class GpuDevice final : public Device {
   // Arrays per parameter group of the resident state: the parameters and
   // both moments, or the parameters and one packed word of them (bf16_moments).
   int state_arrays() const { return options_.bf16_moments ? 2 : 3; }
+  // The arena slot of parameter group `group`'s state array k < state_arrays():
+  // the parameters, then the first moment (or the packed pair), then the second.
+  static int state_slot(int group, int k) { return (k == 0 ? kParam0 : k == 1 ? kM0 : kV0) + group; }
   BufferRef ref(int slot, size_t offset = 0) const { return BufferRef{arena_[slot].handle, offset}; }
   // Project -> pairs -> sort -> ranges -> rasterize on device-resident
   // parameters; the render stays in kImage. Reads back the pair count, unless

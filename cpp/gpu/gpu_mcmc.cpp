@@ -87,7 +87,6 @@ void GpuDevice::mcmc_pass(const McmcRefineSettings& s, uint32_t n, uint32_t targ
   const int order[5] = {0, 2, 4, 1, 3};
   for (int a : order) {
     const uint32_t kind = a == 1 ? MCMC_ARRAY_LOG_SCALES : a == 3 ? MCMC_ARRAY_OPACITY : MCMC_ARRAY_PLAIN;
-    const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
     for (int k = 0; k < state_arrays(); ++k) {
       McmcParams q = p;
       q.width = param_width(a, sh_stride_);
@@ -97,7 +96,7 @@ void GpuDevice::mcmc_pass(const McmcRefineSettings& s, uint32_t n, uint32_t targ
         q.sources = phase;
         launch(Kernel::McmcApply, div_up(phase == 0 ? targets : n, kGroup),
                {KernelArg::value(q), KernelArg::buf(source), KernelArg::buf(times), KernelArg::buf(binoms),
-                KernelArg::buf(opacity), KernelArg::buf(ref(slots[k]))});
+                KernelArg::buf(opacity), KernelArg::buf(ref(state_slot(a, k)))});
       }
     }
   }
@@ -134,8 +133,7 @@ McmcRefineResult GpuDevice::mcmc_refine(const McmcRefineSettings& s) {
     // only when its capacity is short: at most a refine's growth at a time).
     for (int a = 0; a < 5; ++a) {
       const size_t w = 4 * size_t{param_width(a, sh_stride_)};
-      const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
-      for (int k = 0; k < state_arrays(); ++k) mcmc_grow_slot(slots[k], w * n, w * total);
+      for (int k = 0; k < state_arrays(); ++k) mcmc_grow_slot(state_slot(a, k), w * n, w * total);
     }
     mcmc_pass(s, n32, s.add, true);
     result.added = s.add;

@@ -517,20 +517,19 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   for (int a = 0; a < 5; ++a) {
     DensifyParams g = p;
     g.width = param_width(a, sh_stride_);
-    const int slots[3] = {kParam0 + a, kM0 + a, kV0 + a};
     for (int s_i = 0; s_i < state_arrays(); ++s_i) {
       BufferRef dst = ensure(kGrad0 + a, 4 * out * g.width, true);
       g.is_log_scales = a == 1 && s_i == 0 ? 1u : 0u;
       g.is_moment = s_i == 0 ? 0u : 1u;
       if (out > 0)  // a float a thread: out * width < 2^32 (at most 2^24 Gaussians of 48 floats)
         launch(Kernel::DensifyGather, div_up(out * g.width, kGroup),
-               {KernelArg::value(g), KernelArg::buf(row_source), KernelArg::buf(ref(slots[s_i])),
+               {KernelArg::value(g), KernelArg::buf(row_source), KernelArg::buf(ref(state_slot(a, s_i))),
                 KernelArg::buf(dst)});
       if (a == 0 && s_i == 0)
         launch(Kernel::DensifyChildren, groups,
                {KernelArg::value(p), KernelArg::buf(offsets), KernelArg::buf(ref(kParam0)),
                 KernelArg::buf(ref(kParam0 + 1)), KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(dst)});
-      std::swap(arena_[slots[s_i]], arena_[kGrad0 + a]);
+      std::swap(arena_[state_slot(a, s_i)], arena_[kGrad0 + a]);
     }
   }
   count_ = out;
