@@ -105,6 +105,19 @@ def _largest_size(ds) -> list:
     return list(max(ds.sizes, key=lambda s: (s[0] * s[1], s)))
 
 
+def _densify_note(train) -> str:
+    """The clone / split keys this recipe holds that differ from its preset's (the object
+    capture's, splat.schedule.capture_recipe), for the no-resets note; "" when none."""
+    from ..config import TrainConfig
+    base = TrainConfig(preset=train.preset)
+    parts = []
+    if train.densify_grad_threshold != base.densify_grad_threshold:
+        parts.append(f"clone / split above a gradient of {train.densify_grad_threshold:g}")
+    if train.densify_until != base.densify_until:
+        parts.append(f"densification until step {train.densify_until}")
+    return "; " + ", ".join(parts) if parts else ""
+
+
 def _storage_text(trainer) -> str:
     """Where the training images live, e.g. "images 1.23 GiB on the device"."""
     st = trainer.image_storage
@@ -248,7 +261,7 @@ def _train(args, stop: StopSignals, group=None) -> int:
 
 
 def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float, group=None) -> int:
-    from ..config import OutputConfig, TrainConfig
+    from ..config import OutputConfig
     from ..metrics import check_supersample, evaluate
     from ..plot import save_training_plot
     from ..trainer import Trainer, TrainingDiverged, check_checkpoint_sizes
@@ -341,9 +354,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     if cfg.train.opacity_reset == "auto" and cfg.train.strategy == "default" and not trainer.opacity_resets:
         print("note: no opacity resets: a capture whose cameras look at an object (train.opacity_reset = "
               "\"auto\"; \"on\" keeps them)"
-              + (f"; clone / split above a gradient of {trainer.config.densify_grad_threshold:g}"
-                 if trainer.config.densify_grad_threshold != TrainConfig(preset=trainer.config.preset)
-                 .densify_grad_threshold else ""), flush=True)
+              + _densify_note(trainer.config), flush=True)
 
     if seconds is not None:
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
