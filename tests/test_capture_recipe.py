@@ -1,6 +1,7 @@
-"""What a capture of an object gets without opacity resets: the default preset's
-clone / split threshold becomes 0.0004 and densification stops at step 7000
-(PRESETS_OBJECT_CAPTURE), for the keys a config leaves to its preset; every other scene, recipe and explicit key keeps
+"""What a capture gets with the opacity resets its camera layout gets (none around an
+object, resets in an open scene): the default preset's clone / split threshold becomes
+0.0004 and densification stops at step 7000 (PRESETS_CAPTURE), for the keys a config
+leaves to its preset; every other scene, recipe and explicit key keeps
 its value. Oracles: the rule written out here case by case, a TOML round trip,
 and what `splat train` records and `splat check` prints."""
 import numpy as np
@@ -9,33 +10,38 @@ import pytest
 import splat
 from splat.config import PRESETS, load_config
 from splat.recipe import describe
-from splat.schedule import CAPTURE_FORMATS, capture_recipe, object_capture_keys
+from splat.schedule import CAPTURE_FORMATS, capture_keys, capture_recipe
 from _pkg import NATIVE
 from test_opacity_reset_mode import _capture
 
 native = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
 DEFAULT = splat.TrainConfig().densify_grad_threshold
-OBJECT = 4e-4
+CAPTURE = 4e-4
 DEFAULT_UNTIL = splat.TrainConfig().densify_until
-OBJECT_UNTIL = 7000
+CAPTURE_UNTIL = 7000
 
 
-def test_the_threshold_rises_only_for_an_object_capture_without_resets():
+def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
     assert DEFAULT == 2e-4 and DEFAULT_UNTIL == 15000
     for fmt in CAPTURE_FORMATS:
-        got = capture_recipe(splat.TrainConfig(), fmt, "object")
-        assert (got.densify_grad_threshold, got.densify_until) == (OBJECT, OBJECT_UNTIL), fmt
-        others = {k: v for k, v in got.to_dict().items() if k not in ("densify_grad_threshold", "densify_until")}
-        assert others == {k: v for k, v in splat.TrainConfig().to_dict().items()
-                          if k not in ("densify_grad_threshold", "densify_until")}, fmt
-        assert capture_recipe(splat.TrainConfig(opacity_reset="off"), fmt, "object").densify_grad_threshold == OBJECT
-        for cfg, layout in ((splat.TrainConfig(), "open"), (splat.TrainConfig(), None),
+        for cfg, layout in ((splat.TrainConfig(), "object"), (splat.TrainConfig(opacity_reset="off"), "object"),
+                            (splat.TrainConfig(), "open"), (splat.TrainConfig(opacity_reset="on"), "open")):
+            got = capture_recipe(cfg, fmt, layout)
+            assert (got.densify_grad_threshold, got.densify_until) == (CAPTURE, CAPTURE_UNTIL), (fmt, layout)
+            others = {k: v for k, v in got.to_dict().items() if k not in ("densify_grad_threshold", "densify_until")}
+            assert others == {k: v for k, v in cfg.to_dict().items()
+                              if k not in ("densify_grad_threshold", "densify_until")}, (fmt, layout)
+        # Not measured: a layout trained with the other reset mode, an unknown layout,
+        # MCMC, absgrad.
+        for cfg, layout in ((splat.TrainConfig(), None),
                             (splat.TrainConfig(opacity_reset="on"), "object"),
                             (splat.TrainConfig(opacity_reset="off"), "open"),
                             (splat.TrainConfig(strategy="mcmc"), "object"),
-                            (splat.TrainConfig(absgrad=True), "object")):
+                            (splat.TrainConfig(strategy="mcmc"), "open"),
+                            (splat.TrainConfig(absgrad=True), "object"),
+                            (splat.TrainConfig(absgrad=True), "open")):
             out = capture_recipe(cfg, fmt, layout)
-            assert out is cfg and object_capture_keys(cfg, fmt, layout) == {}, (fmt, layout)
+            assert out is cfg and capture_keys(cfg, fmt, layout) == {}, (fmt, layout)
             assert (out.densify_grad_threshold, out.densify_until) == (cfg.densify_grad_threshold, cfg.densify_until)
     for fmt in ("blender", None):
         got = capture_recipe(splat.TrainConfig(), fmt, "object")
@@ -52,16 +58,16 @@ def test_keys_set_explicitly_win_and_a_second_call_changes_nothing():
     for given in (DEFAULT, mine):   # the default's own value too, when set
         cfg = splat.TrainConfig(densify_grad_threshold=given)
         got = capture_recipe(cfg, "colmap", "object")
-        assert (got.densify_grad_threshold, got.densify_until) == (given, OBJECT_UNTIL)   # each key on its own
+        assert (got.densify_grad_threshold, got.densify_until) == (given, CAPTURE_UNTIL)   # each key on its own
     until = int(rng.integers(1000, 20000))
     for given in (DEFAULT_UNTIL, until):
         got = capture_recipe(splat.TrainConfig(densify_until=given), "colmap", "object")
-        assert (got.densify_grad_threshold, got.densify_until) == (OBJECT, given)
+        assert (got.densify_grad_threshold, got.densify_until) == (CAPTURE, given)
     steps = int(rng.integers(1000, 40000))
     once = capture_recipe(splat.TrainConfig(steps=steps), "nerfstudio", "object")
     twice = capture_recipe(once, "nerfstudio", "object")
-    assert once.densify_grad_threshold == twice.densify_grad_threshold == OBJECT
-    assert once.densify_until == twice.densify_until == OBJECT_UNTIL
+    assert once.densify_grad_threshold == twice.densify_grad_threshold == CAPTURE
+    assert once.densify_until == twice.densify_until == CAPTURE_UNTIL
     assert once.steps == twice.steps == steps and once.to_dict() == twice.to_dict()
     # A value changed after construction counts as set.
     later = splat.TrainConfig()
@@ -75,20 +81,23 @@ def test_a_config_file_leaving_the_key_out_gets_the_capture_value(tmp_path):
     set_in = tmp_path / "b.toml"
     set_in.write_text(f"[data]\npath = \"scene\"\n[train]\nsteps = 500\ndensify_grad_threshold = {DEFAULT}\n")
     a = capture_recipe(load_config(left_out, check_paths=False).train, "colmap", "object")
-    assert (a.densify_grad_threshold, a.densify_until) == (OBJECT, OBJECT_UNTIL)
+    assert (a.densify_grad_threshold, a.densify_until) == (CAPTURE, CAPTURE_UNTIL)
     b = capture_recipe(load_config(set_in, check_paths=False).train, "colmap", "object")
-    assert (b.densify_grad_threshold, b.densify_until) == (DEFAULT, OBJECT_UNTIL)
+    assert (b.densify_grad_threshold, b.densify_until) == (DEFAULT, CAPTURE_UNTIL)
 
 
 def test_describe_names_the_rule_where_it_applies():
-    cfg = capture_recipe(splat.TrainConfig(), "colmap", "object")
-    lines = describe(cfg, "colmap", "object")
-    assert any(x.startswith("preset: default on a capture of an object without opacity resets") and "0.0004" in x
-               and "densify_until 7000" in x for x in lines), lines
-    strategy = next(x for x in lines if x.startswith("strategy: default"))
-    assert "the screen-space gradient above 0.0004" in strategy and "from 500 to 7000," in strategy
-    for where in (("colmap", "open"), ("blender", "object")):
-        assert not any("capture of an object" in x for x in describe(splat.TrainConfig(), *where)), where
+    for layout, seen in (("object", "cameras around an object, no opacity resets"),
+                         ("open", "an open scene, opacity resets")):
+        cfg = capture_recipe(splat.TrainConfig(), "colmap", layout)
+        lines = describe(cfg, "colmap", layout)
+        assert any(x.startswith(f"preset: default on a capture (a colmap dataset, {seen})") and "0.0004" in x
+                   and "densify_until 7000" in x for x in lines), lines
+        strategy = next(x for x in lines if x.startswith("strategy: default"))
+        assert "the screen-space gradient above 0.0004" in strategy and "from 500 to 7000," in strategy
+    for cfg, where in ((splat.TrainConfig(), ("blender", "object")),
+                       (splat.TrainConfig(opacity_reset="off"), ("colmap", "open"))):
+        assert not any("on a capture" in x for x in describe(cfg, *where)), where
 
 
 @native
@@ -100,20 +109,24 @@ def test_from_dataset_trains_with_the_scene_recipe(tmp_path, outward):
     cfg = splat.TrainConfig(steps=20, init_points=200)
     tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
     assert tr.camera_layout == ("open" if outward else "object")
-    assert tr.config.densify_grad_threshold == (DEFAULT if outward else OBJECT)
-    assert tr.config.densify_until == (DEFAULT_UNTIL if outward else OBJECT_UNTIL)
+    assert (tr.config.densify_grad_threshold, tr.config.densify_until) == (CAPTURE, CAPTURE_UNTIL)
+    assert tr.opacity_resets == outward   # the layout's own reset mode, under which the keys apply
     assert tr.config.steps == 20 and tr.config.init_points == 200
     assert cfg.densify_grad_threshold == DEFAULT   # the caller's config is left as it was
     mine = splat.TrainConfig(steps=20, init_points=200, densify_grad_threshold=DEFAULT)
     assert splat.Trainer.from_dataset(ds, mine, splat.BackendConfig(backend="cpu")).config \
         .densify_grad_threshold == DEFAULT
+    other = splat.TrainConfig(steps=20, init_points=200, opacity_reset="off" if outward else "on")
+    kept = splat.Trainer.from_dataset(ds, other, splat.BackendConfig(backend="cpu")).config
+    assert (kept.densify_grad_threshold, kept.densify_until) == (DEFAULT, DEFAULT_UNTIL)
 
 
 @native
-def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys):
+@pytest.mark.parametrize("outward", [False, True], ids=["object", "open"])
+def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys, outward):
     from _cli import run_cli
     rng = np.random.default_rng()
-    scene = _capture(tmp_path / "cap", False, rng)
+    scene = _capture(tmp_path / "cap", outward, rng)
     rc, out, err = run_cli(capsys, "check", scene)
     assert rc == 0, err
     line = next(x for x in out.splitlines() if x.startswith("# strategy: default"))
@@ -122,11 +135,21 @@ def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys
     rc, out, err = run_cli(capsys, "train", scene, "--steps", "3", "--backend", "cpu", "--out", str(run),
                            "--set", "train.init_points=200")
     assert rc == 0, err
-    assert "clone / split above a gradient of 0.0004, densification until step 7000" in out
+    assert "note: a capture's recipe: clone / split above a gradient of 0.0004, densification until step 7000" in out
     recorded = load_config(run / "config.toml", check_paths=False).train
-    assert (recorded.densify_grad_threshold, recorded.densify_until) == (OBJECT, OBJECT_UNTIL)
-    # The run resumes with the recipe it recorded.
+    assert (recorded.densify_grad_threshold, recorded.densify_until) == (CAPTURE, CAPTURE_UNTIL)
+    # The run resumes with the recipe it recorded (and says nothing: its config set it).
     rc, out, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "5", "--backend", "cpu")
     assert rc == 0, err
+    assert "a capture's recipe" not in out
     resumed = load_config(run / "config.toml", check_paths=False).train
-    assert (resumed.densify_grad_threshold, resumed.densify_until) == (OBJECT, OBJECT_UNTIL)
+    assert (resumed.densify_grad_threshold, resumed.densify_until) == (CAPTURE, CAPTURE_UNTIL)
+    # A key set on the command line is the user's; the note names only the other.
+    until = int(rng.integers(1000, 20000))
+    rc, out, err = run_cli(capsys, "train", scene, "--steps", "3", "--backend", "cpu", "--out", str(tmp_path / "mine"),
+                           "--set", "train.init_points=200", "--set", f"train.densify_until={until}")
+    assert rc == 0, err
+    note = next(x for x in out.splitlines() if x.startswith("note: a capture's recipe"))
+    assert "0.0004" in note and "densification until" not in note, note
+    mine = load_config(tmp_path / "mine" / "config.toml", check_paths=False).train
+    assert (mine.densify_grad_threshold, mine.densify_until) == (CAPTURE, until)

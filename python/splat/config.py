@@ -61,16 +61,16 @@ PRESETS_RANDOM_START: dict[str, dict] = {
              "mcmc_refine_until": 3750, "mcmc_growth": 0.1},
 }
 
-# What a preset gives, over PRESETS, a capture whose cameras look at an object when it
-# trains without opacity resets (splat.schedule.capture_recipe). default: clone / split
-# above a screen-space gradient of 0.0004 instead of 0.0002, and only until step 7000
-# instead of 15000. Without resets nothing thins the Gaussians out between
-# densifications: at 0.0002 until 15000 beer grew to 424k Gaussians and its test PSNR fell
-# from 7000 to 30000 steps. 30000 steps on the H200, 4 seeds: beer 24.37 dB (worst 23.47)
-# against 21.73 (0.0004 alone: 23.47, worst 22.39), thermos 35.15 (std 0.03) against
-# 35.02 (std 0.20), with 3-7x fewer Gaussians and 20% less time. Chosen by measurement
-# (README: what a capture gets by default); the fast preset keeps its own keys.
-PRESETS_OBJECT_CAPTURE: dict[str, dict] = {
+# What a preset gives, over PRESETS, a COLMAP / nerfstudio capture trained with the opacity
+# resets its camera layout gets (none for cameras around an object, resets for an open
+# scene; splat.schedule.capture_recipe). default: clone / split above a screen-space
+# gradient of 0.0004 instead of 0.0002, and only until step 7000 instead of 15000. At the
+# 3DGS keys beer grew to 424k Gaussians and room to 3.2M, and beer's test PSNR fell from
+# 7000 to 30000 steps. 30000 steps on the H200: beer 24.37 dB over 4 seeds (worst 23.47)
+# against 21.73, thermos 35.15 (std 0.03) against 35.02 (std 0.20), room 20.25 over 2
+# seeds in 36.6 s against 19.08 in about 100 s, with 3-7x fewer Gaussians. Chosen by
+# measurement (README: what a capture gets by default); the fast preset keeps its own keys.
+PRESETS_CAPTURE: dict[str, dict] = {
     "default": {"densify_grad_threshold": 4e-4, "densify_until": 7000},
 }
 

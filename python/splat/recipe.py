@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .config import PRESETS, PRESETS_RANDOM_START, TrainConfig
-from .schedule import object_capture_keys, opacity_reset_mode, starts_from_random_points
+from .schedule import capture_keys, opacity_reset_mode, starts_from_random_points
 
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
 _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
@@ -40,10 +40,12 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
         if extra and starts_from_random_points(dataset_format):
             preset.append(f"preset: {train.preset} on a scene that starts from random points (a {dataset_format} "
                           f"dataset): then {_keys_text(extra)}, unless the strategy is set explicitly")
-    extra = object_capture_keys(train, dataset_format, layout)
+    extra = capture_keys(train, dataset_format, layout)
     if extra:
-        preset.append(f"preset: {train.preset} on a capture of an object without opacity resets (a "
-                      f"{dataset_format} dataset): {_keys_text(extra)} where not set explicitly")
+        seen = ("cameras around an object, no opacity resets" if layout == "object"
+                else "an open scene, opacity resets")
+        preset.append(f"preset: {train.preset} on a capture (a {dataset_format} dataset, {seen}): "
+                      f"{_keys_text(extra)} where not set explicitly")
     if train.strategy == "mcmc":
         lines = [f"strategy: mcmc: every {train.mcmc_refine_every} steps from {train.mcmc_refine_from} to "
                  f"{train.mcmc_refine_until}, Gaussians of opacity <= {train.mcmc_min_opacity:g} move onto live "

@@ -7,7 +7,7 @@ Trainer::resets_opacity_at); tests hold the two equal.
 """
 from __future__ import annotations
 
-from .config import PRESETS_OBJECT_CAPTURE, TrainConfig
+from .config import PRESETS_CAPTURE, TrainConfig
 
 # An Adam step moves a parameter by up to about its learning rate; above this
 # per step, a run is all but certain to diverge.
@@ -41,22 +41,24 @@ def opacity_reset_mode(train: TrainConfig, dataset_format: str | None = None, la
     return "off" if dataset_format in CAPTURE_FORMATS and layout == "object" else "on"
 
 
-def object_capture_keys(train: TrainConfig, dataset_format: str | None, layout: str | None) -> dict:
-    """The preset's PRESETS_OBJECT_CAPTURE keys when this recipe trains a capture whose
-    cameras look at an object without opacity resets (opacity_reset_mode "off"), under
-    the default strategy without absgrad (the keys are clone / split's); else {}."""
-    extra = PRESETS_OBJECT_CAPTURE.get(train.preset, {})
+def capture_keys(train: TrainConfig, dataset_format: str | None, layout: str | None) -> dict:
+    """The preset's PRESETS_CAPTURE keys when this recipe trains a capture (CAPTURE_FORMATS)
+    of a known camera layout with the opacity resets that layout gets by default (none
+    around an object, resets in an open scene: the combinations measured), under the
+    default strategy without absgrad (the keys are clone / split's); else {}."""
+    extra = PRESETS_CAPTURE.get(train.preset, {})
     if (train.strategy != "default" or train.absgrad or dataset_format not in CAPTURE_FORMATS
-            or layout != "object" or opacity_reset_mode(train, dataset_format, layout) != "off"):
+            or layout not in ("object", "open")):
         return {}
-    return extra
+    layout_resets = "off" if layout == "object" else "on"
+    return extra if opacity_reset_mode(train, dataset_format, layout) == layout_resets else {}
 
 
 def capture_recipe(train: TrainConfig, dataset_format: str | None, layout: str | None) -> TrainConfig:
-    """The recipe a scene of this format and camera layout trains with: object_capture_keys
-    where `train` leaves them to the preset (TrainConfig.with_preset_keys); `train` itself
-    when none apply."""
-    extra = object_capture_keys(train, dataset_format, layout)
+    """The recipe a scene of this format and camera layout trains with: capture_keys where
+    `train` leaves them to the preset (TrainConfig.with_preset_keys); `train` itself when
+    none apply."""
+    extra = capture_keys(train, dataset_format, layout)
     return train.with_preset_keys(extra) if extra else train
 
 

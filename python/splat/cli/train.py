@@ -105,17 +105,16 @@ def _largest_size(ds) -> list:
     return list(max(ds.sizes, key=lambda s: (s[0] * s[1], s)))
 
 
-def _densify_note(train) -> str:
-    """The clone / split keys this recipe holds that differ from its preset's (the object
-    capture's, splat.schedule.capture_recipe), for the no-resets note; "" when none."""
-    from ..config import TrainConfig
-    base = TrainConfig(preset=train.preset)
+def _capture_note(given, trained) -> str:
+    """The note for the keys splat.schedule.capture_recipe changed from `given` (the run's
+    config) to `trained` (the trainer's recipe); "" when it changed none."""
     parts = []
-    if train.densify_grad_threshold != base.densify_grad_threshold:
-        parts.append(f"clone / split above a gradient of {train.densify_grad_threshold:g}")
-    if train.densify_until != base.densify_until:
-        parts.append(f"densification until step {train.densify_until}")
-    return "; " + ", ".join(parts) if parts else ""
+    if trained.densify_grad_threshold != given.densify_grad_threshold:
+        parts.append(f"clone / split above a gradient of {trained.densify_grad_threshold:g}")
+    if trained.densify_until != given.densify_until:
+        parts.append(f"densification until step {trained.densify_until}")
+    return ("note: a capture's recipe: " + ", ".join(parts) + " (train.densify_grad_threshold / "
+            "train.densify_until set them yourself)") if parts else ""
 
 
 def _storage_text(trainer) -> str:
@@ -295,6 +294,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     evals: list[dict] = []
     earlier: dict = {}
     start = None
+    capture_note = ""   # a resumed run trains its recorded recipe
     restart = resume and args.overwrite   # the run's config, from step 0: its results are replaced
     if resume:
         try:
@@ -317,6 +317,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     seconds = warm_up(train, bc, cfg.train)
     if start is None:
         trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget, release_images=True)
+        capture_note = _capture_note(cfg.train, trainer.config)
         cfg.train = trainer.config   # the recipe as the scene gets it (config.toml records it)
         if resume and not restart:
             print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
@@ -353,8 +354,9 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
           + (f" (rendered at {supersample}x)" if supersample > 1 else "") + f" -> {out}", flush=True)
     if cfg.train.opacity_reset == "auto" and cfg.train.strategy == "default" and not trainer.opacity_resets:
         print("note: no opacity resets: a capture whose cameras look at an object (train.opacity_reset = "
-              "\"auto\"; \"on\" keeps them)"
-              + _densify_note(trainer.config), flush=True)
+              "\"auto\"; \"on\" keeps them)", flush=True)
+    if capture_note:
+        print(capture_note, flush=True)
 
     if seconds is not None:
         print(f"compiled the {trainer.backend} kernels in {seconds:.1f} s (not counted as training)", flush=True)
