@@ -280,9 +280,11 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         assert int(got["full_differ"]) == 0, (got, n, seed)
         # bfloat16 moments, packed: the kernel's words and parameters are the reference's
         # (adam_update_bf16 with each element's noise), to the bit; the v halves moved
-        # (v is 0.01 x uniform, g ~ N(0, 1): (1 - beta2) g^2 is a visible change in most).
+        # (v is 0.01 x uniform, g ~ N(0, 1): (1 - beta2) g^2 is a visible change in most;
+        # over 1500 runs of 1-3 Gaussians at least 27% moved, and 24% once in a run with one
+        # Gaussian's 59: an eighth leaves room for such small counts).
         assert int(got["bf16_differ"]) == 0, (got, n, k_count, seed)
-        assert int(got["bf16_v_changed"]) > int(got["values"]) // 3 // 4, (got, n, seed)
+        assert int(got["bf16_v_changed"]) > int(got["values"]) // 3 // 8, (got, n, seed)
     # visible_only (train.visible_adam): the unseen Gaussians' parameters and moments
     # stay to the bit, the seen ones step as above; quads that straddle both included.
     for n, share in ((1, 0.0), (7, 0.5), (int(rng.integers(64, 700)), 0.3), (int(rng.integers(64, 700)), 0.9)):
