@@ -36,6 +36,12 @@ def opacity_reset_mode(train: TrainConfig, dataset_format: str | None = None, la
     scene) loses 0.7, lego_400 moves by 0.05."""
     if train.opacity_reset != "auto":
         return train.opacity_reset
+    return auto_reset_mode(dataset_format, layout)
+
+
+def auto_reset_mode(dataset_format: str | None, layout: str | None) -> str:
+    """What opacity_reset "auto" resolves to for a scene of this format and camera
+    layout (opacity_reset_mode): "off", "on", or "auto" while undecided."""
     if dataset_format is None or (dataset_format in CAPTURE_FORMATS and layout is None):
         return "auto"
     return "off" if dataset_format in CAPTURE_FORMATS and layout == "object" else "on"
@@ -50,8 +56,7 @@ def capture_keys(train: TrainConfig, dataset_format: str | None, layout: str | N
     if (train.strategy != "default" or train.absgrad or dataset_format not in CAPTURE_FORMATS
             or layout not in ("object", "open")):
         return {}
-    layout_resets = "off" if layout == "object" else "on"
-    return extra if opacity_reset_mode(train, dataset_format, layout) == layout_resets else {}
+    return extra if opacity_reset_mode(train, dataset_format, layout) == auto_reset_mode(dataset_format, layout) else {}
 
 
 def capture_recipe(train: TrainConfig, dataset_format: str | None, layout: str | None) -> TrainConfig:
