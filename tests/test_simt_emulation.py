@@ -329,12 +329,16 @@ def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
         assert int(got["center_skip_kept"]) == 1, (got, seed)
 
 
-def test_pair_emission_matches_the_serial_walk(compiler, tmp_path):
+@pytest.mark.parametrize("piece", [32, 3])
+def test_pair_emission_matches_the_serial_walk(compiler, tmp_path, piece):
     """emit_pairs_body against the serial walk over each Gaussian's covered
     tiles in depth order: the same keys, values and per-Gaussian slot ranges,
-    with splats of hundreds of tiles, radius-0 splats, counts a few off the
-    cover (surplus dropped, sentinels filled) and a partial last threadgroup."""
-    exe = compile_check(compiler, [EMIT_SOURCE], str(tmp_path / "emit_check"))
+    with splats of hundreds of tiles (written piece by piece by several
+    threads), radius-0 splats, counts a few off the cover (surplus dropped,
+    sentinels filled), a partial last threadgroup and a grid over a capacity
+    above the count. Pieces of 3 slots put most Gaussians in pieces, with
+    piece boundaries inside rows, at row ends and between Gaussians."""
+    exe = compile_check(compiler, [EMIT_SOURCE], str(tmp_path / "emit_check"), [f"SPLAT_EMIT_PIECE={piece}u"])
     rng, seed = make_rng()
     for count in (1, int(rng.integers(700, 3000))):
         p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(count)], capture_output=True, text=True,
@@ -344,6 +348,8 @@ def test_pair_emission_matches_the_serial_walk(compiler, tmp_path):
         assert got["keys_differ"] == got["values_differ"] == got["ranges_differ"] == 0, (got, count, seed)
         if count > 1:
             assert got["large"] > 20 and got["pairs"] > 10 * count, (got, seed)
+            # Both roles ran: Gaussians emitted whole by their rank's thread and in pieces.
+            assert 0 < got["in_pieces"] < count, (got, seed)
 
 
 @pytest.mark.parametrize("key_bits", [8, 12, 32])

@@ -67,6 +67,18 @@ SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
 // 77 threadgroups for 315k Gaussians on a 132-SM GPU.
 #define SPLAT_SORT_ROUNDS 4
 #define SPLAT_SORT_BLOCK (SPLAT_GROUP_SIZE * SPLAT_SORT_ROUNDS)
+// Pair emission (tile_bin.h): a Gaussian of at most this many pairs is
+// emitted by its rank's thread, a larger one in pieces of this many slots,
+// one thread a piece. The grid covers both roles: n ranks and the pieces of
+// `slots` pair slots (the count, or the capacity when sized on the device).
+#ifndef SPLAT_EMIT_PIECE
+#define SPLAT_EMIT_PIECE 32u
+#endif
+SPLAT_FUNC uint32_t emit_pair_threads(uint32_t n, uint32_t slots) {
+  const uint32_t pieces = slots / SPLAT_EMIT_PIECE + (slots % SPLAT_EMIT_PIECE != 0u ? 1u : 0u);
+  return n > pieces ? n : pieces;
+}
+
 // Gradient components accumulated per Gaussian (and per pair when
 // deterministic): mean2d (2), conic (3), opacity (1), colour (3).
 #define SPLAT_PAIR_GRAD 9

@@ -65,49 +65,99 @@ SPLAT_FUNC void pair_total_body(SimtThread t, SPLAT_CONST_MEM const PairParams& 
   }
 }
 
-// Thread r emits the pairs of the Gaussian of depth rank r, i = order[r], at
-// offsets[r] .. offsets[r + 1] (the scan of counts_by_rank): key = tile, the
-// covered tiles (tile_cover.h) in row-major order, and records them per
-// Gaussian in pair_ranges[2 i ..] = (first slot, count) for the deterministic
-// backward. Should rounding ever make this walk disagree with the count taken
-// in projection, the slots stay in range: surplus tiles are dropped and
-// missing ones filled with sentinel keys of tile num_tiles, which sort last
-// and fall outside every tile's range. status: the forward's PairStatus
-// (pair_total, or the host's exact count).
+// The pairs of Gaussian i, whose slots are [a, b), that fall in [lo, hi)
+// (a <= lo <= hi <= b): its covered tiles (tile_cover.h) in row-major order
+// from the (lo - a)-th on, then sentinel keys of tile num_tiles where the
+// cover holds fewer tiles than its count (rounding; tile_bin's contract
+// below). Both emission roles write through it, so a slot's key does not
+// depend on which thread wrote it.
+SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
+                               SPLAT_THREAD const TileCover& tc, uint32_t i, uint32_t a, uint32_t lo, uint32_t hi,
+                               SPLAT_DEVICE_MEM uint64_t* keys, SPLAT_DEVICE_MEM uint32_t* values) {
+  uint32_t skip = lo - a, out = lo;
+  for (int32_t ty = tc.y0; ty < tc.y1 && out < hi; ++ty) {
+    int tx0, tx1;
+    tile_cover_row(tc, ty, tx0, tx1);
+    const uint32_t row = (uint32_t)(tx1 - tx0);
+    if (skip >= row) {  // a row wholly before lo: counted, not walked
+      skip -= row;
+      continue;
+    }
+    for (int32_t tx = tx0 + (int32_t)skip; tx < tx1 && out < hi; ++tx) {
+      keys[out] = (uint64_t)((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
+      values[out] = i;
+      ++out;
+    }
+    skip = 0u;
+  }
+  for (; out < hi; ++out) {
+    keys[out] = (uint64_t)rp.num_tiles;
+    values[out] = i;
+  }
+}
+
+// Emission has two roles per thread g (grid: emit_pair_threads in params.h).
+// As rank r = g it records Gaussian i = order[r]'s slots offsets[r] ..
+// offsets[r + 1] (the scan of counts_by_rank) in pair_ranges[2 i ..] = (first
+// slot, count) for the deterministic backward, and emits them itself when
+// there are at most SPLAT_EMIT_PIECE. As piece h = g it emits the slots
+// [h P, (h + 1) P) (P = SPLAT_EMIT_PIECE) of the Gaussians of more than P
+// pairs: a splat that covers a thousand tiles is written by a few dozen
+// threads instead of one, whose serial walk was the kernel's length
+// (thermos: the nearest splats cover up to the whole frame, and depth order
+// puts them in the same first SIMD groups). Keys: tile, the covered tiles in
+// row-major order. Should rounding ever make the walk disagree with the
+// count taken in projection, the slots stay in range: surplus tiles are
+// dropped and missing ones filled with sentinel keys of tile num_tiles, which
+// sort last and fall outside every tile's range. status: the forward's
+// PairStatus (pair_total, or the host's exact count).
 SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                 SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const SplatRecord* records,
                                 SPLAT_DEVICE_MEM int32_t* radius, SPLAT_DEVICE_MEM const int32_t* rects,
                                 SPLAT_DEVICE_MEM const uint32_t* order, SPLAT_DEVICE_MEM const uint32_t* offsets,
                                 SPLAT_DEVICE_MEM const PairStatus* status, SPLAT_DEVICE_MEM uint64_t* keys,
                                 SPLAT_DEVICE_MEM uint32_t* values, SPLAT_DEVICE_MEM uint32_t* pair_ranges) {
-  uint32_t r = global_index(t);
-  if (r >= rp.num_gaussians) return;
-  uint32_t i = order[r];
-  if (status[0].overflow != 0u) {
-    // The pairs do not fit: none is written, and every radius becomes -1,
-    // which the step's state-changing kernels read as "skip this step".
-    pair_ranges[2 * i] = 0u;
-    pair_ranges[2 * i + 1] = 0u;
-    radius[i] = -1;
-    return;
-  }
-  uint32_t out = offsets[r], stop = offsets[r + 1];
-  pair_ranges[2 * i] = out;
-  pair_ranges[2 * i + 1] = stop - out;
-  if (radius[i] == 0) return;
-  TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
-  for (int32_t ty = tc.y0; ty < tc.y1 && out < stop; ++ty) {
-    int tx0, tx1;
-    tile_cover_row(tc, ty, tx0, tx1);
-    for (int32_t tx = tx0; tx < tx1 && out < stop; ++tx) {
-      keys[out] = (uint64_t)((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
-      values[out] = i;
-      ++out;
+  const uint32_t g = global_index(t), n = rp.num_gaussians;
+  const bool overflow = status[0].overflow != 0u;
+  if (g < n) {
+    const uint32_t i = order[g];
+    if (overflow) {
+      // The pairs do not fit: none is written, and every radius becomes -1,
+      // which the step's state-changing kernels read as "skip this step".
+      pair_ranges[2 * i] = 0u;
+      pair_ranges[2 * i + 1] = 0u;
+      radius[i] = -1;
+    } else {
+      const uint32_t a = offsets[g], b = offsets[g + 1];
+      pair_ranges[2 * i] = a;
+      pair_ranges[2 * i + 1] = b - a;
+      if (b - a <= SPLAT_EMIT_PIECE && radius[i] != 0) {
+        TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
+        emit_pair_span(cam, rp, tc, i, a, a, b, keys, values);
+      }
     }
   }
-  for (; out < stop; ++out) {
-    keys[out] = (uint64_t)rp.num_tiles;
-    values[out] = i;
+  if (overflow || n == 0u) return;
+  // Piece g: the last rank whose slots start at or before its first slot,
+  // then every rank that starts inside it.
+  const uint32_t live = status[0].live;
+  if (g >= (live + SPLAT_EMIT_PIECE - 1u) / SPLAT_EMIT_PIECE) return;
+  const uint32_t s0 = g * SPLAT_EMIT_PIECE, s1 = live - s0 < SPLAT_EMIT_PIECE ? live : s0 + SPLAT_EMIT_PIECE;
+  uint32_t lo = 0u, hi = n;
+  while (hi - lo > 1u) {
+    const uint32_t mid = lo + (hi - lo) / 2u;
+    if (offsets[mid] <= s0) lo = mid;
+    else hi = mid;
+  }
+  for (uint32_t r = lo; r < n; ++r) {
+    const uint32_t a = offsets[r];
+    if (a >= s1) break;
+    const uint32_t b = offsets[r + 1];
+    if (b - a <= SPLAT_EMIT_PIECE) continue;  // its rank's own thread emits it
+    const uint32_t i = order[r];
+    if (radius[i] == 0) continue;
+    TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
+    emit_pair_span(cam, rp, tc, i, a, a > s0 ? a : s0, b < s1 ? b : s1, keys, values);
   }
 }
 

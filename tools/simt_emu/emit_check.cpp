@@ -3,9 +3,10 @@
 // (tile_cover.h) in depth order. The scene mixes small splats with ones that
 // cover hundreds of tiles, splats with radius 0, and counts off by a few from
 // the cover (the rounding case: surplus tiles dropped, missing ones filled
-// with sentinels), over a grid whose last threadgroup is partial. Prints
-// `keys_differ`, `values_differ`, `ranges_differ`, `large` (Gaussians of more
-// than 32 pairs) and `pairs`.
+// with sentinels), over a grid whose last threadgroup is partial and covers
+// a capacity above the count. Prints `keys_differ`, `values_differ`,
+// `ranges_differ`, `large` (Gaussians of more than 32 pairs), `in_pieces`
+// (more than SPLAT_EMIT_PIECE: emitted piece by piece) and `pairs`.
 //
 //   emit_check SEED GAUSSIANS
 #include "simt_emu.h"
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
                    [&](uint32_t x, uint32_t y) { return records[x].depth < records[y].depth; });
   // Counts in depth order: the cover's, off by -3..+3 for one Gaussian in 20.
   std::vector<uint32_t> offsets(n + 1, 0u);
-  uint32_t large = 0;
+  uint32_t large = 0, in_pieces = 0;
   for (uint32_t rank = 0; rank < n; ++rank) {
     const uint32_t i = order[rank];
     const int32_t* rect = &rects[4 * (size_t)i];
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
       if (uniform(rng) < 0.05f) count = (uint32_t)std::max(0, (int)count + (int)(rng() % 7) - 3);
     }
     large += count > 32u ? 1u : 0u;
+    in_pieces += count > SPLAT_EMIT_PIECE ? 1u : 0u;
     offsets[rank + 1] = offsets[rank] + count;
   }
   const uint32_t pairs = offsets[n];
@@ -109,7 +111,10 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> values(pairs, ~0u), ranges(2 * (size_t)n, ~0u);
   PairStatus status{};
   status.live = pairs;
-  simt_emu::dispatch((n + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+  // The grid covers a capacity above the count, as a forward sized on the
+  // device runs it (pieces past the count return at once).
+  const uint32_t slots = pairs + pairs / 2u + 7u;
+  simt_emu::dispatch((emit_pair_threads(n, slots) + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     emit_pairs_body(t, cam, rp, records.data(), radius.data(), rects.data(), order.data(), offsets.data(), &status,
                     keys.data(), values.data(), ranges.data());
   });
@@ -119,7 +124,7 @@ int main(int argc, char** argv) {
     values_differ += values[p] != ref_values[p] ? 1u : 0u;
   }
   for (size_t k = 0; k < ranges.size(); ++k) ranges_differ += ranges[k] != ref_ranges[k] ? 1u : 0u;
-  printf("keys_differ %u\nvalues_differ %u\nranges_differ %u\nlarge %u\npairs %u\n", keys_differ, values_differ,
-         ranges_differ, large, pairs);
+  printf("keys_differ %u\nvalues_differ %u\nranges_differ %u\nlarge %u\nin_pieces %u\npairs %u\n", keys_differ,
+         values_differ, ranges_differ, large, in_pieces, pairs);
   return 0;
 }
