@@ -100,8 +100,8 @@ SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CO
 // As rank r = g it records Gaussian i = order[r]'s slots offsets[r] ..
 // offsets[r + 1] (the scan of counts_by_rank) in pair_ranges[2 i ..] = (first
 // slot, count) for the deterministic backward, and emits them itself when
-// there are at most SPLAT_EMIT_PIECE. As piece h = g it emits the slots
-// [h P, (h + 1) P) (P = SPLAT_EMIT_PIECE) of the Gaussians of more than P
+// there are at most SPLAT_EMIT_PIECE. As piece g it emits the slots
+// [g P, (g + 1) P) (P = SPLAT_EMIT_PIECE) of the Gaussians of more than P
 // pairs: a splat that covers a thousand tiles is written by a few dozen
 // threads instead of one, whose serial walk was the kernel's length
 // (thermos: the nearest splats cover up to the whole frame, and depth order
@@ -139,7 +139,8 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
   }
   if (overflow || n == 0u) return;
   // Piece g: the last rank whose slots start at or before its first slot,
-  // then every rank that starts inside it.
+  // then every rank that starts inside it. (Pieces on threads of their own,
+  // after the ranks, measured 0.003 ms slower on thermos.)
   const uint32_t live = status[0].live;
   if (g >= (live + SPLAT_EMIT_PIECE - 1u) / SPLAT_EMIT_PIECE) return;
   const uint32_t s0 = g * SPLAT_EMIT_PIECE, s1 = live - s0 < SPLAT_EMIT_PIECE ? live : s0 + SPLAT_EMIT_PIECE;
