@@ -67,7 +67,7 @@ PRESETS_RANDOM_START: dict[str, dict] = {
 # gradient of 0.0004 instead of 0.0002, and only until step 7000 instead of 15000. At the
 # 3DGS keys beer grew to 424k Gaussians and room to 3.2M, and beer's test PSNR fell from
 # 7000 to 30000 steps. 30000 steps on the H200: beer 24.37 dB over 4 seeds (worst 23.47)
-# against 21.73, thermos 35.15 (std 0.03) against 35.02 (std 0.20), room 20.25 over 2
+# against 21.73, thermos 35.15 (std 0.03) against 35.02 (std 0.20), room 20.07 over 4
 # seeds in 36.6 s against 19.08 in about 100 s, with 3-7x fewer Gaussians. Chosen by
 # measurement (README: what a capture gets by default); the fast preset keeps its own keys.
 PRESETS_CAPTURE: dict[str, dict] = {
