@@ -68,9 +68,9 @@ SPLAT_FUNC void pair_total_body(SimtThread t, SPLAT_CONST_MEM const PairParams& 
 // The pairs of Gaussian i, whose slots are [a, b), that fall in [lo, hi)
 // (a <= lo <= hi <= b): its covered tiles (tile_cover.h) in row-major order
 // from the (lo - a)-th on, then sentinel keys of tile num_tiles where the
-// cover holds fewer tiles than its count (rounding; tile_bin's contract
-// below). Both emission roles write through it, so a slot's key does not
-// depend on which thread wrote it.
+// cover holds fewer tiles than its count (rounding: emit_pairs_body below).
+// Both emission roles write through it, so a slot's key does not depend on
+// which thread wrote it.
 SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
                                SPLAT_THREAD const TileCover& tc, uint32_t i, uint32_t a, uint32_t lo, uint32_t hi,
                                SPLAT_DEVICE_MEM uint64_t* keys, SPLAT_DEVICE_MEM uint32_t* values) {
