@@ -15,7 +15,11 @@ launches per step; the GPU's busy time per step (kernels, copies and memsets,
 overlaps counted once); busy / wall; and the gaps over 20 us between
 consecutive GPU events with the events on either side. A step whose wall time
 equals its busy time leaves no host time to remove: only faster kernels make
-it faster. Needs the CUDA backend and torch with CUDA.
+it faster. Per-kernel times want `--set backend.kernel_overlap=off`: with
+overlapped launches (the default on sm_90) a kernel starts early and waits on
+the GPU for the one before, and the profiler counts that wait as its own
+(thermos: radix_histogram 0.171 ms a step overlapped, 0.025 not). Needs the
+CUDA backend and torch with CUDA.
 """
 from __future__ import annotations
 
