@@ -73,6 +73,8 @@ SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
 // `slots` pair slots (the count, or the capacity when sized on the device).
 // 16: emission on thermos (fast preset, 160k Gaussians) 0.060 ms at 32, 0.052
 // at 16, 0.046 at 8; on lego_400 (275k, none above 25 pairs) 0.026 / 0.030.
+// The host sizes the grid with its own value: a smaller one given to the
+// kernels alone (SPLAT_NVRTC_OPTIONS) leaves pieces past the grid unwritten.
 #ifndef SPLAT_EMIT_PIECE
 #define SPLAT_EMIT_PIECE 16u
 #endif
