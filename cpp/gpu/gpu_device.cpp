@@ -293,7 +293,8 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   ensure(kValsA, 4 * pair_slots_);
   ensure(kValsB, 4 * pair_slots_);
   // A thread per rank and per piece of SPLAT_EMIT_PIECE pair slots (tile_bin.h).
-  launch(Kernel::EmitPairs, n ? div_up(emit_pair_threads(static_cast<uint32_t>(n), static_cast<uint32_t>(pair_slots_)), kGroup) : 0,
+  const uint32_t emit_threads = emit_pair_threads(static_cast<uint32_t>(n), static_cast<uint32_t>(pair_slots_));
+  launch(Kernel::EmitPairs, n ? div_up(emit_threads, kGroup) : 0,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(records), KernelArg::buf(radius),
           KernelArg::buf(rects), KernelArg::buf(order), KernelArg::buf(offsets), KernelArg::buf(status),
           KernelArg::buf(ref(kKeysA)), KernelArg::buf(ref(kValsA)), KernelArg::buf(pair_ranges)});

@@ -239,10 +239,10 @@ class Trainer:
         """A trainer initialised from the dataset's point cloud (random points when it has none).
         The recipe is the one the scene gets (`trainer.config`): for random points the
         preset's for such a start (TrainConfig.for_random_start), for a capture
-        splat.schedule.capture_recipe's. image_budget: device
-        bytes the training images may take before they are streamed from host memory a view
-        a step ahead (0: the backend's default, half the free device memory; the cpu backend
-        streams only when given one). release_images: see Trainer()."""
+        splat.schedule.capture_recipe's. image_budget: device bytes the training images may
+        take before they are streamed from host memory a view a step ahead (0: the backend's
+        default, half the free device memory; the cpu backend streams only when given one).
+        release_images: see Trainer()."""
         _check_dataset(dataset)
         config = train_config if train_config is not None else TrainConfig()
         if not isinstance(config, TrainConfig):

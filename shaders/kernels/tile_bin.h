@@ -72,8 +72,11 @@ SPLAT_FUNC void pair_total_body(SimtThread t, SPLAT_CONST_MEM const PairParams& 
 // Both emission roles write through it, so a slot's key does not depend on
 // which thread wrote it.
 SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
-                               SPLAT_THREAD const TileCover& tc, uint32_t i, uint32_t a, uint32_t lo, uint32_t hi,
-                               SPLAT_DEVICE_MEM uint64_t* keys, SPLAT_DEVICE_MEM uint32_t* values) {
+                               SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM const int32_t* rects,
+                               uint32_t i, uint32_t a, uint32_t lo, uint32_t hi, SPLAT_DEVICE_MEM uint64_t* keys,
+                               SPLAT_DEVICE_MEM uint32_t* values) {
+  const TileCover tc =
+      record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
   uint32_t skip = lo - a, out = lo;
   for (int32_t ty = tc.y0; ty < tc.y1 && out < hi; ++ty) {
     int tx0, tx1;
@@ -131,10 +134,8 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
       const uint32_t a = offsets[g], b = offsets[g + 1];
       pair_ranges[2 * i] = a;
       pair_ranges[2 * i + 1] = b - a;
-      if (b - a <= SPLAT_EMIT_PIECE && radius[i] != 0) {
-        TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
-        emit_pair_span(cam, rp, tc, i, a, a, b, keys, values);
-      }
+      if (b - a <= SPLAT_EMIT_PIECE && radius[i] != 0)
+        emit_pair_span(cam, rp, records, rects, i, a, a, b, keys, values);
     }
   }
   if (overflow || n == 0u) return;
@@ -156,9 +157,7 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
     const uint32_t b = offsets[r + 1];
     if (b - a <= SPLAT_EMIT_PIECE) continue;  // its rank's own thread emits it
     const uint32_t i = order[r];
-    if (radius[i] == 0) continue;
-    TileCover tc = record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
-    emit_pair_span(cam, rp, tc, i, a, a > s0 ? a : s0, b < s1 ? b : s1, keys, values);
+    if (radius[i] != 0) emit_pair_span(cam, rp, records, rects, i, a, a > s0 ? a : s0, b < s1 ? b : s1, keys, values);
   }
 }
 

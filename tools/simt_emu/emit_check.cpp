@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
   // The grid covers a capacity above the count, as a forward sized on the
   // device runs it (pieces past the count return at once).
   const uint32_t slots = pairs + pairs / 2u + 7u;
-  simt_emu::dispatch((emit_pair_threads(n, slots) + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+  const uint32_t groups = (emit_pair_threads(n, slots) + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE;
+  simt_emu::dispatch(groups, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     emit_pairs_body(t, cam, rp, records.data(), radius.data(), rects.data(), order.data(), offsets.data(), &status,
                     keys.data(), values.data(), ranges.data());
   });
