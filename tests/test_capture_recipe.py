@@ -46,10 +46,36 @@ def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
     for fmt in ("blender", None):
         got = capture_recipe(splat.TrainConfig(), fmt, "object")
         assert (got.densify_grad_threshold, got.densify_until) == (DEFAULT, DEFAULT_UNTIL), fmt
-    # The fast preset keeps its own keys.
+    # The fast preset keeps its own densification keys.
     fast = capture_recipe(splat.TrainConfig(preset="fast"), "colmap", "object")
     assert fast.densify_grad_threshold == PRESETS["fast"]["densify_grad_threshold"]
     assert fast.densify_until == PRESETS["fast"]["densify_until"]
+
+
+def test_the_fast_preset_gives_a_capture_the_resolution_schedule():
+    rng = np.random.default_rng()
+    plain = splat.TrainConfig(preset="fast")
+    assert (plain.num_downscales, plain.resolution_schedule) == (0, 3000)   # the config's own defaults
+    for fmt in CAPTURE_FORMATS:
+        for layout in ("object", "open"):
+            got = capture_recipe(splat.TrainConfig(preset="fast"), fmt, layout)
+            assert (got.num_downscales, got.resolution_schedule) == (2, 1000), (fmt, layout)
+            assert {k: v for k, v in got.to_dict().items() if k not in ("num_downscales", "resolution_schedule")} \
+                == {k: v for k, v in plain.to_dict().items() if k not in ("num_downscales", "resolution_schedule")}
+    # Not for a Blender scene, MCMC, or a recipe the schedule cannot train (exposure);
+    # a key set explicitly wins, each on its own.
+    for cfg, fmt in ((splat.TrainConfig(preset="fast"), "blender"),
+                     (splat.TrainConfig(preset="fast", strategy="mcmc"), "colmap"),
+                     (splat.TrainConfig(preset="fast", exposure=True), "colmap"),
+                     (splat.TrainConfig(preset="fast", num_downscales=0), "colmap")):
+        got = capture_recipe(cfg, fmt, "object")
+        assert got.num_downscales == cfg.num_downscales and got.resolution_schedule == cfg.resolution_schedule, cfg
+    n = int(rng.integers(100, 2000))
+    got = capture_recipe(splat.TrainConfig(preset="fast", resolution_schedule=n), "nerfstudio", "object")
+    assert (got.num_downscales, got.resolution_schedule) == (2, n)
+    lines = describe(capture_recipe(splat.TrainConfig(preset="fast"), "colmap", "object"), "colmap", "object")
+    assert any(x.startswith("preset: fast on a capture") and "num_downscales 2, resolution_schedule 1000" in x
+               for x in lines), lines
 
 
 def test_keys_set_explicitly_win_and_a_second_call_changes_nothing():
@@ -138,6 +164,14 @@ def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys
     assert "note: a capture's recipe: clone / split above a gradient of 0.0004, densification until step 7000" in out
     recorded = load_config(run / "config.toml", check_paths=False).train
     assert (recorded.densify_grad_threshold, recorded.densify_until) == (CAPTURE, CAPTURE_UNTIL)
+    # --fast: the preset's capture keys, noted and recorded.
+    rc, out, err = run_cli(capsys, "train", scene, "--fast", "--steps", "3", "--backend", "cpu",
+                           "--out", str(tmp_path / "fast"), "--set", "train.init_points=200")
+    assert rc == 0, err
+    note = next(x for x in out.splitlines() if x.startswith("note: a capture's recipe"))
+    assert "views at 1/4 size at first, doubling every 1000 steps" in note and "0.0004" not in note, note
+    fast = load_config(tmp_path / "fast" / "config.toml", check_paths=False).train
+    assert (fast.num_downscales, fast.resolution_schedule, fast.preset) == (2, 1000, "fast")
     # The run resumes with the recipe it recorded (and says nothing: its config set it).
     rc, out, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "5", "--backend", "cpu")
     assert rc == 0, err

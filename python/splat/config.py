@@ -69,10 +69,19 @@ PRESETS_RANDOM_START: dict[str, dict] = {
 # 7000 to 30000 steps. 30000 steps on the H200: beer 24.37 dB over 4 seeds (worst 23.47)
 # against 21.73, thermos 35.15 (std 0.03) against 35.02 (std 0.20), room 20.07 over 4
 # seeds in 36.6 s against 19.08 in about 100 s, with 3-7x fewer Gaussians. Chosen by
-# measurement (README: what a capture gets by default); the fast preset keeps its own keys.
+# measurement (README: what a capture gets by default). fast: its own densification keys,
+# and the resolution schedule (a quarter size for 1000 steps, then half for 1000; not with
+# exposure = true, which it does not train with): over 3-4 seeds on the H200, thermos 34.82
+# dB in 4.9 s against 34.74 in 5.5 s, room 19.47 against 19.30 in 8.0 s, beer 22.27
+# against 22.66 (std 0.47) in 5.6 s against 6.1. A Blender scene keeps it off (lego_400
+# lost 0.28 dB with it before it got MCMC).
 PRESETS_CAPTURE: dict[str, dict] = {
     "default": {"densify_grad_threshold": 4e-4, "densify_until": 7000},
+    "fast": {"num_downscales": 2, "resolution_schedule": 1000},
 }
+
+# Preset keys that train with exposure = false only (TrainConfig's cross-check).
+SCHEDULE_KEYS = ("num_downscales", "resolution_schedule")
 
 
 # --------------------------------------------------------------------------- sections
@@ -147,7 +156,8 @@ class TrainConfig(_Section):
     preset: str = _f("default", "str", choices=tuple(PRESETS),
                      doc="the recipe's starting values: default = 3D Gaussian Splatting's 30000 steps; fast = "
                          "a compressed schedule that reaches the default's quality in a fraction of the time, "
-                         "with MCMC for a scene that starts from random points (README: the fast preset). "
+                         "with MCMC for a scene that starts from random points and a resolution schedule for a "
+                         "capture (README: the fast preset). "
                          "Keys set explicitly win over the preset's")
     steps: int = _f(30000, "int", lo=1, hi=UINT32_MAX, doc="optimisation steps")
     # Adam learning rates per parameter group

@@ -81,6 +81,19 @@ struct BlendGrad {
   vec3 color;
 };
 
+// acc[0..8] = g in the layout of the accumulated gradients (below).
+SPLAT_FUNC void blend_grad_store(SPLAT_THREAD float* acc, BlendGrad g) {
+  acc[0] = g.mean2d.x;
+  acc[1] = g.mean2d.y;
+  acc[2] = g.conic.x;
+  acc[3] = g.conic.y;
+  acc[4] = g.conic.z;
+  acc[5] = g.opacity;
+  acc[6] = g.color.x;
+  acc[7] = g.color.y;
+  acc[8] = g.color.z;
+}
+
 // acc[0..8] += g in the layout of the accumulated gradients (params.h
 // SPLAT_PAIR_GRAD): mean2d.xy, conic.xyz, opacity, colour.rgb.
 SPLAT_FUNC void blend_grad_accumulate(SPLAT_THREAD float* acc, BlendGrad g) {
@@ -117,26 +130,76 @@ SPLAT_FUNC BlendBackwardState blend_backward_begin(float T_final, vec3 backgroun
   return st;
 }
 
-// One step of the backward walk for a hit. A hit with alpha 0 gives zero
-// gradients and leaves the state as it was, so SIMD lanes can all step.
-SPLAT_FUNC void blend_backward_apply(BlendSplat s, vec2 pix, BlendHit h, SPLAT_THREAD BlendBackwardState& st,
-                                     SPLAT_THREAD BlendGrad& g) {
+// The factors of one backward step's gradients, before they are multiplied
+// out: colour = weight d_pixel, opacity = slope d_a, d_sigma = -opacity slope
+// d_a, and (dx, dy) = mean2d - pix for mean2d's and the conic's. The backward
+// kernel adds them to its sum with fused multiply-adds (blend_grad_fuse).
+struct BlendGradTerms {
+  float weight;
+  float slope;
+  float d_a;
+  float d_sigma;
+  float dx, dy;
+};
+
+// One step of the backward walk for a hit, as factors. A hit with alpha 0
+// gives zero gradients and leaves the state as it was, so SIMD lanes can all
+// step.
+SPLAT_FUNC BlendGradTerms blend_backward_terms(BlendSplat s, vec2 pix, BlendHit h,
+                                               SPLAT_THREAD BlendBackwardState& st) {
   float one_minus = 1.f - h.alpha;
   // Transmittance in front of this splat.
   st.T = h.alpha > 0.f ? sp_blend_div(st.T, one_minus) : st.T;
-  float weight = h.alpha * st.T;
-  g.color = weight * st.d_pixel;
+  BlendGradTerms f;
+  f.weight = h.alpha * st.T;
   float d_a = st.T * blend_dot(s.color - st.behind, st.d_pixel);
   // Training binds no alpha gradient: skip the second division per step.
   if (st.d_alpha != 0.f) d_a = d_a + sp_blend_div(st.d_alpha * st.T_final, one_minus);
   st.behind = blend_mix(h.alpha, s.color, one_minus, st.behind);
-  float dx = s.mean2d.x - pix.x;
-  float dy = s.mean2d.y - pix.y;
-  float d_sigma = -s.opacity * h.slope * d_a;
-  g.opacity = h.slope * d_a;
-  g.mean2d = make_vec2(d_sigma * sp_fma(s.conic.x, dx, s.conic.y * dy),
-                       d_sigma * sp_fma(s.conic.z, dy, s.conic.y * dx));
-  g.conic = make_vec3(0.5f * d_sigma * dx * dx, d_sigma * dx * dy, 0.5f * d_sigma * dy * dy);
+  f.slope = h.slope;
+  f.d_a = d_a;
+  f.d_sigma = -s.opacity * h.slope * d_a;
+  f.dx = s.mean2d.x - pix.x;
+  f.dy = s.mean2d.y - pix.y;
+  return f;
+}
+
+// d sigma / d mean2d without the d_sigma factor: conic (dx, dy).
+SPLAT_FUNC vec2 blend_sigma_mean2d(vec3 conic, BlendGradTerms f) {
+  return make_vec2(sp_fma(conic.x, f.dx, conic.y * f.dy), sp_fma(conic.z, f.dy, conic.y * f.dx));
+}
+
+// The gradients the factors give.
+SPLAT_FUNC BlendGrad blend_grad_of(vec3 conic, BlendGradTerms f, vec3 d_pixel) {
+  BlendGrad g;
+  g.color = f.weight * d_pixel;
+  g.opacity = f.slope * f.d_a;
+  vec2 u = blend_sigma_mean2d(conic, f);
+  g.mean2d = make_vec2(f.d_sigma * u.x, f.d_sigma * u.y);
+  g.conic = make_vec3(0.5f * f.d_sigma * f.dx * f.dx, f.d_sigma * f.dx * f.dy, 0.5f * f.d_sigma * f.dy * f.dy);
+  return g;
+}
+
+// acc[0..8] += the factors' gradients (blend_grad_accumulate's layout), each
+// last product fused into its add: nine multiply-adds where a formed gradient
+// takes a multiply and an add apiece.
+SPLAT_FUNC void blend_grad_fuse(SPLAT_THREAD float* acc, vec3 conic, BlendGradTerms f, vec3 d_pixel) {
+  vec2 u = blend_sigma_mean2d(conic, f);
+  acc[0] = sp_fma(f.d_sigma, u.x, acc[0]);
+  acc[1] = sp_fma(f.d_sigma, u.y, acc[1]);
+  acc[2] = sp_fma(0.5f * f.d_sigma * f.dx, f.dx, acc[2]);
+  acc[3] = sp_fma(f.d_sigma * f.dx, f.dy, acc[3]);
+  acc[4] = sp_fma(0.5f * f.d_sigma * f.dy, f.dy, acc[4]);
+  acc[5] = sp_fma(f.slope, f.d_a, acc[5]);
+  acc[6] = sp_fma(f.weight, d_pixel.x, acc[6]);
+  acc[7] = sp_fma(f.weight, d_pixel.y, acc[7]);
+  acc[8] = sp_fma(f.weight, d_pixel.z, acc[8]);
+}
+
+// blend_backward_terms, multiplied out.
+SPLAT_FUNC void blend_backward_apply(BlendSplat s, vec2 pix, BlendHit h, SPLAT_THREAD BlendBackwardState& st,
+                                     SPLAT_THREAD BlendGrad& g) {
+  g = blend_grad_of(s.conic, blend_backward_terms(s, pix, h, st), st.d_pixel);
 }
 
 // One step of the backward walk. Returns false (and leaves `g` untouched)

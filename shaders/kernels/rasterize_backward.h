@@ -233,17 +233,22 @@ SPLAT_FUNC void rasterize_backward_body(
     // Every lane steps each of its pixels (a pixel the splat misses steps
     // with zeros), so the group skips a splat no lane blends before the math.
     if (sparse && !uniform_walk && !simd_any(contrib)) continue;
+    // This thread's pixels' gradients summed: the first formed, the others
+    // fused into the sum.
     float v[SPLAT_PAIR_GRAD];
-    for (int q = 0; q < SPLAT_PAIR_GRAD; ++q) v[q] = 0.f;
     float va[2] = {0.f, 0.f};  // absgrad: this thread's pixels' |d mean2d|
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
-      BlendGrad gr;
-      blend_backward_apply(b, pix[p], h[p], st[p], gr);
-      blend_grad_accumulate(v, gr);
+      BlendGradTerms f = blend_backward_terms(b, pix[p], h[p], st[p]);
+      if (p == 0) {
+        blend_grad_store(v, blend_grad_of(b.conic, f, st[p].d_pixel));
+      } else {
+        blend_grad_fuse(v, b.conic, f, st[p].d_pixel);
+      }
       if (absgrad) {
-        va[0] += sp_max(gr.mean2d.x, -gr.mean2d.x);
-        va[1] += sp_max(gr.mean2d.y, -gr.mean2d.y);
+        vec2 u = blend_sigma_mean2d(b.conic, f);
+        va[0] += sp_max(f.d_sigma * u.x, -(f.d_sigma * u.x));
+        va[1] += sp_max(f.d_sigma * u.y, -(f.d_sigma * u.y));
       }
     }
     // absgrad outside the deterministic variant: per SIMD group, two atomics

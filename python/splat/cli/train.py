@@ -108,13 +108,19 @@ def _largest_size(ds) -> list:
 def _capture_note(given, trained) -> str:
     """The note for the keys splat.schedule.capture_recipe changed from `given` (the run's
     config) to `trained` (the trainer's recipe); "" when it changed none."""
-    parts = []
+    parts, keys = [], []
     if trained.densify_grad_threshold != given.densify_grad_threshold:
         parts.append(f"clone / split above a gradient of {trained.densify_grad_threshold:g}")
+        keys.append("train.densify_grad_threshold")
     if trained.densify_until != given.densify_until:
         parts.append(f"densification until step {trained.densify_until}")
-    return ("note: a capture's recipe: " + ", ".join(parts) + " (train.densify_grad_threshold / "
-            "train.densify_until set them yourself)") if parts else ""
+        keys.append("train.densify_until")
+    if trained.num_downscales != given.num_downscales or trained.resolution_schedule != given.resolution_schedule:
+        parts.append(f"views at 1/{1 << trained.num_downscales} size at first, doubling every "
+                     f"{trained.resolution_schedule} steps")
+        keys += ["train.num_downscales", "train.resolution_schedule"]
+    return (f"note: a capture's recipe: {', '.join(parts)} ({' / '.join(keys)}: set them yourself)"
+            if parts else "")
 
 
 def _storage_text(trainer) -> str:
