@@ -131,10 +131,11 @@ nb::ndarray<nb::numpy, uint8_t> tile_cover_mask(FloatIn mean2d, FloatIn conic, F
   for (size_t i = 0; i < n; ++i) {
     const TileCover tc = tile_cover(make_vec2(m[2 * i], m[2 * i + 1]), make_vec3(c[3 * i], c[3 * i + 1], c[3 * i + 2]),
                                     opacity.data()[i], r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
+    const TileRows rows = tile_rows(tc);
     uint8_t* out = mask.data() + i * tiles_x * tiles_y;
     for (int ty = tc.y0; ty < tc.y1; ++ty) {
       int tx0, tx1;
-      tile_cover_row(tc, ty, tx0, tx1);
+      tile_cover_row(rows, ty, tx0, tx1);
       for (int tx = tx0; tx < tx1; ++tx) out[ty * tiles_x + tx] = 1;
     }
   }

@@ -191,10 +191,11 @@ void CpuRasterizer::bin_and_sort() {
     for (size_t i = lo; i < hi; ++i) {
       if (radius[i] == 0) continue;
       const TileCover tc = cover(i);
+      const TileRows rows = tile_rows(tc);
       uint32_t e = offset[i];
       for (int32_t ty = tc.y0; ty < tc.y1; ++ty) {
         int tx0, tx1;
-        tile_cover_row(tc, ty, tx0, tx1);
+        tile_cover_row(rows, ty, tx0, tx1);
         for (int32_t tx = tx0; tx < tx1; ++tx) pair_tile[e++] = static_cast<uint32_t>(ty) * tiles_x + tx;
       }
     }

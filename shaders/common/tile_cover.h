@@ -53,6 +53,28 @@ SPLAT_FUNC TileCover record_tile_cover(SPLAT_DEVICE_MEM const SplatRecord& r, in
 // well-conditioned cover with r >= 0).
 SPLAT_FUNC float tile_cover_v_max(SPLAT_THREAD const TileCover& tc) { return sp_sqrt(tc.r * tc.a / tc.det); }
 
+// A cover ready to be walked row by row: the row-invariant terms of
+// tile_cover_row computed once (the same expressions, so the same bits as
+// computing them per row). Only for an ellipse (r >= 0, not whole_rect); 0
+// otherwise.
+struct TileRows {
+  TileCover tc;
+  float v_max;   // tile_cover_v_max
+  float v_turn;  // B sqrt(r / (C det)): where the ellipse's left / right boundaries turn
+};
+
+SPLAT_FUNC TileRows tile_rows(SPLAT_THREAD const TileCover& tc) {
+  TileRows rows;
+  rows.tc = tc;
+  rows.v_max = 0.f;
+  rows.v_turn = 0.f;
+  if (tc.r >= 0.f && !tc.whole_rect) {
+    rows.v_max = tile_cover_v_max(tc);
+    rows.v_turn = tc.b * sp_sqrt(tc.r / (tc.c * tc.det));
+  }
+  return rows;
+}
+
 // Both roots u of q(u, v) = r at row offset v (|v| within the ellipse), the
 // smaller in `lo`; written without cancellation.
 SPLAT_FUNC void tile_cover_roots(SPLAT_THREAD const TileCover& tc, float v, SPLAT_THREAD float& lo,
@@ -68,8 +90,9 @@ SPLAT_FUNC void tile_cover_roots(SPLAT_THREAD const TileCover& tc, float v, SPLA
 
 // The tiles [tx0, tx1) of tile row `ty` that the splat covers (tx0 == tx1:
 // none). Rows outside the rect are not asked for.
-SPLAT_FUNC void tile_cover_row(SPLAT_THREAD const TileCover& tc, int ty, SPLAT_THREAD int& tx0,
+SPLAT_FUNC void tile_cover_row(SPLAT_THREAD const TileRows& rows, int ty, SPLAT_THREAD int& tx0,
                                SPLAT_THREAD int& tx1) {
+  SPLAT_THREAD const TileCover& tc = rows.tc;
   tx0 = tc.x0;
   tx1 = tc.x0;
   if (tc.r < 0.f) return;
@@ -79,17 +102,15 @@ SPLAT_FUNC void tile_cover_row(SPLAT_THREAD const TileCover& tc, int ty, SPLAT_T
   const float ts = (float)SPLAT_TILE_SIZE;
   // The pixel-centre rows of this tile row, relative to the mean, within the
   // ellipse's vertical extent.
-  float v_max = tile_cover_v_max(tc);
-  float v0 = sp_max((float)ty * ts + 0.5f - tc.mean2d.y, -v_max);
-  float v1 = sp_min((float)ty * ts + (ts - 0.5f) - tc.mean2d.y, v_max);
+  float v0 = sp_max((float)ty * ts + 0.5f - tc.mean2d.y, -rows.v_max);
+  float v1 = sp_min((float)ty * ts + (ts - 0.5f) - tc.mean2d.y, rows.v_max);
   if (!(v0 <= v1)) return;
   // The ellipse's right boundary is concave in v with its maximum at
-  // v = -B sqrt(r / (C det)), the left one convex with its minimum at the
-  // opposite v: over [v0, v1] each extreme is at that v clamped to the band.
-  float v_turn = tc.b * sp_sqrt(tc.r / (tc.c * tc.det));
+  // v = -v_turn, the left one convex with its minimum at v_turn: over
+  // [v0, v1] each extreme is at that v clamped to the band.
   float lo, hi, unused;
-  tile_cover_roots(tc, sp_clamp(-v_turn, v0, v1), unused, hi);
-  tile_cover_roots(tc, sp_clamp(v_turn, v0, v1), lo, unused);
+  tile_cover_roots(tc, sp_clamp(-rows.v_turn, v0, v1), unused, hi);
+  tile_cover_roots(tc, sp_clamp(rows.v_turn, v0, v1), lo, unused);
   // Tiles holding a pixel centre x + 0.5 in [mean + lo, mean + hi].
   float b = sp_ceil((tc.mean2d.x + lo - (ts - 0.5f)) / ts);
   float e = sp_floor((tc.mean2d.x + hi - 0.5f) / ts) + 1.f;
@@ -98,24 +119,28 @@ SPLAT_FUNC void tile_cover_row(SPLAT_THREAD const TileCover& tc, int ty, SPLAT_T
 }
 
 // Number of tiles the splat covers in its rows before `ty`.
-SPLAT_FUNC uint32_t tile_cover_count_before(SPLAT_THREAD const TileCover& tc, int ty) {
+SPLAT_FUNC uint32_t tile_rows_count_before(SPLAT_THREAD const TileRows& rows, int ty) {
   uint32_t n = 0u;
-  for (int row = tc.y0; row < ty; ++row) {
+  for (int row = rows.tc.y0; row < ty; ++row) {
     int tx0, tx1;
-    tile_cover_row(tc, row, tx0, tx1);
+    tile_cover_row(rows, row, tx0, tx1);
     n += (uint32_t)(tx1 - tx0);
   }
   return n;
 }
 
 // Number of tiles the splat covers: its pair count.
-SPLAT_FUNC uint32_t tile_cover_count(SPLAT_THREAD const TileCover& tc) { return tile_cover_count_before(tc, tc.y1); }
+SPLAT_FUNC uint32_t tile_cover_count(SPLAT_THREAD const TileCover& tc) {
+  const TileRows rows = tile_rows(tc);
+  return tile_rows_count_before(rows, tc.y1);
+}
 
 // Emission rank of covered tile (tx, ty) among the splat's pairs (row-major).
 SPLAT_FUNC uint32_t tile_cover_rank(SPLAT_THREAD const TileCover& tc, int tx, int ty) {
+  const TileRows rows = tile_rows(tc);
   int tx0, tx1;
-  tile_cover_row(tc, ty, tx0, tx1);
-  return tile_cover_count_before(tc, ty) + (uint32_t)(tx - tx0);
+  tile_cover_row(rows, ty, tx0, tx1);
+  return tile_rows_count_before(rows, ty) + (uint32_t)(tx - tx0);
 }
 
 // The pixel-centre rows [y_lo, y_hi] where the splat can have a non-zero

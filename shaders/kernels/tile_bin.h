@@ -77,10 +77,11 @@ SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CO
                                SPLAT_DEVICE_MEM uint32_t* values) {
   const TileCover tc =
       record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
+  const TileRows rows = tile_rows(tc);
   uint32_t skip = lo - a, out = lo;
   for (int32_t ty = tc.y0; ty < tc.y1 && out < hi; ++ty) {
     int tx0, tx1;
-    tile_cover_row(tc, ty, tx0, tx1);
+    tile_cover_row(rows, ty, tx0, tx1);
     const uint32_t row = (uint32_t)(tx1 - tx0);
     if (skip >= row) {  // a row wholly before lo: counted, not walked
       skip -= row;

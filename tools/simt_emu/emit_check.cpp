@@ -93,9 +93,10 @@ int main(int argc, char** argv) {
     if (radius[i] == 0) continue;
     const int32_t* rect = &rects[4 * (size_t)i];
     const TileCover tc = record_tile_cover(records[i], rect[0], rect[1], rect[2], rect[3]);
+    const TileRows rows = tile_rows(tc);
     for (int ty = tc.y0; ty < tc.y1; ++ty) {
       int tx0, tx1;
-      tile_cover_row(tc, ty, tx0, tx1);
+      tile_cover_row(rows, ty, tx0, tx1);
       for (int tx = tx0; tx < tx1 && out < stop; ++tx, ++out) {
         ref_keys[out] = (uint64_t)ty * cam.tiles_x + (uint64_t)tx;
         ref_values[out] = i;

@@ -102,9 +102,10 @@ int main(int argc, char** argv) {
     rect[3] = std::clamp((int)floorf((r.mean2d[1] + reach[g]) / SPLAT_TILE_SIZE) + 1, 0, (int)cam.tiles_y);
     pair_ranges[2 * g] = (uint32_t)pair_ids.size();
     const TileCover tc = record_tile_cover(r, rect[0], rect[1], rect[2], rect[3]);
+    const TileRows rows = tile_rows(tc);
     for (int ty = tc.y0; ty < tc.y1; ++ty) {
       int tx0, tx1;
-      tile_cover_row(tc, ty, tx0, tx1);
+      tile_cover_row(rows, ty, tx0, tx1);
       for (int tx = tx0; tx < tx1; ++tx) {
         pair_tiles.push_back((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
         pair_ids.push_back(g);
