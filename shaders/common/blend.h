@@ -169,13 +169,18 @@ SPLAT_FUNC vec2 blend_sigma_mean2d(vec3 conic, BlendGradTerms f) {
   return make_vec2(sp_fma(conic.x, f.dx, conic.y * f.dy), sp_fma(conic.z, f.dy, conic.y * f.dx));
 }
 
+// The mean2d gradient the factors give (absgrad sums its magnitude).
+SPLAT_FUNC vec2 blend_grad_mean2d(vec3 conic, BlendGradTerms f) {
+  vec2 u = blend_sigma_mean2d(conic, f);
+  return make_vec2(f.d_sigma * u.x, f.d_sigma * u.y);
+}
+
 // The gradients the factors give.
 SPLAT_FUNC BlendGrad blend_grad_of(vec3 conic, BlendGradTerms f, vec3 d_pixel) {
   BlendGrad g;
   g.color = f.weight * d_pixel;
   g.opacity = f.slope * f.d_a;
-  vec2 u = blend_sigma_mean2d(conic, f);
-  g.mean2d = make_vec2(f.d_sigma * u.x, f.d_sigma * u.y);
+  g.mean2d = blend_grad_mean2d(conic, f);
   g.conic = make_vec3(0.5f * f.d_sigma * f.dx * f.dx, f.d_sigma * f.dx * f.dy, 0.5f * f.d_sigma * f.dy * f.dy);
   return g;
 }

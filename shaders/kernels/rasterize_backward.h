@@ -246,9 +246,9 @@ SPLAT_FUNC void rasterize_backward_body(
         blend_grad_fuse(v, b.conic, f, st[p].d_pixel);
       }
       if (absgrad) {
-        vec2 u = blend_sigma_mean2d(b.conic, f);
-        va[0] += sp_max(f.d_sigma * u.x, -(f.d_sigma * u.x));
-        va[1] += sp_max(f.d_sigma * u.y, -(f.d_sigma * u.y));
+        vec2 gm = blend_grad_mean2d(b.conic, f);
+        va[0] += sp_max(gm.x, -gm.x);
+        va[1] += sp_max(gm.y, -gm.y);
       }
     }
     // absgrad outside the deterministic variant: per SIMD group, two atomics
