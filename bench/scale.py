@@ -3,6 +3,7 @@ image size, with peak memory, one row per (Gaussians, image size).
 
     python bench/scale.py --backend cuda                       # 300k..6M x 800x800..3840x2160
     python bench/scale.py --backend cpu --gaussians 20000 --sizes 64x64,128x96 --steps 5
+    python bench/scale.py --gaussians 1000000 --sizes 800x800 --breakdown   # + GPU ms per ts_* label
 
 A step's cost should grow with its work: the columns `us/1k G` (per thousand
 Gaussians) and `ms/MP` (per megapixel) stay flat along a column when the
@@ -77,7 +78,8 @@ def _targets(width: int, height: int, views: int, rng) -> list[np.ndarray]:
     return out
 
 
-def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: int, seed: int) -> dict:
+def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: int, seed: int,
+             breakdown: bool = False) -> dict:
     import splat
     from splat import _core
     rng = np.random.default_rng(seed)
@@ -112,7 +114,23 @@ def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: 
         mem = _core.gpu_memory()
         row["arena_peak"] = int(mem.get("arena_peak_bytes", 0))
         row["driver_peak"] = max(int(mem.get("driver_peak_used_bytes", 0)) - int(mem.get("driver_start_used_bytes", 0)), 0)
+        if breakdown:
+            row["ts"] = _step_breakdown(train, trainer, cfg, backend)
     return row
+
+
+def _step_breakdown(train, trainer, cfg, backend: str, steps: int = 6) -> dict:
+    """GPU ms per ts_* label of a step of the cell's final state (timing='per_kernel')."""
+    import splat
+    from splat import _core
+    timed = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, timing="per_kernel"), trainer.state(),
+                          step=max(cfg.steps - steps - 2, 0))  # the cell's SH degree
+    timed.step(read_loss=False)  # warm-up
+    _core.gpu_timings(reset=True)
+    for _ in range(steps):
+        timed.step(read_loss=False)
+    timed.step(read_loss=True)
+    return {k: v[0] / max(v[2], 1) for k, v in _core.gpu_timings(reset=True).items()}
 
 
 def gib(n: int) -> str:
@@ -129,13 +147,16 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=50, help="timed steps per cell (default 50)")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also print each cell's GPU ms per ts_* label of a step (timing='per_kernel', gpu backends)")
     ap.add_argument("--cell", help=argparse.SUPPRESS)  # internal: one cell, printed as JSON
     args = ap.parse_args(argv)
     if args.steps < 1 or args.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
     if args.cell:
         n, w, h = (int(x) for x in args.cell.split(","))
-        print(json.dumps(run_cell(n, w, h, args.backend, args.steps, args.warmup, args.seed)), flush=True)
+        print(json.dumps(run_cell(n, w, h, args.backend, args.steps, args.warmup, args.seed,
+                                    args.breakdown and args.backend != "cpu")), flush=True)
         return 0
 
     import splat
@@ -147,6 +168,8 @@ def main(argv=None) -> int:
         for w, h in args.sizes:
             cmd = [sys.executable, os.path.abspath(__file__), "--backend", args.backend, "--steps", str(args.steps),
                    "--warmup", str(args.warmup), "--seed", str(args.seed), "--cell", f"{n},{w},{h}"]
+            if args.breakdown:
+                cmd.append("--breakdown")
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -156,6 +179,8 @@ def main(argv=None) -> int:
             row = json.loads(proc.stdout.strip().splitlines()[-1])
             rows.append(row)
             print(f"{n:>10,} {w}x{h}: {row['ms']:.2f} ms/step", flush=True)
+            for label, ms in sorted(row.get("ts", {}).items(), key=lambda kv: -kv[1]):
+                print(f"    {label:<28} {ms:8.3f} ms", flush=True)
 
     mem_head = "RSS peak GiB" if args.backend == "cpu" else "arena GiB  driver GiB"
     head = (f"{'#Gauss':>10} {'image':>10} {'ms/step':>9} {'us/1k G':>8} {'ms/MP':>7} {mem_head:>21} "
