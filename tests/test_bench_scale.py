@@ -49,6 +49,15 @@ def test_cell_keeps_its_count():
     assert row["count"] == n and np.isfinite(row["loss"]) and row["loss"] > 0
 
 
+def test_breakdown_is_gpu_only_and_leaves_the_cpu_table_as_it_is():
+    # The ts_* labels are GPU event timings: on the cpu backend the flag adds nothing.
+    n = int(np.random.default_rng().integers(300, 1500))
+    proc = _run("--backend", "cpu", "--gaussians", str(n), "--sizes", "32x24", "--steps", "2", "--warmup", "1",
+                "--breakdown")
+    assert proc.returncode == 0, proc.stderr
+    assert "ts_" not in proc.stdout and f"{n:,} 32x24:" in proc.stdout
+
+
 @pytest.mark.parametrize("args, says", [(["--sizes", "8x8"], "--sizes"), (["--sizes", "axb"], "--sizes"),
                                         (["--gaussians", "0"], "--gaussians"), (["--gaussians", "x"], "--gaussians"),
                                         (["--steps", "0"], "--steps")])

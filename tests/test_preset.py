@@ -43,6 +43,20 @@ def test_the_fast_preset_fills_only_the_keys_left_out():
         TrainConfig(preset="turbo")
 
 
+def test_kept_keys_are_the_ones_a_config_sets_and_survive_a_preset():
+    steps, seed = int(rng.integers(4000, 20000)), int(rng.integers(1, 2**31))
+    cfg = TrainConfig(preset="fast", steps=steps, seed=seed)
+    assert cfg.kept_keys() == {"preset": "fast", "steps": steps, "seed": seed}
+    # Applying a preset's keys keeps the config's own and records the result as given.
+    extra = {"steps": 123, "strategy": "mcmc", "max_gaussians": int(rng.integers(10_000, 90_000))}
+    out = cfg.with_preset_keys(extra)
+    assert (out.steps, out.seed, out.strategy, out.max_gaussians) == (steps, seed, "mcmc", extra["max_gaussians"])
+    assert out.with_preset_keys({"steps": 7, "strategy": "default"}).to_dict() == out.to_dict()
+    # A key changed after construction counts as kept.
+    cfg.densify_until = int(rng.integers(100, 900))
+    assert cfg.kept_keys()["densify_until"] == cfg.densify_until
+
+
 def test_a_random_start_takes_the_presets_mcmc_recipe_unless_the_config_says_otherwise():
     fast = TrainConfig(preset="fast")
     resolved = fast.for_random_start()

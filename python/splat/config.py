@@ -278,13 +278,14 @@ class TrainConfig(_Section):
         extra = PRESETS_RANDOM_START.get(self.preset)
         if not extra:
             return self
-        if "strategy" in extra and "strategy" in self._kept_keys():
+        if "strategy" in extra and "strategy" in self.kept_keys():
             return self
         return self.with_preset_keys(extra)
 
-    def _kept_keys(self) -> dict:
-        """The keys this config does not leave to its preset: set explicitly, or
-        changed since (every key of a config built without the record)."""
+    def kept_keys(self) -> dict:
+        """The keys this config does not leave to its preset, with their values: set
+        explicitly, or changed since (every key of a config built without the record).
+        A preset's keys apply only to the others (with_preset_keys)."""
         base = TrainConfig(preset=self.preset)
         given = getattr(self, "_given", None)
         return {f.name: getattr(self, f.name) for f in fields(self)
@@ -293,7 +294,7 @@ class TrainConfig(_Section):
     def with_preset_keys(self, extra: dict) -> "TrainConfig":
         """This config with `extra`'s values for the keys it leaves to the preset
         (for_random_start, splat.schedule.capture_recipe)."""
-        kept = self._kept_keys()
+        kept = self.kept_keys()
         out = TrainConfig(**{**extra, **kept})
         out._given = frozenset(kept)   # so that a second call changes nothing
         return out

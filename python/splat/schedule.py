@@ -55,7 +55,7 @@ def capture_keys(train: TrainConfig, dataset_format: str | None, layout: str | N
     exposure = true, or num_downscales set to another value, the resolution schedule's
     keys are left out (it does not train with exposure; the two keys are one choice)."""
     extra = PRESETS_CAPTURE.get(train.preset, {})
-    own = train._kept_keys().get("num_downscales", extra.get("num_downscales"))
+    own = train.kept_keys().get("num_downscales", extra.get("num_downscales"))
     if train.exposure or own != extra.get("num_downscales"):
         extra = {k: v for k, v in extra.items() if k not in SCHEDULE_KEYS}
     if (train.strategy != "default" or train.absgrad or dataset_format not in CAPTURE_FORMATS
