@@ -150,20 +150,26 @@ def step_breakdown(train, trainer, cfg, backend: str, fields=None, steps: int = 
     state = trainer.state()
     wall_off = step_wall_ms(train, state, cfg, backend, fields)
     start = cfg.densify_until - cfg.densify_every - 2  # the second step (measured) densifies
-    timed = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, timing="per_kernel", **fields), state,
-                          step=start)
-    timed.step(read_loss=False)  # warm-up (kernels, buffers)
+    ts, wall = label_timings(train, cfg, backend, state, start, fields, steps)
+    ts["wall_ms_per_step (timing on)"] = (wall * 1e3, steps + 1)
+    ts["wall_ms_per_step (timing off)"] = (wall_off, 200)
+    return ts
+
+
+def label_timings(train, cfg, backend: str, state, start: int, fields=None, steps: int = 6):
+    """({ts_* label: (GPU ms per call, calls)}, wall seconds per step) over steps + 1
+    steps of a copy of `state` from step `start`, timing='per_kernel', after one
+    unmeasured step (kernels, buffers)."""
+    timed = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, timing="per_kernel", **(fields or {})),
+                          state, step=start)
+    timed.step(read_loss=False)
     _core.gpu_timings(reset=True)
     t0 = time.perf_counter()
     for _ in range(steps):
         timed.step(read_loss=False)
     timed.step(read_loss=True)
     wall = (time.perf_counter() - t0) / (steps + 1)
-    ts = {k: (v[0] / max(v[2], 1), v[2]) for k, v in _core.gpu_timings(reset=True).items()}
-    ts["wall_ms_per_step (timing on)"] = (wall * 1e3, steps + 1)
-    ts["wall_ms_per_step (timing off)"] = (wall_off, 200)
-    del timed
-    return ts
+    return {k: (v[0] / max(v[2], 1), v[2]) for k, v in _core.gpu_timings(reset=True).items()}, wall
 
 
 def main(argv=None) -> int:

@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gate.label_timings (--breakdown)
+
 DEFAULT_GAUSSIANS = "300000,1000000,3000000,6000000"
 DEFAULT_SIZES = "800x800,1920x1080,3840x2160"
 # The performance round's targets for one training step on the GPU (ms at most).
@@ -120,17 +122,11 @@ def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: 
 
 
 def _step_breakdown(train, trainer, cfg, backend: str, steps: int = 6) -> dict:
-    """GPU ms per ts_* label of a step of the cell's final state (timing='per_kernel')."""
-    import splat
-    from splat import _core
-    timed = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, timing="per_kernel"), trainer.state(),
-                          step=max(cfg.steps - steps - 2, 0))  # the cell's SH degree
-    timed.step(read_loss=False)  # warm-up
-    _core.gpu_timings(reset=True)
-    for _ in range(steps):
-        timed.step(read_loss=False)
-    timed.step(read_loss=True)
-    return {k: v[0] / max(v[2], 1) for k, v in _core.gpu_timings(reset=True).items()}
+    """GPU ms per ts_* label of a step of the cell's final state (gate.label_timings)."""
+    from gate import label_timings
+    start = max(cfg.steps - steps - 2, 0)  # past the warm-up: the cell's SH degree
+    ts, _ = label_timings(train, cfg, backend, trainer.state(), start, steps=steps)
+    return {label: ms for label, (ms, _calls) in ts.items()}
 
 
 def gib(n: int) -> str:
