@@ -4,6 +4,7 @@ image size, with peak memory, one row per (Gaussians, image size).
     python bench/scale.py --backend cuda                       # 300k..6M x 800x800..3840x2160
     python bench/scale.py --backend cpu --gaussians 20000 --sizes 64x64,128x96 --steps 5
     python bench/scale.py --gaussians 1000000 --sizes 800x800 --breakdown   # + GPU ms per ts_* label
+    python bench/scale.py --gaussians 1000000 --compare adam_fusion=off     # A/B: each cell again, ratio
 
 A step's cost should grow with its work: the columns `us/1k G` (per thousand
 Gaussians) and `ms/MP` (per megapixel) stay flat along a column when the
@@ -81,7 +82,7 @@ def _targets(width: int, height: int, views: int, rng) -> list[np.ndarray]:
 
 
 def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: int, seed: int,
-             breakdown: bool = False) -> dict:
+             breakdown: bool = False, fields: dict | None = None) -> dict:
     import splat
     from splat import _core
     rng = np.random.default_rng(seed)
@@ -99,7 +100,7 @@ def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: 
                  sh=sh.astype(np.float32))
     cfg = splat.TrainConfig(steps=warmup + steps, densify_from=2**31, densify_until=2**31, opacity_reset_every=2**32 - 1,
                             sh_degree=3, sh_degree_interval=1, seed=seed)
-    trainer = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend), state)
+    trainer = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, **(fields or {})), state)
     for _ in range(warmup):
         trainer.step(read_loss=False)
     trainer.step(read_loss=True)  # drains the warm-up
@@ -117,15 +118,15 @@ def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: 
         row["arena_peak"] = int(mem.get("arena_peak_bytes", 0))
         row["driver_peak"] = max(int(mem.get("driver_peak_used_bytes", 0)) - int(mem.get("driver_start_used_bytes", 0)), 0)
         if breakdown:
-            row["ts"] = _step_breakdown(train, trainer, cfg, backend)
+            row["ts"] = _step_breakdown(train, trainer, cfg, backend, fields)
     return row
 
 
-def _step_breakdown(train, trainer, cfg, backend: str, steps: int = 6) -> dict:
+def _step_breakdown(train, trainer, cfg, backend: str, fields: dict | None = None, steps: int = 6) -> dict:
     """GPU ms per ts_* label of a step of the cell's final state (gate.label_timings)."""
     from gate import label_timings
     start = max(cfg.steps - steps - 2, 0)  # past the warm-up: the cell's SH degree
-    ts, _ = label_timings(train, cfg, backend, trainer.state(), start, steps=steps)
+    ts, _ = label_timings(train, cfg, backend, trainer.state(), start, fields=fields, steps=steps)
     return {label: ms for label, (ms, _calls) in ts.items()}
 
 
@@ -145,56 +146,88 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--breakdown", action="store_true",
                     help="also print each cell's GPU ms per ts_* label of a step (timing='per_kernel', gpu backends)")
+    ap.add_argument("--compare", action="append", metavar="FIELD=VALUE", default=[],
+                    help="run every cell again with this BackendConfig field (repeatable: one more run per flag, "
+                         "right after the default's); the table adds each run's ratio to the default's")
+    ap.add_argument("--backend-set", action="append", metavar="FIELD=VALUE", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--cell", help=argparse.SUPPRESS)  # internal: one cell, printed as JSON
     args = ap.parse_args(argv)
     if args.steps < 1 or args.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
+    import splat
+    variants = [("default", {})]
+    for flag, items in (("--backend-set", args.backend_set), ("--compare", args.compare)):
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or key not in splat.BackendConfig.fields():
+                ap.error(f"{flag} {item}: expected FIELD=VALUE with a BackendConfig field")
+            try:
+                splat.BackendConfig(**{key: value})
+            except ValueError as exc:
+                ap.error(f"{flag} {item}: {exc}")
+            if flag == "--backend-set":
+                variants[0][1][key] = value
+            else:
+                variants.append((item, {key: value}))
     if args.cell:
         n, w, h = (int(x) for x in args.cell.split(","))
         print(json.dumps(run_cell(n, w, h, args.backend, args.steps, args.warmup, args.seed,
-                                    args.breakdown and args.backend != "cpu")), flush=True)
+                                    args.breakdown and args.backend != "cpu", variants[0][1])), flush=True)
         return 0
 
-    import splat
     ok, why = splat.backend_available(args.backend)
     if not ok:
         ap.error(f"backend {args.backend} is not available: {why}")
     rows = []
     for n in args.gaussians:
         for w, h in args.sizes:
-            cmd = [sys.executable, os.path.abspath(__file__), "--backend", args.backend, "--steps", str(args.steps),
-                   "--warmup", str(args.warmup), "--seed", str(args.seed), "--cell", f"{n},{w},{h}"]
-            if args.breakdown:
-                cmd.append("--breakdown")
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-                print(f"{n:>10,} {w}x{h}: failed: {tail}", flush=True)
-                rows.append(dict(gaussians=n, width=w, height=h, error=tail))
-                continue
-            row = json.loads(proc.stdout.strip().splitlines()[-1])
-            rows.append(row)
-            print(f"{n:>10,} {w}x{h}: {row['ms']:.2f} ms/step", flush=True)
-            for label, ms in sorted(row.get("ts", {}).items(), key=lambda kv: -kv[1]):
-                print(f"    {label:<28} {ms:8.3f} ms", flush=True)
+            for name, fields in variants:
+                cmd = [sys.executable, os.path.abspath(__file__), "--backend", args.backend, "--steps",
+                       str(args.steps), "--warmup", str(args.warmup), "--seed", str(args.seed), "--cell", f"{n},{w},{h}"]
+                cmd += [a for k, v in fields.items() for a in ("--backend-set", f"{k}={v}")]
+                if args.breakdown:
+                    cmd.append("--breakdown")
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                label = "" if name == "default" else f" [{name}]"
+                if proc.returncode != 0:
+                    tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+                    print(f"{n:>10,} {w}x{h}{label}: failed: {tail}", flush=True)
+                    rows.append(dict(gaussians=n, width=w, height=h, variant=name, error=tail))
+                    continue
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                row["variant"] = name
+                rows.append(row)
+                print(f"{n:>10,} {w}x{h}{label}: {row['ms']:.2f} ms/step", flush=True)
+                for ts_label, ms in sorted(row.get("ts", {}).items(), key=lambda kv: -kv[1]):
+                    print(f"    {ts_label:<28} {ms:8.3f} ms", flush=True)
 
     mem_head = "RSS peak GiB" if args.backend == "cpu" else "arena GiB  driver GiB"
+    compared = len(variants) > 1
     head = (f"{'#Gauss':>10} {'image':>10} {'ms/step':>9} {'us/1k G':>8} {'ms/MP':>7} {mem_head:>21} "
             f"{'target ms':>10}")
+    if compared:
+        head = f"{'variant':<22} " + head + f" {'x default':>10}"
+    base_ms = {(r["gaussians"], r["width"], r["height"]): r["ms"] for r in rows
+               if r.get("variant") == "default" and "error" not in r}
     print()
     print(head)
     print("-" * len(head))
     for r in rows:
         size = f"{r['width']}x{r['height']}"
+        lead = f"{r['variant']:<22} " if compared else ""
         if "error" in r:
-            print(f"{r['gaussians']:>10,} {size:>10} {'failed: ' + r['error'][:60]}")
+            print(f"{lead}{r['gaussians']:>10,} {size:>10} {'failed: ' + r['error'][:60]}")
             continue
         mp = r["width"] * r["height"] / 1e6
         mem = gib(r["rss_peak"]) if "rss_peak" in r else f"{gib(r['arena_peak']):>9}  {gib(r['driver_peak']):>10}"
         target = TARGETS_MS.get((r["gaussians"], r["width"], r["height"]))
         verdict = "" if target is None else f"{target:>6.1f} {'met' if r['ms'] <= target else 'not met'}"
-        print(f"{r['gaussians']:>10,} {size:>10} {r['ms']:>9.3f} {1e3 * r['ms'] / (r['gaussians'] / 1e3):>8.3f} "
-              f"{r['ms'] / mp:>7.3f} {mem:>21} {verdict}")
+        line = (f"{lead}{r['gaussians']:>10,} {size:>10} {r['ms']:>9.3f} "
+                f"{1e3 * r['ms'] / (r['gaussians'] / 1e3):>8.3f} {r['ms'] / mp:>7.3f} {mem:>21} {verdict}")
+        if compared:
+            base = base_ms.get((r["gaussians"], r["width"], r["height"]))
+            line = f"{line:<{len(head) - 11}} {(r['ms'] / base if base else float('nan')):>10.3f}"
+        print(line)
     return 1 if any("error" in r for r in rows) else 0
 
 

@@ -368,7 +368,8 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   have_forward_ = true;
 }
 
-void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out) {
+void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out,
+                              const AdamParams* adam) {
   const size_t n = num_gaussians_;
   const bool det = config_.deterministic;
   const bool absgrad = abs_out.handle != 0;
@@ -406,8 +407,22 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
   }
   end(TimingLabel::BackwardRaster);
 
-  begin(TimingLabel::ProjectBack);
   const ParamRefs& p = forward_params_;
+  if (adam) {
+    begin(TimingLabel::ProjectBackAdam);
+    const int v0 = adam->bf16_moments ? kM0 : kV0;  // not read when packed
+    launch(Kernel::ProjectBackwardAdam, div_up(n, kGroup),
+           {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::value(*adam), KernelArg::buf(p.p[0]),
+            KernelArg::buf(p.p[1]), KernelArg::buf(p.p[2]), KernelArg::buf(p.p[3]), KernelArg::buf(p.p[4]),
+            KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kRadius)), KernelArg::buf(acc),
+            KernelArg::buf(ref(kPairRanges)), KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)),
+            KernelArg::buf(ref(kM0 + 2)), KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)),
+            KernelArg::buf(ref(v0)), KernelArg::buf(ref(v0 + 1)), KernelArg::buf(ref(v0 + 2)),
+            KernelArg::buf(ref(v0 + 3)), KernelArg::buf(ref(v0 + 4)), KernelArg::buf(out[5])});
+    end(TimingLabel::ProjectBackAdam);
+    return;
+  }
+  begin(TimingLabel::ProjectBack);
   BufferRef factors = ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
