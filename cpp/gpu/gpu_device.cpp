@@ -95,7 +95,7 @@ Pipeline GpuDevice::pipeline(Kernel k) {
   if (!p) {
     Specialization spec;
     if (k == Kernel::RasterizeBackward) spec = backward_spec_;
-    if (k == Kernel::ProjectBackward) spec = project_backward_spec_;
+    if (k == Kernel::ProjectBackward || k == Kernel::ProjectBackwardAdam) spec = project_backward_spec_;
     p = launcher_->pipeline(k, spec);
   }
   return p;

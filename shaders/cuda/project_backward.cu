@@ -21,9 +21,11 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                                 float* m_means, float* m_log_scales, float* m_quats, float* m_opacity, float* m_sh,
                                 float* v_means, float* v_log_scales, float* v_quats, float* v_opacity, float* v_sh,
                                 float* d_means2d) {
+  SPLAT_TG_ARRAY(float, s_grads, SPLAT_FUSED_GRAD_ROWS * SPLAT_GROUP_SIZE);
+  SPLAT_TG_ARRAY(uint32_t, s_seen, SPLAT_GROUP_SIZE);
   project_backward_adam_body(SPLAT_THREAD_CTX(), cam, rp, p, means, log_scales, quats, opacity, sh, records, radius,
                              accum, pair_ranges, m_means, m_log_scales, m_quats, m_opacity, m_sh, v_means,
-                             v_log_scales, v_quats, v_opacity, v_sh, d_means2d);
+                             v_log_scales, v_quats, v_opacity, v_sh, d_means2d, s_grads, s_seen);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -31,9 +31,11 @@ kernel void splat_project_backward_adam(
     device float* v_log_scales [[buffer(18)]], device float* v_quats [[buffer(19)]],
     device float* v_opacity [[buffer(20)]], device float* v_sh [[buffer(21)]], device float* d_means2d [[buffer(22)]],
     SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_grads, SPLAT_FUSED_GRAD_ROWS * SPLAT_GROUP_SIZE);
+  SPLAT_TG_ARRAY(uint32_t, s_seen, SPLAT_GROUP_SIZE);
   project_backward_adam_body(SPLAT_THREAD_CTX(), cam, rp, p, means, log_scales, quats, opacity, sh, records, radius,
                              accum, pair_ranges, m_means, m_log_scales, m_quats, m_opacity, m_sh, v_means,
-                             v_log_scales, v_quats, v_opacity, v_sh, d_means2d);
+                             v_log_scales, v_quats, v_opacity, v_sh, d_means2d, s_grads, s_seen);
 }
 
 kernel void splat_expand_sh_grad(constant ShGradParams& p [[buffer(0)]], device const float* sh_factors [[buffer(1)]],

@@ -1,8 +1,9 @@
 // The training step's projection backward with Adam folded in
-// (shaders/kernels/train_fused_adam.h) on the SIMT emulator, against the
-// separate path it replaces: project_backward_body (gradients and SH factors
-// to memory) then adam_body (train_optim.h) over them, as GpuDevice runs them
-// with adam_fusion = off. Random Gaussians in front of a random camera, random
+// (shaders/kernels/train_fused_adam.h: gradients staged in threadgroup
+// memory, then the threadgroup's Adam a quad a thread) on the SIMT emulator,
+// against the separate path it replaces: project_backward_body (gradients and
+// SH factors to memory) then adam_body (train_optim.h) over them, as
+// GpuDevice runs them with adam_fusion = off. Random Gaussians in front of a random camera, random
 // accumulated blend gradients (per pair slot when built with
 // SPLAT_SPEC_DETERMINISTIC=1), a share of unseen Gaussians (radius 0). Prints
 // how many parameter and moment values differ in their bits, float32 and
@@ -157,12 +158,14 @@ int main(int argc, char** argv) {
     const bool packed = ap.bf16_moments != 0u;
     d2.assign(2 * (size_t)n, -1.f);
     simt_emu::dispatch(blocks, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+      SPLAT_TG_ARRAY(float, s_grads, SPLAT_FUSED_GRAD_ROWS * SPLAT_GROUP_SIZE);
+      SPLAT_TG_ARRAY(uint32_t, s_seen, SPLAT_GROUP_SIZE);
       float* v[5];
       for (int k = 0; k < 5; ++k) v[k] = packed ? st.m[k].data() : st.v[k].data();
       project_backward_adam_body(t, cam, rp, ap, st.param[0].data(), st.param[1].data(), st.param[2].data(),
                                  st.param[3].data(), st.param[4].data(), records.data(), radii.data(), accum.data(),
                                  pair_ranges.data(), st.m[0].data(), st.m[1].data(), st.m[2].data(), st.m[3].data(),
-                                 st.m[4].data(), v[0], v[1], v[2], v[3], v[4], d2.data());
+                                 st.m[4].data(), v[0], v[1], v[2], v[3], v[4], d2.data(), s_grads, s_seen);
     });
   };
   // Packed moments: each m word holds both, rounded to nearest from the start's.
