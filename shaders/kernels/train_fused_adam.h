@@ -30,37 +30,67 @@
 #define SPLAT_FUSED_ROW_SH_DC 27u
 #define SPLAT_FUSED_GRAD_ROWS 30u
 
+// Quads a thread loads before stepping any (phase 2 runs at the projection
+// backward's occupancy, two threadgroups an SM: one quad in flight a thread
+// left it latency-bound).
+#ifndef SPLAT_FUSED_BATCH
+#define SPLAT_FUSED_BATCH 4u
+#endif
+
 // One group's Adam over the threadgroup's Gaussians [first, first + count)
 // (their rows of `width` floats; first a multiple of SPLAT_GROUP_SIZE, so the
 // range starts on a quad), a quad a thread in turn: contiguous 16-byte
-// accesses across the threadgroup, as the separate kernel's. Gradients come
-// from the staged rows: row0 + column (sh: the factors' product).
+// accesses across the threadgroup, as the separate kernel's, SPLAT_FUSED_BATCH
+// quads loaded at once. Gradients come from the staged rows: row0 + column
+// (sh: the factors' product).
 SPLAT_FUNC void fused_adam_group(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, float lr, uint32_t group,
                                  SPLAT_DEVICE_MEM float* param, SPLAT_DEVICE_MEM float* m, SPLAT_DEVICE_MEM float* v,
                                  uint32_t width, uint32_t first, uint32_t count, uint32_t row0, bool sh,
                                  SPLAT_TG_MEM const float* s_grads, SPLAT_TG_MEM const uint32_t* s_seen) {
-  const uint32_t floats = width * count, quad0 = width * first / 4u;
-  for (uint32_t lq = t.tid; 4u * lq < floats; lq += SPLAT_GROUP_SIZE) {
-    const uint32_t e0 = 4u * lq, in_quad = floats - e0 < 4u ? floats - e0 : 4u;
-    uint32_t gl = e0 / width, j = e0 - gl * width;  // the first float's Gaussian (in the group) and column
-    float grad[4];
-    uint32_t seen = 0u, dc = 0u;
-    SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
-      grad[r] = 0.f;
-      if (r >= in_quad) continue;
-      if (s_seen[gl] != 0u) seen |= 1u << r;
-      if (sh) {
-        const uint32_t k = j / 3u;
-        if (k < p.sh_k_count)
-          grad[r] = s_grads[(SPLAT_FUSED_ROW_SH_B + k) * SPLAT_GROUP_SIZE + gl] *
-                    s_grads[(SPLAT_FUSED_ROW_SH_DC + (j - 3u * k)) * SPLAT_GROUP_SIZE + gl];
-        if (j < 3u) dc |= 1u << r;
-      } else {
-        grad[r] = s_grads[(row0 + j) * SPLAT_GROUP_SIZE + gl];
+  const uint32_t floats = width * count, quads = (floats + 3u) / 4u, quad0 = width * first / 4u;
+  const bool packed = p.bf16_moments != 0u;
+  for (uint32_t base = t.tid; base < quads; base += SPLAT_FUSED_BATCH * SPLAT_GROUP_SIZE) {
+    float grad[SPLAT_FUSED_BATCH][4];
+    uint32_t seen[SPLAT_FUSED_BATCH], dc[SPLAT_FUSED_BATCH];
+    vec4 pv[SPLAT_FUSED_BATCH], mv[SPLAT_FUSED_BATCH], vv[SPLAT_FUSED_BATCH];
+    SPLAT_UNROLL for (uint32_t b = 0; b < SPLAT_FUSED_BATCH; ++b) {
+      const uint32_t lq = base + b * SPLAT_GROUP_SIZE, e0 = 4u * lq;
+      const uint32_t in_quad = lq >= quads ? 0u : floats - e0 < 4u ? floats - e0 : 4u;
+      uint32_t gl = e0 / width, j = e0 - gl * width;  // the first float's Gaussian (in the group) and column
+      seen[b] = 0u;
+      dc[b] = 0u;
+      SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
+        grad[b][r] = 0.f;
+        if (r >= in_quad) continue;
+        if (s_seen[gl] != 0u) seen[b] |= 1u << r;
+        if (sh) {
+          const uint32_t k = j / 3u;
+          if (k < p.sh_k_count)
+            grad[b][r] = s_grads[(SPLAT_FUSED_ROW_SH_B + k) * SPLAT_GROUP_SIZE + gl] *
+                         s_grads[(SPLAT_FUSED_ROW_SH_DC + (j - 3u * k)) * SPLAT_GROUP_SIZE + gl];
+          if (j < 3u) dc[b] |= 1u << r;
+        } else {
+          grad[b][r] = s_grads[(row0 + j) * SPLAT_GROUP_SIZE + gl];
+        }
+        if (++j == width) j = 0u, ++gl;
       }
-      if (++j == width) j = 0u, ++gl;
+      // A whole quad's loads now; a partial one (the array's last) in adam_quad.
+      if (seen[b] != 0u && in_quad == 4u) {
+        pv[b] = load_float4(param, quad0 + lq);
+        mv[b] = load_float4(m, quad0 + lq);
+        if (!packed) vv[b] = load_float4(v, quad0 + lq);
+      }
+      if (seen[b] != 0u && in_quad < 4u) adam_quad(p, lr, group, param, m, v, quad0 + lq, in_quad, grad[b], seen[b], dc[b]);
+      if (in_quad < 4u) seen[b] = 0u;
     }
-    if (seen != 0u) adam_quad(p, lr, group, param, m, v, quad0 + lq, in_quad, grad, seen, dc);
+    SPLAT_UNROLL for (uint32_t b = 0; b < SPLAT_FUSED_BATCH; ++b) {
+      if (seen[b] == 0u) continue;
+      const uint32_t q = quad0 + base + b * SPLAT_GROUP_SIZE;
+      adam_quad_registers(p, lr, group, q, grad[b], seen[b], dc[b], pv[b], mv[b], vv[b]);
+      store_float4(param, q, pv[b].x, pv[b].y, pv[b].z, pv[b].w);
+      store_float4(m, q, mv[b].x, mv[b].y, mv[b].z, mv[b].w);
+      if (!packed) store_float4(v, q, vv[b].x, vv[b].y, vv[b].z, vv[b].w);
+    }
   }
 }
 
