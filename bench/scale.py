@@ -4,7 +4,7 @@ image size, with peak memory, one row per (Gaussians, image size).
     python bench/scale.py --backend cuda                       # 300k..6M x 800x800..3840x2160
     python bench/scale.py --backend cpu --gaussians 20000 --sizes 64x64,128x96 --steps 5
     python bench/scale.py --gaussians 1000000 --sizes 800x800 --breakdown   # + GPU ms per ts_* label
-    python bench/scale.py --gaussians 1000000 --compare adam_fusion=off     # A/B: each cell again, ratio
+    python bench/scale.py --gaussians 1000000 --compare kernel_overlap=off  # A/B: each cell again, ratio
 
 A step's cost should grow with its work: the columns `us/1k G` (per thousand
 Gaussians) and `ms/MP` (per megapixel) stay flat along a column when the

@@ -20,7 +20,6 @@ EXPECTED = {
     "pair_sizing": ["device", "readback"],
     "raster_forward_chunks": ["auto", "all", "skip_saturated"],
     "kernel_overlap": ["auto", "off", "programmatic"],
-    "adam_fusion": ["backward", "off"],
     "deterministic": ["false", "true"],
     "timing": ["off", "per_kernel"],
     "profile": ["false", "true"],
@@ -103,7 +102,7 @@ def test_invalid_types_and_fields():
 def test_validate_cpu_warns_for_each_ignored_switch():
     assert splat.BackendConfig().validate("cpu") == []
     non_default = {k: v[1] for k, v in EXPECTED.items()
-                   if k not in ("backend", "deterministic", "timing", "profile", "pair_sizing", "adam_fusion")}
+                   if k not in ("backend", "deterministic", "timing", "profile", "pair_sizing")}
     non_default["kernel_overlap"] = "programmatic"   # "off" is what the cpu does anyway
     for field, value in non_default.items():
         warnings = splat.BackendConfig(**{field: value}).validate("cpu")
@@ -114,9 +113,6 @@ def test_validate_cpu_warns_for_each_ignored_switch():
     assert splat.BackendConfig(deterministic=True).validate("cpu") == []
     assert splat.BackendConfig(pair_sizing="readback").validate("cpu") == []
     assert splat.BackendConfig(kernel_overlap="off").validate("cpu") == []
-    # Adam inside the projection backward or after it: the same bits, so neither warns
-    for value in ("backward", "off"):
-        assert splat.BackendConfig(adam_fusion=value).validate("cpu") == []
 
 
 def test_validate_gpu_backends():
@@ -128,7 +124,6 @@ def test_validate_gpu_backends():
         assert len(w) == 1 and "deterministic" in w[0]
         # overlapped launches: CUDA decides by device; Metal has none, and "off" is what it does
         assert splat.BackendConfig(kernel_overlap="off").validate(backend) == []
-        assert splat.BackendConfig(adam_fusion="off").validate(backend) == []
         w = splat.BackendConfig(kernel_overlap="programmatic").validate(backend)
         assert (w == []) if backend == "cuda" else (len(w) == 1 and "falls back to off" in w[0])
     with pytest.raises(ValueError, match="backend"):

@@ -62,12 +62,12 @@ def test_compare_runs_each_cell_again_and_prints_its_ratio():
     # Each cell once per variant (the default's first), the ratio of its ms to the default's.
     n = int(np.random.default_rng().integers(300, 1500))
     proc = _run("--backend", "cpu", "--gaussians", str(n), "--sizes", "32x24", "--steps", "2", "--warmup", "1",
-                "--compare", "adam_fusion=off")
+                "--compare", "pair_sizing=readback")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("variant"))
     rows = [ln.split() for ln in lines[head + 2:] if ln.strip()]
-    assert [r[0] for r in rows] == ["default", "adam_fusion=off"]
+    assert [r[0] for r in rows] == ["default", "pair_sizing=readback"]
     ms = [float(r[3]) for r in rows]
     np.testing.assert_allclose([float(r[-1]) for r in rows], [1.0, ms[1] / ms[0]], rtol=2e-3, atol=2e-3)
 
@@ -75,7 +75,7 @@ def test_compare_runs_each_cell_again_and_prints_its_ratio():
 @pytest.mark.parametrize("args, says", [(["--sizes", "8x8"], "--sizes"), (["--sizes", "axb"], "--sizes"),
                                         (["--gaussians", "0"], "--gaussians"), (["--gaussians", "x"], "--gaussians"),
                                         (["--steps", "0"], "--steps"), (["--compare", "x=y"], "--compare"),
-                                        (["--compare", "adam_fusion=sideways"], "--compare")])
+                                        (["--compare", "pair_sizing=sideways"], "--compare")])
 def test_usage_errors(args, says):
     proc = _run("--backend", "cpu", *args)
     assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr

@@ -10,8 +10,7 @@ deterministic pair slots) for every backward variant, with the host's
 arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
 C++17 compiler (the one that builds the package) and POSIX ucontext.
 The fused loss's kernels run there too, against the CPU backend's schedule,
-the fused Adam against adam_update element by element, the projection
-backward with Adam folded in against the projection backward then Adam, the binning's
+the fused Adam against adam_update element by element, the binning's
 prefix sum and radix sort against the C++ standard library, the count of
 non-finite parameters against std::isfinite, densification's gather against
 numpy's repeat, and the MCMC strategy's kernels against splat.reference.mcmc."""
@@ -30,7 +29,6 @@ from _scenes import make_rng
 ROOT = os.environ.get("SPLAT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
 ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
-FUSED_ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "fused_adam_check.cpp")
 SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
 EMIT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "emit_check.cpp")
 FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
@@ -299,40 +297,6 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         assert int(got["full_differ"]) == 0, (got, n, share, seed)
         assert int(got["bf16_differ"]) == 0, (got, n, share, seed)
         assert (int(got["unseen"]) == n) if share == 0.0 else 0 < int(got["unseen"]) < n or n < 10, got
-
-
-@pytest.mark.parametrize("deterministic", [0, 1])
-def test_adam_in_the_projection_backward_matches_the_separate_kernels(compiler, tmp_path, deterministic):
-    """project_backward_adam_body (train_fused_adam.h, BackendConfig.adam_fusion =
-    "backward") against project_backward_body then adam_body, as adam_fusion = "off"
-    runs them: every parameter and moment the same bits, float32 and packed bfloat16
-    moments, with and without visible_only, rows of whole quads (stride 16, 4) and
-    not (9, 1), every SH degree, antialiased or not; the 2D-mean gradient the same;
-    a skipped step changes nothing."""
-    exe = compile_check(compiler, [FUSED_ADAM_SOURCE], str(tmp_path / f"fused_adam_check_{deterministic}"),
-                        [f"SPLAT_SPEC_DETERMINISTIC={deterministic}"])
-    rng, seed = make_rng()
-    for n, stride in ((1, 16), (7, 9), (int(rng.integers(200, 600)), 16), (int(rng.integers(30, 300)), 4),
-                      (int(rng.integers(30, 300)), 1)):
-        degree = int(rng.integers(0, 4)) if stride == 16 else {9: 2, 4: 1, 1: 0}[stride]
-        visible = float(rng.uniform(0.3, 1.0))
-        args = [str(int(rng.integers(0, 2 ** 31))), str(n), str(stride), str(degree), f"{visible:.3f}",
-                str(int(rng.integers(0, 2)))]
-        p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
-        assert got["values"] == 3 * n * (11 + 3 * stride), got
-        assert got["skip_changed"] == 0, (got, args, seed)
-        for moments in ("f32", "bf16"):
-            for vis in ("", "_visible"):
-                assert got[f"{moments}{vis}_differ"] == 0, (moments, vis, got, args, seed)
-                assert got[f"{moments}{vis}_means2d_differ"] == 0, (moments, vis, got, args, seed)
-            # Adam moved most parameters (the start's moments alone move every element);
-            # visible_only moved the seen Gaussians' only.
-            assert got[f"{moments}_moved"] >= 0.9 * got["values"] // 3, (moments, got, seed)
-            seen = n - got["unseen"]
-            assert got[f"{moments}_visible_moved"] <= seen * (11 + 3 * stride), (moments, got, seed)
-            assert got[f"{moments}_visible_moved"] >= 0.9 * seen * (11 + 3 * stride), (moments, got, seed)
 
 
 def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):

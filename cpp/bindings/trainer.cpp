@@ -130,14 +130,11 @@ class PyTrainer {
     nb::dict d;
     d["tile_ranges"] = u32(snap.tile_ranges, {snap.tile_ranges.size() / 2, 2});
     d["sorted_gauss"] = u32(snap.sorted_gauss, {snap.sorted_gauss.size()});
-    // Left out when the step stepped Adam in its backward (BackendConfig.adam_fusion).
-    if (snap.grads[0].size() == 3 * n) {
-      d["grad.means"] = float_array(snap.grads[0], {n, 3});
-      d["grad.log_scales"] = float_array(snap.grads[1], {n, 3});
-      d["grad.quats"] = float_array(snap.grads[2], {n, 4});
-      d["grad.opacity_logits"] = float_array(snap.grads[3], {n});
-      d["grad.sh"] = float_array(snap.grads[4], {n, shape.sh_stride, 3});
-    }
+    d["grad.means"] = float_array(snap.grads[0], {n, 3});
+    d["grad.log_scales"] = float_array(snap.grads[1], {n, 3});
+    d["grad.quats"] = float_array(snap.grads[2], {n, 4});
+    d["grad.opacity_logits"] = float_array(snap.grads[3], {n});
+    d["grad.sh"] = float_array(snap.grads[4], {n, shape.sh_stride, 3});
     d["grad.means2d"] = float_array(snap.means2d_grad, {n, 2});
     if (!snap.means2d_abs.empty()) d["grad.means2d_abs"] = float_array(snap.means2d_abs, {n, 2});
     if (!snap.exposure_grad.empty()) d["grad.exposure"] = float_array(snap.exposure_grad, {3, 4});

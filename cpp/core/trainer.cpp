@@ -190,26 +190,12 @@ void Trainer::check_finite() {
 
 void Trainer::train_step(uint32_t t) {
   const TrainSettings& s = settings_;
-  const AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
-                          s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f,
-                          s.visible_adam, seed32()};
-  if (s.mcmc) {  // the regularisers add to the gradients between the backward and Adam
-    forward_backward(t, active_sh_degree(t));
-    step_ = t;
-    device_->adam_step(adam);
-    return;
-  }
-  const uint32_t view = device_view(t, view_for_step(t));
-  float bg[3];
-  step_background(t, bg);
-  device_->train_step(cameras_[view], view, active_sh_degree(t), bg, s.ssim_weight, t < s.densify_until, t, adam);
+  forward_backward(t, active_sh_degree(t));
   step_ = t;
-}
-
-void Trainer::step_background(uint32_t t, float bg[3]) const {
-  const TrainSettings& s = settings_;
-  for (uint32_t c = 0; c < 3; ++c)
-    bg[c] = s.random_background ? random_uniform(random_key(static_cast<uint32_t>(s.seed), t, 0xb6u, c)) : s.background[c];
+  AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
+                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam,
+                    seed32()};
+  device_->adam_step(adam);
 }
 
 void Trainer::train_step_noise(uint32_t t) {
@@ -249,8 +235,11 @@ void Trainer::forward_backward(uint32_t t, uint32_t sh_degree) {
   if (t == 0) throw ConfigError("[trainer] forward_backward: steps count from 1");
   const TrainSettings& s = settings_;
   const uint32_t view = device_view(t, view_for_step(t));
-  float bg[3];
-  step_background(t, bg);
+  float bg[3] = {s.background[0], s.background[1], s.background[2]};
+  if (s.random_background) {
+    const uint32_t seed = static_cast<uint32_t>(s.seed);
+    for (uint32_t c = 0; c < 3; ++c) bg[c] = random_uniform(random_key(seed, t, 0xb6u, c));
+  }
   const bool densifying = !s.mcmc && t < s.densify_until;
   device_->train_forward_backward(cameras_[view], view, sh_degree, bg, s.ssim_weight, densifying, t);
   if (s.mcmc)

@@ -95,7 +95,7 @@ Pipeline GpuDevice::pipeline(Kernel k) {
   if (!p) {
     Specialization spec;
     if (k == Kernel::RasterizeBackward) spec = backward_spec_;
-    if (k == Kernel::ProjectBackward || k == Kernel::ProjectBackwardAdam) spec = project_backward_spec_;
+    if (k == Kernel::ProjectBackward) spec = project_backward_spec_;
     p = launcher_->pipeline(k, spec);
   }
   return p;
@@ -368,8 +368,7 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   have_forward_ = true;
 }
 
-void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out,
-                              const AdamParams* adam) {
+void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out) {
   const size_t n = num_gaussians_;
   const bool det = config_.deterministic;
   const bool absgrad = abs_out.handle != 0;
@@ -407,22 +406,8 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
   }
   end(TimingLabel::BackwardRaster);
 
-  const ParamRefs& p = forward_params_;
-  if (adam) {
-    begin(TimingLabel::ProjectBackAdam);
-    const int v0 = adam->bf16_moments ? kM0 : kV0;  // not read when packed
-    launch(Kernel::ProjectBackwardAdam, div_up(n, kGroup),
-           {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::value(*adam), KernelArg::buf(p.p[0]),
-            KernelArg::buf(p.p[1]), KernelArg::buf(p.p[2]), KernelArg::buf(p.p[3]), KernelArg::buf(p.p[4]),
-            KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kRadius)), KernelArg::buf(acc),
-            KernelArg::buf(ref(kPairRanges)), KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)),
-            KernelArg::buf(ref(kM0 + 2)), KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)),
-            KernelArg::buf(ref(v0)), KernelArg::buf(ref(v0 + 1)), KernelArg::buf(ref(v0 + 2)),
-            KernelArg::buf(ref(v0 + 3)), KernelArg::buf(ref(v0 + 4)), KernelArg::buf(out[5])});
-    end(TimingLabel::ProjectBackAdam);
-    return;
-  }
   begin(TimingLabel::ProjectBack);
+  const ParamRefs& p = forward_params_;
   BufferRef factors = ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),

@@ -43,9 +43,6 @@ class GpuDevice final : public Device {
   size_t num_gaussians() const override { return count_; }
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
                               float ssim_weight, bool track_stats, uint32_t step) override;
-  // With adam_fusion = backward, Adam runs in the projection backward.
-  void train_step(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
-                  float ssim_weight, bool track_stats, uint32_t step, const AdamSettings& adam) override;
   float last_loss() override;
   // Data-parallel training: host copies (the SH gradient expanded; once set, Adam reads it in full).
   void get_gradients(std::vector<float> (&grads)[5]) override;
@@ -168,18 +165,7 @@ class GpuDevice final : public Device {
   // expanded into out[4] only when that has a buffer.
   // With abs_out (a buffer: [n, 2]) it also sums each pixel's |d mean2d|
   // there (the absgrad specialization of the backward rasterization).
-  // With `adam` (a training step on the resident state) the projection
-  // backward steps Adam itself (train_fused_adam.h): only out[5] is written.
-  void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out = {},
-                     const AdamParams* adam = nullptr);
-  // train_forward_backward under the lock; with fused_adam, Adam in the backward.
-  void forward_backward_locked(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
-                               float ssim_weight, bool track_stats, uint32_t step, const AdamParams* fused_adam);
-  // The Adam kernel's parameters for `s` on the resident state.
-  AdamParams adam_params(const AdamSettings& s, bool sh_grad_full) const;
-  // adam_step under the lock: the parameter groups' step (unless `params` is
-  // false: the backward took it) and the exposure corrections'.
-  void adam_locked(const AdamSettings& s, bool params);
+  void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out = {});
   // Submits; waits only when `sync` or when timing (then records ts_*).
   void finish_op(bool sync);
   ParamRefs state_params() const;
@@ -277,9 +263,6 @@ class GpuDevice final : public Device {
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
   bool sh_grad_full_ = false;     // set_gradients gave the SH gradient in full (kGrad0 + 4), not factored
-  // The last step's parameter gradients are in memory (false after a train_step
-  // with Adam in its backward: BackendConfig.adam_fusion).
-  bool step_gradients_stored_ = true;
   std::vector<uint32_t> scan_offsets_;  // scanned_total's read-back (grow-only)
 };
 

@@ -14,8 +14,6 @@ namespace splat::gpu {
 
 void GpuDevice::get_gradients(std::vector<float> (&grads)[5]) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!step_gradients_stored_)
-    throw BackendError("[gpu] get_gradients: the last step applied Adam in its backward and stored no gradients");
   const size_t n = count_;
   begin(TimingLabel::Readback);
   ensure_full_sh_grad();  // as set_gradients gives it back (Adam then reads it so)
@@ -40,7 +38,6 @@ void GpuDevice::set_gradients(const std::vector<float> (&grads)[5]) {
     if (n) launcher_->upload(ensure(kGrad0 + a, 4 * grads[a].size(), true), grads[a].data(), 4 * grads[a].size());
   end(TimingLabel::Upload);
   sh_grad_full_ = true;
-  step_gradients_stored_ = true;
   finish_op(false);
 }
 

@@ -296,28 +296,6 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
                                        const float background[3], float ssim_weight, bool track_stats,
                                        uint32_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
-  forward_backward_locked(cam, view, sh_degree, background, ssim_weight, track_stats, step, nullptr);
-}
-
-void GpuDevice::train_step(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
-                           float ssim_weight, bool track_stats, uint32_t step, const AdamSettings& adam) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (config_.adam_fusion == AdamFusion::Off) {
-    forward_backward_locked(cam, view, sh_degree, background, ssim_weight, track_stats, step, nullptr);
-    adam_locked(adam, true);
-    return;
-  }
-  // The parameter groups' Adam inside the projection backward (its SH degree
-  // is this step's); the exposure corrections' after it, as adam_step's.
-  train_sh_degree_ = sh_degree;
-  const AdamParams p = adam_params(adam, false);
-  forward_backward_locked(cam, view, sh_degree, background, ssim_weight, track_stats, step, &p);
-  adam_locked(adam, false);
-}
-
-void GpuDevice::forward_backward_locked(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
-                                        const float background[3], float ssim_weight, bool track_stats, uint32_t step,
-                                        const AdamParams* fused_adam) {
   if (view >= images_.views.size() || cam.width != images_.views[view].width ||
       cam.height != images_.views[view].height)
     throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
@@ -385,7 +363,7 @@ void GpuDevice::forward_backward_locked(const CameraParams& cam, uint32_t view, 
                              ref(kGrad0 + 3), BufferRef{}, ref(kGradMeans2d)};
   // absgrad: the statistic reads the summed absolute gradient instead.
   const bool absgrad = options_.absgrad && track_stats;
-  backward_pass(d_image, nullptr, outs, absgrad ? ref(kMeans2dAbs) : BufferRef{}, fused_adam);
+  backward_pass(d_image, nullptr, outs, absgrad ? ref(kMeans2dAbs) : BufferRef{});
   last_absgrad_ = absgrad;
   train_sh_degree_ = sh_degree;
 
@@ -400,8 +378,7 @@ void GpuDevice::forward_backward_locked(const CameraParams& cam, uint32_t view, 
   have_forward_ = false;  // the numpy backward needs its own forward
   have_loss_ = true;
   have_train_step_ = true;
-  step_gradients_stored_ = fused_adam == nullptr;
-  if (!fused_adam) finish_op(false);  // the fused step finishes after the exposure's Adam
+  finish_op(false);
 }
 
 void GpuDevice::ensure_full_sh_grad() {
@@ -422,12 +399,6 @@ float GpuDevice::last_loss() {
 
 void GpuDevice::adam_step(const AdamSettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!step_gradients_stored_)
-    throw BackendError("[gpu] adam_step: the last step applied Adam already (its gradients were not stored)");
-  adam_locked(s, true);
-}
-
-AdamParams GpuDevice::adam_params(const AdamSettings& s, bool sh_grad_full) const {
   const size_t n = count_;
   AdamParams p{};
   p.count = static_cast<uint32_t>(n);
@@ -445,29 +416,15 @@ AdamParams GpuDevice::adam_params(const AdamSettings& s, bool sh_grad_full) cons
   p.rsqrt_bias2 = adam_rsqrt_bias2(bias2);
   p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
   p.visible_only = s.visible_only ? 1u : 0u;
-  p.sh_grad_full = sh_grad_full ? 1u : 0u;
+  p.sh_grad_full = sh_grad_full_ ? 1u : 0u;
   p.bf16_moments = options_.bf16_moments ? 1u : 0u;
   p.moment_key = adam_moment_key(s.moment_seed, s.step);
+  const int v0 = options_.bf16_moments ? kM0 : kV0;  // not read when packed
   if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
     throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
-  return p;
-}
-
-void GpuDevice::adam_locked(const AdamSettings& s, bool params) {
-  const AdamParams p = adam_params(s, sh_grad_full_);
-  const float bias1 = s.bias_correction(s.beta1), bias2 = s.bias_correction(s.beta2);
-  const int v0 = options_.bf16_moments ? kM0 : kV0;  // not read when packed
   const size_t total = adam_quads(p.count, p.sh_width);
-  // Every view's correction steps (zero gradient but the last step's view's,
-  // or every view's that set_exposure_gradients gave).
-  const bool exposure = options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_);
-  if (!params && !exposure) {
-    finish_op(false);
-    return;
-  }
   begin(TimingLabel::Adam);
-  if (params)
-    launch(Kernel::Adam, div_up(total, kGroup),
+  launch(Kernel::Adam, div_up(total, kGroup),
          {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
           KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
           KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
@@ -476,7 +433,9 @@ void GpuDevice::adam_locked(const AdamSettings& s, bool params) {
           KernelArg::buf(ref(v0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
           KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
           KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius))});
-  if (exposure) {
+  if (options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_)) {
+    // Every view's correction steps (zero gradient but the last step's view's,
+    // or every view's that set_exposure_gradients gave).
     ExposureParams xp{};
     xp.view = static_cast<uint32_t>(exposure_view_);
     xp.all_views = exposure_grad_views_set_ ? 1u : 0u;
@@ -641,14 +600,10 @@ bool GpuDevice::debug_snapshot(DebugSnapshot& out) {
   out.sorted_gauss.resize(num_pairs_);
   if (tiles) launcher_->download(out.tile_ranges.data(), ref(kRanges), 8 * tiles);
   if (num_pairs_) launcher_->download(out.sorted_gauss.data(), ref(sorted_in_b_ ? kValsB : kValsA), 4 * num_pairs_);
-  // A step with Adam in its backward stored no parameter gradients: none to give.
-  for (int a = 0; a < 5; ++a) out.grads[a].clear();
-  if (step_gradients_stored_) {
-    ensure_full_sh_grad();
-    for (int a = 0; a < 5; ++a) {
-      out.grads[a].resize(n * param_width(a, sh_stride_));
-      if (n) launcher_->download(out.grads[a].data(), ref(kGrad0 + a), 4 * out.grads[a].size());
-    }
+  ensure_full_sh_grad();
+  for (int a = 0; a < 5; ++a) {
+    out.grads[a].resize(n * param_width(a, sh_stride_));
+    if (n) launcher_->download(out.grads[a].data(), ref(kGrad0 + a), 4 * out.grads[a].size());
   }
   out.means2d_grad.resize(2 * n);
   if (n) launcher_->download(out.means2d_grad.data(), ref(kGradMeans2d), 8 * n);

@@ -15,8 +15,6 @@ namespace splat::gpu {
 enum class Kernel : uint8_t {
   ProjectForward,
   ProjectBackward,
-  // The training step's projection backward with Adam folded in (train_fused_adam.h).
-  ProjectBackwardAdam,
   ExpandShGrad,
   ScanBlockSums,
   ScanRows,

@@ -131,11 +131,6 @@ SPLAT_FUNC float sh_factor_grad(SPLAT_DEVICE_MEM const float* f, uint32_t k, uin
   return k < k_count ? f[k] * f[SPLAT_MAX_SH_COEFFS + c] : 0.f;
 }
 
-// The same product from factors held in registers (k below the active count).
-SPLAT_FUNC float sh_factor_grad_at(SPLAT_THREAD const ShGradFactors& f, uint32_t k, uint32_t c) {
-  return f.b[k] * (c == 0u ? f.dc.x : c == 1u ? f.dc.y : f.dc.z);
-}
-
 // Backward of sh_color: the SH gradient's factors, and dL/d mean through the
 // view direction (returned).
 SPLAT_FUNC vec3 sh_color_backward(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh,

@@ -1,9 +1,7 @@
-// CUDA entry points (NVRTC): projection + SH backward per Gaussian (alone, or
-// with the training step's Adam folded in), and the SH gradient's expansion
-// from its factors.
+// CUDA entry points (NVRTC): projection + SH backward per Gaussian, and the
+// SH gradient's expansion from its factors.
 // Specialization: SPLAT_SPEC_DETERMINISTIC.
 #include "project.h"
-#include "train_fused_adam.h"
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_project_backward(CameraParams cam, RasterParams rp, const float* means, const float* log_scales,
@@ -12,20 +10,6 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                            float* d_quats, float* d_opacity_logits, float* sh_factors, float* d_means2d) {
   project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, pair_ranges,
                         d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
-}
-
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_project_backward_adam(CameraParams cam, RasterParams rp, AdamParams p, float* means, float* log_scales,
-                                float* quats, float* opacity, float* sh, const SplatRecord* records,
-                                const int32_t* radius, const float* accum, const uint32_t* pair_ranges,
-                                float* m_means, float* m_log_scales, float* m_quats, float* m_opacity, float* m_sh,
-                                float* v_means, float* v_log_scales, float* v_quats, float* v_opacity, float* v_sh,
-                                float* d_means2d) {
-  SPLAT_TG_ARRAY(float, s_grads, SPLAT_FUSED_GRAD_ROWS * SPLAT_GROUP_SIZE);
-  SPLAT_TG_ARRAY(uint32_t, s_seen, SPLAT_GROUP_SIZE);
-  project_backward_adam_body(SPLAT_THREAD_CTX(), cam, rp, p, means, log_scales, quats, opacity, sh, records, radius,
-                             accum, pair_ranges, m_means, m_log_scales, m_quats, m_opacity, m_sh, v_means,
-                             v_log_scales, v_quats, v_opacity, v_sh, d_means2d, s_grads, s_seen);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -73,54 +73,10 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   store_float4(r, 3u * i + 2u, color.z, pg.depth, sigmoid_opacity, 0.f);
 }
 
-// The gradients of a seen Gaussian's parameters (radius > 0), from its
-// accumulated blend gradients: accum[9 i ..] (atomics), or, deterministic, the
-// sum of its pairs' partial gradients pair_grad[9 e ..] over its emission
-// range (pair_ranges, tile_bin.h), in order. The SH gradient as its factors
-// (sh.h). The projection backward stores them; the training step's fused
-// kernel (train_fused_adam.h) steps Adam with them instead.
-struct GaussianGrads {
-  vec3 mean, log_scale;
-  float quat[4];
-  float opacity_logit;
-  ShGradFactors sh;
-  vec2 mean2d;
-};
-
-SPLAT_FUNC GaussianGrads gaussian_grads(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
-                                        SPLAT_DEVICE_MEM const float* means, SPLAT_DEVICE_MEM const float* log_scales,
-                                        SPLAT_DEVICE_MEM const float* quats, SPLAT_DEVICE_MEM const float* sh,
-                                        SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM const float* accum,
-                                        SPLAT_DEVICE_MEM const uint32_t* pair_ranges, uint32_t i) {
-  float s[SPLAT_PAIR_GRAD];
-  for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = 0.f;
-  if (SPLAT_SPEC_DETERMINISTIC) {
-    // Per pair (emission index e < 2^31): 9 e in 64 bits.
-    for (uint32_t e = pair_ranges[2 * i]; e < pair_ranges[2 * i] + pair_ranges[2 * i + 1]; ++e)
-      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] += accum[(uint64_t)SPLAT_PAIR_GRAD * e + c];
-  } else {
-    for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = accum[SPLAT_PAIR_GRAD * i + c];
-  }
-  GaussianGrads g;
-  vec3 mean = load_vec3(means, i);
-  ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, sh_num_coeffs((int)rp.sh_degree));
-  vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, mean, camera_center(cam), coeffs,
-                                        make_vec3(s[6], s[7], s[8]), g.sh);
-  ProjectionGrads pg = project_gaussian_backward(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
-                                                 quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
-                                                 make_vec3(s[2], s[3], s[4]),
-                                                 rp.antialiased != 0u ? s[5] * records[i].sigmoid_opacity : 0.f);
-  g.mean = pg.mean + d_mean_color;
-  g.log_scale = pg.log_scale;
-  for (uint32_t c = 0; c < 4u; ++c) g.quat[c] = pg.quat[c];
-  // opacity = k sigmoid(logit): d/dlogit = k sigmoid (1 - sigmoid) = opacity (1 - sigmoid).
-  g.opacity_logit = s[5] * records[i].opacity * (1.f - records[i].sigmoid_opacity);
-  g.mean2d = make_vec2(s[0], s[1]);
-  return g;
-}
-
-// Gradients of every parameter of Gaussian i (gaussian_grads; zeros for an
-// unseen one). The SH gradient leaves as its factors,
+// Gradients of every parameter of Gaussian i from its accumulated blend
+// gradients: accum[9 i ..] (atomics), or, deterministic, the sum of its pairs'
+// partial gradients pair_grad[9 e ..] over its emission range (pair_ranges,
+// tile_bin.h), in order. The SH gradient leaves as its factors,
 // sh_factors[SPLAT_SH_FACTOR_FLOATS i ..] (sh.h), in 16-byte quads.
 #define SPLAT_SH_FACTOR_QUADS (SPLAT_SH_FACTOR_FLOATS / 4)
 SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
@@ -145,18 +101,37 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
     d_means2d[2 * i + 1] = 0.f;
     return;
   }
-  const GaussianGrads g = gaussian_grads(cam, rp, means, log_scales, quats, sh, records, accum, pair_ranges, i);
+  float s[SPLAT_PAIR_GRAD];
+  for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = 0.f;
+  if (SPLAT_SPEC_DETERMINISTIC) {
+    // Per pair (emission index e < 2^31): 9 e in 64 bits.
+    for (uint32_t e = pair_ranges[2 * i]; e < pair_ranges[2 * i] + pair_ranges[2 * i + 1]; ++e)
+      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] += accum[(uint64_t)SPLAT_PAIR_GRAD * e + c];
+  } else {
+    for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = accum[SPLAT_PAIR_GRAD * i + c];
+  }
+  vec3 mean = load_vec3(means, i);
+  ShGradFactors f;
+  ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, sh_num_coeffs((int)rp.sh_degree));
+  vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, mean, camera_center(cam), coeffs,
+                                        make_vec3(s[6], s[7], s[8]), f);
   // Vector stores: b in quads 0..3, then (dc, 0).
   SPLAT_UNROLL for (uint32_t q = 0; q < SPLAT_MAX_SH_COEFFS / 4; ++q)
-    store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + q, g.sh.b[4 * q], g.sh.b[4 * q + 1], g.sh.b[4 * q + 2],
-                 g.sh.b[4 * q + 3]);
-  store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + SPLAT_MAX_SH_COEFFS / 4, g.sh.dc.x, g.sh.dc.y, g.sh.dc.z, 0.f);
-  store_vec3(d_means, i, g.mean);
-  store_vec3(d_log_scales, i, g.log_scale);
-  for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = g.quat[c];
-  d_opacity_logits[i] = g.opacity_logit;
-  d_means2d[2 * i] = g.mean2d.x;
-  d_means2d[2 * i + 1] = g.mean2d.y;
+    store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + q, f.b[4 * q], f.b[4 * q + 1], f.b[4 * q + 2],
+                 f.b[4 * q + 3]);
+  store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + SPLAT_MAX_SH_COEFFS / 4, f.dc.x, f.dc.y, f.dc.z, 0.f);
+  ProjectionGrads pg = project_gaussian_backward(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
+                                                 quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
+                                                 make_vec3(s[2], s[3], s[4]),
+                                                 rp.antialiased != 0u ? s[5] * records[i].sigmoid_opacity : 0.f);
+  store_vec3(d_means, i, pg.mean + d_mean_color);
+  store_vec3(d_log_scales, i, pg.log_scale);
+  for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = pg.quat[c];
+  // opacity = k sigmoid(logit): d/dlogit = k sigmoid (1 - sigmoid) = opacity (1 - sigmoid).
+  float o = records[i].opacity;
+  d_opacity_logits[i] = s[5] * o * (1.f - records[i].sigmoid_opacity);
+  d_means2d[2 * i] = s[0];
+  d_means2d[2 * i + 1] = s[1];
 }
 
 // The SH gradient d_sh[n, stride, 3] expanded from its factors, for callers

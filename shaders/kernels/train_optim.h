@@ -7,89 +7,6 @@
 #include "sh.h"
 #include "simt_util.h"
 
-// Adam on a whole quad held in registers: pv the parameters, mv the first
-// moments (packed: both moments' words) and vv the second (unused packed),
-// gradients grad[0..3]; float r steps where bit r of `seen` is set, at
-// p.step_sh_dc where bit r of `dc` is, else at `lr`. q: the quad's index in
-// its group's flat arrays (the packed moments' rounding noise, with `group`:
-// adam_group_key's numbering). Two paths, packed and float32, each written
-// out for the whole quad: one path over register arrays for both formats (48
-// registers against 38) measured 9% slower at 3.1M Gaussians on an H200
-// (docs/gpu.md, "bfloat16 moments").
-SPLAT_FUNC void adam_quad_registers(SPLAT_CONST_MEM const AdamParams& p, float lr, uint32_t group, uint32_t q,
-                                    SPLAT_THREAD const float* grad, uint32_t seen, uint32_t dc,
-                                    SPLAT_THREAD vec4& pv, SPLAT_THREAD vec4& mv, SPLAT_THREAD vec4& vv) {
-  AdamStep step;
-  step.beta1 = p.beta1;
-  step.beta2 = p.beta2;
-  step.eps = p.eps;
-  step.rsqrt_bias2 = p.rsqrt_bias2;
-  if (p.bf16_moments != 0u) {
-    const uint32_t quad_noise = adam_quad_noise(adam_group_key(p.moment_key, group), q);
-    uint32_t w0 = sp_float_bits(mv.x), w1 = sp_float_bits(mv.y), w2 = sp_float_bits(mv.z), w3 = sp_float_bits(mv.w);
-    step.step_size = (dc & 1u) != 0u ? p.step_sh_dc : lr;
-    if ((seen & 1u) != 0u) adam_update_bf16(step, grad[0], pv.x, w0, adam_lane_noise(quad_noise, 0u));
-    step.step_size = (dc & 2u) != 0u ? p.step_sh_dc : lr;
-    if ((seen & 2u) != 0u) adam_update_bf16(step, grad[1], pv.y, w1, adam_lane_noise(quad_noise, 1u));
-    step.step_size = (dc & 4u) != 0u ? p.step_sh_dc : lr;
-    if ((seen & 4u) != 0u) adam_update_bf16(step, grad[2], pv.z, w2, adam_lane_noise(quad_noise, 2u));
-    step.step_size = (dc & 8u) != 0u ? p.step_sh_dc : lr;
-    if ((seen & 8u) != 0u) adam_update_bf16(step, grad[3], pv.w, w3, adam_lane_noise(quad_noise, 3u));
-    mv = make_vec4(sp_bits_float(w0), sp_bits_float(w1), sp_bits_float(w2), sp_bits_float(w3));
-    return;
-  }
-  step.step_size = (dc & 1u) != 0u ? p.step_sh_dc : lr;
-  if ((seen & 1u) != 0u) adam_update(step, grad[0], pv.x, mv.x, vv.x);
-  step.step_size = (dc & 2u) != 0u ? p.step_sh_dc : lr;
-  if ((seen & 2u) != 0u) adam_update(step, grad[1], pv.y, mv.y, vv.y);
-  step.step_size = (dc & 4u) != 0u ? p.step_sh_dc : lr;
-  if ((seen & 4u) != 0u) adam_update(step, grad[2], pv.z, mv.z, vv.z);
-  step.step_size = (dc & 8u) != 0u ? p.step_sh_dc : lr;
-  if ((seen & 8u) != 0u) adam_update(step, grad[3], pv.w, mv.w, vv.w);
-}
-
-// Adam for quad q (floats 4 q .. 4 q + count - 1, count <= 4) of one group's
-// flat arrays, with gradients grad[0 .. count) (adam_quad_registers' rules).
-// A whole quad is read and written with 16-byte vector accesses, a partial
-// one element by element.
-SPLAT_FUNC void adam_quad(SPLAT_CONST_MEM const AdamParams& p, float lr, uint32_t group, SPLAT_DEVICE_MEM float* param,
-                          SPLAT_DEVICE_MEM float* m, SPLAT_DEVICE_MEM float* v, uint32_t q, uint32_t count,
-                          SPLAT_THREAD const float* grad, uint32_t seen, uint32_t dc) {
-  const bool packed = p.bf16_moments != 0u;
-  if (count == 4u) {
-    vec4 pv = load_float4(param, q), mv = load_float4(m, q), vv = make_vec4(0.f, 0.f, 0.f, 0.f);
-    if (!packed) vv = load_float4(v, q);
-    adam_quad_registers(p, lr, group, q, grad, seen, dc, pv, mv, vv);
-    store_float4(param, q, pv.x, pv.y, pv.z, pv.w);
-    store_float4(m, q, mv.x, mv.y, mv.z, mv.w);
-    if (!packed) store_float4(v, q, vv.x, vv.y, vv.z, vv.w);
-    return;
-  }
-  AdamStep step;
-  step.beta1 = p.beta1;
-  step.beta2 = p.beta2;
-  step.eps = p.eps;
-  step.rsqrt_bias2 = p.rsqrt_bias2;
-  const uint32_t e0 = 4u * q, quad_noise = packed ? adam_quad_noise(adam_group_key(p.moment_key, group), q) : 0u;
-  SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
-    if ((seen >> r & 1u) == 0u) continue;
-    const uint32_t e = e0 + r;
-    float pe = param[e];
-    step.step_size = (dc >> r & 1u) != 0u ? p.step_sh_dc : lr;
-    if (packed) {
-      uint32_t we = sp_float_bits(m[e]);
-      adam_update_bf16(step, grad[r], pe, we, adam_lane_noise(quad_noise, r));
-      m[e] = sp_bits_float(we);
-    } else {
-      float me = m[e], ve = v[e];
-      adam_update(step, grad[r], pe, me, ve);
-      m[e] = me;
-      v[e] = ve;
-    }
-    param[e] = pe;
-  }
-}
-
 // One thread per quad (4 floats) of each parameter group in turn (adam_quads,
 // params.h), all in one dispatch. A whole quad is read and written with
 // 16-byte vector accesses, the arithmetic done in the loaded registers; a
@@ -169,15 +86,77 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
     }
   }
   if (seen == 0u) return;
-  if (!factored) {  // the group's own gradient array
+  AdamStep step;
+  step.beta1 = p.beta1;
+  step.beta2 = p.beta2;
+  step.eps = p.eps;
+  step.rsqrt_bias2 = p.rsqrt_bias2;
+  // Two paths, packed and float32, each written out for the whole quad: one path
+  // over register arrays for both formats (48 registers against 38) measured
+  // 9% slower at 3.1M Gaussians on an H200 (docs/gpu.md, "bfloat16 moments").
+  if (p.bf16_moments != 0u) {
+    const uint32_t quad_noise = adam_quad_noise(adam_group_key(p.moment_key, group), q);
     if (count == 4u) {
+      vec4 pv = load_float4(param, q), wv = load_float4(m, q);
+      if (!factored) {
+        const vec4 gv = load_float4(g, q);
+        grad[0] = gv.x, grad[1] = gv.y, grad[2] = gv.z, grad[3] = gv.w;
+      }
+      uint32_t w0 = sp_float_bits(wv.x), w1 = sp_float_bits(wv.y), w2 = sp_float_bits(wv.z),
+               w3 = sp_float_bits(wv.w);
+      step.step_size = (dc & 1u) != 0u ? p.step_sh_dc : lr;
+      if ((seen & 1u) != 0u) adam_update_bf16(step, grad[0], pv.x, w0, adam_lane_noise(quad_noise, 0u));
+      step.step_size = (dc & 2u) != 0u ? p.step_sh_dc : lr;
+      if ((seen & 2u) != 0u) adam_update_bf16(step, grad[1], pv.y, w1, adam_lane_noise(quad_noise, 1u));
+      step.step_size = (dc & 4u) != 0u ? p.step_sh_dc : lr;
+      if ((seen & 4u) != 0u) adam_update_bf16(step, grad[2], pv.z, w2, adam_lane_noise(quad_noise, 2u));
+      step.step_size = (dc & 8u) != 0u ? p.step_sh_dc : lr;
+      if ((seen & 8u) != 0u) adam_update_bf16(step, grad[3], pv.w, w3, adam_lane_noise(quad_noise, 3u));
+      store_float4(param, q, pv.x, pv.y, pv.z, pv.w);
+      store_float4(m, q, sp_bits_float(w0), sp_bits_float(w1), sp_bits_float(w2), sp_bits_float(w3));
+      return;
+    }
+    SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
+      if ((seen >> r & 1u) == 0u) continue;
+      const uint32_t e = e0 + r;
+      float pe = param[e];
+      uint32_t we = sp_float_bits(m[e]);
+      step.step_size = (dc >> r & 1u) != 0u ? p.step_sh_dc : lr;
+      adam_update_bf16(step, factored ? grad[r] : g[e], pe, we, adam_lane_noise(quad_noise, r));
+      param[e] = pe;
+      m[e] = sp_bits_float(we);
+    }
+    return;
+  }
+  if (count == 4u) {
+    vec4 pv = load_float4(param, q), mv = load_float4(m, q), vv = load_float4(v, q);
+    if (!factored) {
       const vec4 gv = load_float4(g, q);
       grad[0] = gv.x, grad[1] = gv.y, grad[2] = gv.z, grad[3] = gv.w;
-    } else {
-      SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) grad[r] = r < count ? g[e0 + r] : 0.f;
     }
+    step.step_size = (dc & 1u) != 0u ? p.step_sh_dc : lr;
+    if ((seen & 1u) != 0u) adam_update(step, grad[0], pv.x, mv.x, vv.x);
+    step.step_size = (dc & 2u) != 0u ? p.step_sh_dc : lr;
+    if ((seen & 2u) != 0u) adam_update(step, grad[1], pv.y, mv.y, vv.y);
+    step.step_size = (dc & 4u) != 0u ? p.step_sh_dc : lr;
+    if ((seen & 4u) != 0u) adam_update(step, grad[2], pv.z, mv.z, vv.z);
+    step.step_size = (dc & 8u) != 0u ? p.step_sh_dc : lr;
+    if ((seen & 8u) != 0u) adam_update(step, grad[3], pv.w, mv.w, vv.w);
+    store_float4(param, q, pv.x, pv.y, pv.z, pv.w);
+    store_float4(m, q, mv.x, mv.y, mv.z, mv.w);
+    store_float4(v, q, vv.x, vv.y, vv.z, vv.w);
+    return;
   }
-  adam_quad(p, lr, group, param, m, v, q, count, grad, seen, dc);
+  SPLAT_UNROLL for (uint32_t r = 0; r < 4u; ++r) {
+    if ((seen >> r & 1u) == 0u) continue;
+    const uint32_t e = e0 + r;
+    float pe = param[e], me = m[e], ve = v[e];
+    step.step_size = (dc >> r & 1u) != 0u ? p.step_sh_dc : lr;
+    adam_update(step, factored ? grad[r] : g[e], pe, me, ve);
+    param[e] = pe;
+    m[e] = me;
+    v[e] = ve;
+  }
 }
 
 // Densification statistics of the last backward: for every Gaussian visible

@@ -23,9 +23,6 @@ enum class RasterForwardChunks : uint8_t { Auto, All, SkipSaturated };
 enum class Timing : uint8_t { Off, PerKernel };
 // Auto: programmatic where the CUDA device and the compiled kernels allow it.
 enum class KernelOverlap : uint8_t { Auto, Off, Programmatic };
-// Backward: a training step's Adam runs inside its projection backward (GPU; the
-// same bits as Off, a separate kernel after it).
-enum class AdamFusion : uint8_t { Backward, Off };
 
 struct BackendConfig {
   Backend backend = Backend::Auto;
@@ -41,7 +38,6 @@ struct BackendConfig {
   PairSizing pair_sizing = PairSizing::Device;
   RasterForwardChunks raster_forward_chunks = RasterForwardChunks::Auto;
   KernelOverlap kernel_overlap = KernelOverlap::Auto;
-  AdamFusion adam_fusion = AdamFusion::Backward;
   bool deterministic = false;
   Timing timing = Timing::Off;
   bool profile = false;

@@ -97,15 +97,6 @@ class Device {
   virtual float last_loss() = 0;
   // One fused Adam step over every parameter group.
   virtual void adam_step(const AdamSettings& settings) = 0;
-  // train_forward_backward, then adam_step: the Trainer's plain step. A
-  // backend may fold Adam into the backward (GPU, BackendConfig.adam_fusion):
-  // the same parameters and moments, but the step's parameter gradients are
-  // then never stored (debug_snapshot leaves them out).
-  virtual void train_step(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
-                          float ssim_weight, bool track_stats, uint32_t step, const AdamSettings& adam) {
-    train_forward_backward(cam, view, sh_degree, background, ssim_weight, track_stats, step);
-    adam_step(adam);
-  }
   // Clone / split / prune in place (parameters and moments), resets the
   // statistics. Returns the counts (the one host round trip of a step).
   virtual DensifyResult densify(const DensifySettings& settings) = 0;

@@ -170,8 +170,6 @@ class Trainer {
   std::vector<TrainingImage> downscaled_views(const std::vector<TrainingImage>& images);
   // The device's view of step t.
   uint32_t device_view(uint32_t t, uint32_t view) const;
-  // Step t's background: the configured colour, or random per step.
-  void step_background(uint32_t t, float bg[3]) const;
 
   std::unique_ptr<Device> device_;
   TrainSettings settings_;

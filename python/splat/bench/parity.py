@@ -48,13 +48,8 @@ def _derived_gradients(before: dict, after: dict, beta1: float) -> dict:
 def float32_moments(setup: Setup) -> Setup:
     """`setup` with Adam's moments in float32: without a debug snapshot the
     gradients are recovered from the first moment, which bfloat16 would round
-    to 2^-8 of itself. And with Adam after the backward (adam_fusion = "off"),
-    so that a GPU step stores the gradients its snapshot compares (the same
-    parameters either way)."""
-    from .. import BackendConfig
-    backend = BackendConfig({**setup.backend.to_dict(), "adam_fusion": "off"})
-    return dataclasses.replace(setup, backend=backend,
-                               train_overrides={**setup.train_overrides, "adam_moments": "float32"})
+    to 2^-8 of itself."""
+    return dataclasses.replace(setup, train_overrides={**setup.train_overrides, "adam_moments": "float32"})
 
 
 def _parity_step(ckpt: Checkpoint, setup: Setup) -> dict:
