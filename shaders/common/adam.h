@@ -34,7 +34,7 @@ SPLAT_FUNC void adam_update(AdamStep a, float grad, SPLAT_THREAD float& param, S
                             SPLAT_THREAD float& v) {
   m = a.beta1 * m + (1.f - a.beta1) * grad;
   v = a.beta2 * v + (1.f - a.beta2) * grad * grad;
-  param -= a.step_size * m / (sp_sqrt(v) * a.rsqrt_bias2 + a.eps);
+  param -= sp_adam_quotient(a.step_size * m, v, a.rsqrt_bias2, a.eps);
 }
 
 // train.adam_moments = "bfloat16": an element's two moments in one 32-bit

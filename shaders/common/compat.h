@@ -204,6 +204,27 @@ SPLAT_FUNC float sp_fma(float a, float b, float c) { return fmaf(a, b, c); }
 SPLAT_FUNC float sp_fma(float a, float b, float c) { return a * b + c; }
 #endif
 #endif
+// Adam's step size over sqrt(v) + eps (adam.h): on CUDA the hardware square
+// root and reciprocal (sqrt.approx, rcp.approx: about an ulp each; denormal
+// moments flushed, which moves a step by far less than it rounds), where the
+// IEEE square root and division made the Adam kernel bound by its arithmetic
+// rather than its memory; elsewhere the exact operations (SPLAT_ADAM_EXACT=1,
+// an NVRTC define, restores them on CUDA: the A/B).
+#ifndef SPLAT_ADAM_EXACT
+#define SPLAT_ADAM_EXACT 0
+#endif
+#if defined(SPLAT_TARGET_CUDA) && !SPLAT_ADAM_EXACT
+SPLAT_FUNC float sp_adam_quotient(float num, float v, float rsqrt_bias2, float eps) {
+  float s, r;
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(v));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s * rsqrt_bias2 + eps));
+  return num * r;
+}
+#else
+SPLAT_FUNC float sp_adam_quotient(float num, float v, float rsqrt_bias2, float eps) {
+  return num / (sp_sqrt(v) * rsqrt_bias2 + eps);
+}
+#endif
 SPLAT_FUNC float sp_clamp(float x, float lo, float hi) { return sp_min(sp_max(x, lo), hi); }
 SPLAT_FUNC float sp_sigmoid(float x) { return 1.0f / (1.0f + sp_exp(-x)); }
 
