@@ -85,3 +85,14 @@ def test_the_gathering_defines_compile(monkeypatch):
     rows = [r for r in _core.nvrtc_compile_all("sm_90")
             if r[0] in ("splat_rasterize_walk", "splat_rasterize_backward")]
     assert len(rows) == 45 and not failures_of(rows), "\n".join(failures_of(rows))
+
+
+def test_the_exact_adam_define_compiles(monkeypatch):
+    # SPLAT_ADAM_EXACT=1 (compat.h): the IEEE square root and division in Adam's
+    # step instead of the hardware approximations, the A/B a GPU run sets through
+    # the developer hook. Every kernel that steps Adam compiles with it.
+    require_nvrtc()
+    monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_ADAM_EXACT=1")
+    names = ("splat_adam", "splat_exposure_adam")
+    rows = [r for r in _core.nvrtc_compile_all("sm_90") if r[0] in names]
+    assert {r[0] for r in rows} == set(names) and not failures_of(rows), "\n".join(failures_of(rows))
