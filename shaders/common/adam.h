@@ -4,7 +4,8 @@
 // lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t), so that an element costs one
 // square root and one division. With a division for each correction as well,
 // the fused update kernel was bound by arithmetic, not memory (86% of the SM's
-// issue slots at 3.1M Gaussians on an H200).
+// issue slots at 3.1M Gaussians on an H200). On CUDA that square root and
+// division are the hardware approximations (sp_adam_quotient, compat.h).
 #pragma once
 #include "compat.h"
 #include "random.h"
