@@ -172,6 +172,18 @@ def label_timings(train, cfg, backend: str, state, start: int, fields=None, step
     return {k: (v[0] / max(v[2], 1), v[2]) for k, v in _core.gpu_timings(reset=True).items()}, wall
 
 
+def parse_backend_field(ap, flag: str, item: str) -> tuple[str, str]:
+    """(field, value) of a FIELD=VALUE BackendConfig item, or the usage error naming `flag`."""
+    key, sep, value = item.partition("=")
+    if not sep or key not in splat.BackendConfig.fields():
+        ap.error(f"{flag} {item}: expected FIELD=VALUE with a BackendConfig field")
+    try:
+        splat.BackendConfig(**{key: value})
+    except ValueError as exc:
+        ap.error(f"{flag} {item}: {exc}")
+    return key, value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=default_data(),
@@ -195,8 +207,7 @@ def main(argv=None) -> int:
     variants = [("default", {}, {})]   # (name, BackendConfig fields, recipe keys)
     for flag, items in (("--backend-set", args.backend_set), ("--compare", args.compare)):
         for item in items:
-            key, sep, value = item.partition("=")
-            if flag == "--compare" and key.startswith("train."):
+            if flag == "--compare" and item.startswith("train."):
                 try:
                     train = parse_overrides([item])["train"]
                     splat.TrainConfig(**train)
@@ -204,12 +215,7 @@ def main(argv=None) -> int:
                     ap.error(f"{flag} {item}: {exc}")
                 variants.append((item, {}, train))
                 continue
-            if not sep or key not in splat.BackendConfig.fields():
-                ap.error(f"{flag} {item}: expected FIELD=VALUE with a BackendConfig field")
-            try:
-                splat.BackendConfig(**{key: value})
-            except ValueError as exc:
-                ap.error(f"{flag} {item}: {exc}")
+            key, value = parse_backend_field(ap, flag, item)
             if flag == "--backend-set":
                 base_fields[key] = value
             else:

@@ -155,16 +155,11 @@ def main(argv=None) -> int:
     if args.steps < 1 or args.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
     import splat
+    from gate import parse_backend_field
     variants = [("default", {})]
     for flag, items in (("--backend-set", args.backend_set), ("--compare", args.compare)):
         for item in items:
-            key, sep, value = item.partition("=")
-            if not sep or key not in splat.BackendConfig.fields():
-                ap.error(f"{flag} {item}: expected FIELD=VALUE with a BackendConfig field")
-            try:
-                splat.BackendConfig(**{key: value})
-            except ValueError as exc:
-                ap.error(f"{flag} {item}: {exc}")
+            key, value = parse_backend_field(ap, flag, item)
             if flag == "--backend-set":
                 variants[0][1][key] = value
             else:
