@@ -75,6 +75,34 @@ def rel_err(got, want, tiny=1e-12):
     return np.linalg.norm(np.asarray(got, np.float64) - want) / max(np.linalg.norm(want), tiny)
 
 
+def flipped_rows(got, want, row_tol=1e-4):
+    """Rows (one per Gaussian) of `got` off `want` by more than row_tol of the row's norm
+    plus 1e-3 of the rows' RMS norm (rows near zero sum cancelling terms)."""
+    got = np.asarray(got, np.float64).reshape(len(want), -1)
+    want = np.asarray(want, np.float64).reshape(len(want), -1)
+    norm = np.linalg.norm(want, axis=1)
+    rms = np.sqrt(np.mean(norm ** 2)) if len(norm) else 0.0
+    return np.linalg.norm(got - want, axis=1) > row_tol * (norm + 1e-3 * rms)
+
+
+def assert_rows_close(got, want, what, seed, row_tol=1e-4, total_tol=1e-3, flip_fraction=0.02):
+    """A training step's per-Gaussian statistics, GPU against CPU, where the loss's gradient
+    cannot be zeroed at the flipped pixels (module docstring): every row within row_tol
+    (`flipped_rows`) but at most max(2, flip_fraction) of them, and the whole within
+    total_tol (Frobenius). A splat whose alpha falls within rounding of 1/255 at a pixel
+    lands on either side on the two backends (the GPU takes the hardware exp), so its
+    terms there, and those of the splats behind it, are on one backend only. Measured on
+    the H200 (absgrad statistic, 250 Gaussians at 96x80, one step): over 300 seeds the
+    whole agreed to 7e-7 (median) and 1e-5 (max); one seed in about a thousand had one
+    such splat, 0.18% off, and two behind it 1.2-2.4e-4 off: 1.4e-4 over the whole
+    statistic, 3.3e-4 over the plain 2D-mean gradient."""
+    bad = flipped_rows(got, want, row_tol)
+    allowed = max(2, int(flip_fraction * len(bad)))
+    assert int(bad.sum()) <= allowed, f"{what}: {int(bad.sum())} of {len(bad)} rows off by > {row_tol}; seed {seed}"
+    err = rel_err(got, want)
+    assert err < total_tol, f"{what}: relative error {err:.3g} over all rows; seed {seed}"
+
+
 def extra_coeffs(rng, degree):
     """Sometimes store the next degree's coefficients too: they must not matter."""
     return (degree + 2) ** 2 - (degree + 1) ** 2 if degree < 3 and rng.random() < 0.5 else 0

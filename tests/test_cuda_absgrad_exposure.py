@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import splat
-from _parity import rel_err
+from _parity import assert_rows_close, rel_err
 from _scenes import make_rng
 from test_exposure import check_warm_exposure_absgrad_allocates_nothing, random_corrections, shifted_dataset, state_of
 from test_training import make_dataset, random_gaussians, small_config
@@ -38,10 +38,12 @@ def test_absgrad_statistic_matches_cpu(fields):
     np.testing.assert_array_equal(g["grad_count"], c["grad_count"])
     seen = c["grad_count"] > 0
     assert seen.sum() > 50, seed
-    # Atomics reorder the sums: ~1e-6 relative, as the plain gradients.
-    assert rel_err(g["grad_accum"], c["grad_accum"]) < 1e-4, (fields, seed)
-    assert rel_err(gs["grad.means2d_abs"], cs["grad.means2d_abs"]) < 1e-4, (fields, seed)
-    assert rel_err(gs["grad.means2d"], cs["grad.means2d"]) < 1e-4, (fields, seed)
+    # Atomics reorder the sums: ~1e-6 relative, as the plain gradients; a splat at the
+    # 1/255 cut-off can flip a few rows (_parity.assert_rows_close).
+    for name, got, want in (("grad_accum", g["grad_accum"], c["grad_accum"]),
+                            ("means2d_abs", gs["grad.means2d_abs"], cs["grad.means2d_abs"]),
+                            ("means2d", gs["grad.means2d"], cs["grad.means2d"])):
+        assert_rows_close(got, want, f"{name} {fields}", seed)
 
 
 def test_exposure_step_matches_cpu():

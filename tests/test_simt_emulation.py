@@ -330,15 +330,19 @@ def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
 
 
 @pytest.mark.parametrize("piece", [16, 3])
-def test_pair_emission_matches_the_serial_walk(compiler, tmp_path, piece):
+@pytest.mark.parametrize("deterministic", [0, 1])
+def test_pair_emission_matches_the_serial_walk(compiler, tmp_path, piece, deterministic):
     """emit_pairs_body against the serial walk over each Gaussian's covered
-    tiles in depth order: the same keys, values and per-Gaussian slot ranges,
-    with splats of hundreds of tiles (written piece by piece by several
-    threads), radius-0 splats, counts a few off the cover (surplus dropped,
-    sentinels filled), a partial last threadgroup and a grid over a capacity
-    above the count. Pieces of 3 slots put most Gaussians in pieces, with
-    piece boundaries inside rows, at row ends and between Gaussians."""
-    exe = compile_check(compiler, [EMIT_SOURCE], str(tmp_path / "emit_check"), [f"SPLAT_EMIT_PIECE={piece}u"])
+    tiles in depth order: the same keys, values and (deterministic variant)
+    per-Gaussian slot ranges, with splats of hundreds of tiles (written piece
+    by piece by several threads), radius-0 splats, counts a few off the cover
+    (surplus dropped, sentinels filled), a partial last threadgroup and a grid
+    over a capacity above the count. Pieces of 3 slots put most Gaussians in
+    pieces, with piece boundaries inside rows, at row ends and between
+    Gaussians. The other variant leaves the ranges, which only the
+    deterministic backward reads, unwritten."""
+    exe = compile_check(compiler, [EMIT_SOURCE], str(tmp_path / "emit_check"),
+                        [f"SPLAT_EMIT_PIECE={piece}u", f"SPLAT_SPEC_DETERMINISTIC={deterministic}"])
     rng, seed = make_rng()
     for count in (1, int(rng.integers(700, 3000))):
         p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(count)], capture_output=True, text=True,

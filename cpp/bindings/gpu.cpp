@@ -186,24 +186,23 @@ void bind_gpu(nb::module_& m) {
       "(free, total) bytes of the CUDA backend's device as the driver reports them now (cuMemGetInfo); "
       "raises BackendUnavailable without a CUDA device.");
 
-  using U64In = nb::ndarray<const uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-  using U32In = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    using U32In = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   m.def(
       "gpu_radix_sort",
-      [](U64In keys, U32In values, uint32_t key_bits, const std::string& backend) {
+      [](U32In keys, U32In values, uint32_t key_bits, const std::string& backend) {
 #if defined(SPLAT_HAS_CUDA)
         const size_t n = keys.shape(0);
         if (values.shape(0) != n) throw ConfigError("[gpu_radix_sort] keys and values differ in length");
-        if (key_bits == 0 || key_bits > 64) throw ConfigError("[gpu_radix_sort] key_bits must be in 1..64");
+        if (key_bits == 0 || key_bits > 32) throw ConfigError("[gpu_radix_sort] key_bits must be in 1..32");
         BackendConfig cfg;
         cfg.set("backend", backend);
         if (cfg.backend != Backend::Cuda) throw ConfigError("[gpu_radix_sort] only backend='cuda' is supported");
-        uint64_t* k = new uint64_t[n ? n : 1];
+        uint32_t* k = new uint32_t[n ? n : 1];
         uint32_t* v = new uint32_t[n ? n : 1];
-        nb::capsule ko(k, [](void* p) noexcept { delete[] static_cast<uint64_t*>(p); });
+        nb::capsule ko(k, [](void* p) noexcept { delete[] static_cast<uint32_t*>(p); });
         nb::capsule vo(v, [](void* p) noexcept { delete[] static_cast<uint32_t*>(p); });
         if (n) {
-          std::memcpy(k, keys.data(), 8 * n);
+          std::memcpy(k, keys.data(), 4 * n);
           std::memcpy(v, values.data(), 4 * n);
         }
         {
@@ -214,7 +213,7 @@ void bind_gpu(nb::module_& m) {
           gdev->radix_sort(k, v, n, key_bits);
         }
         size_t shape[1] = {n};
-        return nb::make_tuple(nb::ndarray<nb::numpy, uint64_t>(k, 1, shape, ko),
+        return nb::make_tuple(nb::ndarray<nb::numpy, uint32_t>(k, 1, shape, ko),
                               nb::ndarray<nb::numpy, uint32_t>(v, 1, shape, vo));
 #else
         (void)keys;

@@ -30,7 +30,7 @@ GpuDevice::GpuDevice(Backend backend, const BackendConfig& config, std::unique_p
       launcher_(std::move(launcher)),
       pairs_on_device_(config.pair_sizing == PairSizing::Device) {
   backward_spec_ = rasterize_backward_specialization(config_);
-  project_backward_spec_ = project_backward_specialization(config_);
+  deterministic_spec_ = deterministic_specialization(config_);
   timing_ = config_.timing == Timing::PerKernel;
   launcher_->set_timing(timing_);
   size_t free_bytes = 0, total_bytes = 0;
@@ -95,7 +95,7 @@ Pipeline GpuDevice::pipeline(Kernel k) {
   if (!p) {
     Specialization spec;
     if (k == Kernel::RasterizeBackward) spec = backward_spec_;
-    if (k == Kernel::ProjectBackward) spec = project_backward_spec_;
+    if (k == Kernel::ProjectBackward || k == Kernel::EmitPairs) spec = deterministic_spec_;
     p = launcher_->pipeline(k, spec);
   }
   return p;
@@ -235,8 +235,8 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   BufferRef records = ensure(kRecords, sizeof(SplatRecord) * n, true), radius = ensure(kRadius, 4 * n, true),
             rects = ensure(kRects, 16 * n, true), counts = ensure(kPairCount, 4 * n, true),
             pair_ranges = ensure(kPairRanges, 8 * n, true);
-  ensure(kDepthKeysA, 8 * n, true);
-  ensure(kDepthKeysB, 8 * n, true);
+  ensure(kDepthKeysA, 4 * n, true);
+  ensure(kDepthKeysB, 4 * n, true);
   ensure(kDepthIdsA, 4 * n, true);
   ensure(kDepthIdsB, 4 * n, true);
   launch(Kernel::ProjectForward, div_up(n, kGroup),
@@ -288,8 +288,8 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
       pair_slots_ = pair_capacity_;
     }
   }
-  ensure(kKeysA, 8 * pair_slots_);
-  ensure(kKeysB, 8 * pair_slots_);
+  ensure(kKeysA, 4 * pair_slots_);
+  ensure(kKeysB, 4 * pair_slots_);
   ensure(kValsA, 4 * pair_slots_);
   ensure(kValsB, 4 * pair_slots_);
   // A thread per rank and per piece of SPLAT_EMIT_PIECE pair slots (tile_bin.h).
@@ -570,19 +570,19 @@ Device::HostTransfers GpuDevice::host_transfers() const {
   return h;
 }
 
-void GpuDevice::radix_sort(uint64_t* keys, uint32_t* values, size_t count, uint32_t key_bits) {
+void GpuDevice::radix_sort(uint32_t* keys, uint32_t* values, size_t count, uint32_t key_bits) {
   std::lock_guard<std::mutex> lock(mutex_);
   have_forward_ = false;
   if (count >= (size_t{1} << 31)) throw BackendError("[gpu] radix_sort: too many keys");
-  if (key_bits > 64) throw ConfigError("[gpu] radix_sort: key_bits must be <= 64");
+  if (key_bits > 32) throw ConfigError("[gpu] radix_sort: key_bits must be <= 32");
   if (count == 0) return;
-  launcher_->upload(ensure(kKeysA, 8 * count), keys, 8 * count);
+  launcher_->upload(ensure(kKeysA, 4 * count), keys, 4 * count);
   launcher_->upload(ensure(kValsA, 4 * count), values, 4 * count);
-  ensure(kKeysB, 8 * count);
+  ensure(kKeysB, 4 * count);
   ensure(kValsB, 4 * count);
   bool in_b = radix_sort_slots(kKeysA, kKeysB, kValsA, kValsB, static_cast<uint32_t>(count), key_bits,
                                count_unlimited());
-  launcher_->download(keys, ref(in_b ? kKeysB : kKeysA), 8 * count);
+  launcher_->download(keys, ref(in_b ? kKeysB : kKeysA), 4 * count);
   launcher_->download(values, ref(in_b ? kValsB : kValsA), 4 * count);
   finish_call();
 }

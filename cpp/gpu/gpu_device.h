@@ -75,7 +75,7 @@ class GpuDevice final : public Device {
   // Test hook: stable sort of (keys, values) by the low `key_bits` bits of the
   // keys (the higher bits must be zero), on the device, in place. Invalidates
   // the last forward.
-  void radix_sort(uint64_t* keys, uint32_t* values, size_t count, uint32_t key_bits);
+  void radix_sort(uint32_t* keys, uint32_t* values, size_t count, uint32_t key_bits);
 
   PairOverflow take_pair_overflow() override;
   PairBuffers pair_buffers() const override { return {pair_capacity_, pair_overflows_}; }
@@ -217,7 +217,7 @@ class GpuDevice final : public Device {
   TimingRegistry registry_;
   std::array<Pipeline, kKernelCount> pipelines_{};
   Pipeline backward_absgrad_pipeline_{};  // the raster backward with SPLAT_SPEC_ABSGRAD
-  Specialization backward_spec_, project_backward_spec_;
+  Specialization backward_spec_, deterministic_spec_;
   size_t allocations_ = 0;
   bool timing_ = false;
 

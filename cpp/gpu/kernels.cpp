@@ -21,7 +21,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::RadixHistogram, "splat_radix_histogram", "binning.cu", "binning.metal", {}, kG},
       {Kernel::RadixScatter, "splat_radix_scatter", "binning.cu", "binning.metal", {}, kG},
       {Kernel::GatherPairCounts, "splat_gather_pair_counts", "binning.cu", "binning.metal", {}, kG},
-      {Kernel::EmitPairs, "splat_emit_pairs", "binning.cu", "binning.metal", {}, kG},
+      {Kernel::EmitPairs, "splat_emit_pairs", "binning.cu", "binning.metal", {SC::Deterministic}, kG},
       {Kernel::PairTotal, "splat_pair_total", "binning.cu", "binning.metal", {}, kG},
       {Kernel::TileRanges, "splat_tile_ranges", "binning.cu", "binning.metal", {}, kG},
       {Kernel::TileChunks, "splat_tile_chunks", "binning.cu", "binning.metal", {}, kG},
@@ -120,7 +120,7 @@ std::vector<Specialization> valid_specializations(Kernel k) {
             }
     // Each with absgrad too (training with [train] absgrad).
     for (size_t i = 0, plain = out.size(); i < plain; ++i) out.push_back(with_absgrad(out[i]));
-  } else if (k == Kernel::ProjectBackward) {
+  } else if (k == Kernel::ProjectBackward || k == Kernel::EmitPairs) {
     for (int det = 0; det < 2; ++det) {
       Specialization s;
       s.set(SC::Deterministic, det);
@@ -166,7 +166,7 @@ Specialization with_absgrad(Specialization s) {
   return s;
 }
 
-Specialization project_backward_specialization(const BackendConfig& c) {
+Specialization deterministic_specialization(const BackendConfig& c) {
   Specialization s;
   s.set(SC::Deterministic, c.deterministic ? 1 : 0);
   return s;

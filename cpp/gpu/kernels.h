@@ -100,6 +100,7 @@ std::string specialization_label(Kernel k, const Specialization& s);
 // raster_backward without absgrad; with_absgrad: the same with it.
 Specialization rasterize_backward_specialization(const BackendConfig& c);
 Specialization with_absgrad(Specialization s);
-Specialization project_backward_specialization(const BackendConfig& c);
+// The projection backward and pair emission: deterministic or not.
+Specialization deterministic_specialization(const BackendConfig& c);
 
 }  // namespace splat::gpu

@@ -23,14 +23,14 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_radix_histogram(ScanParams p, const uint64_t* keys, const uint32_t* count_limit, uint32_t* hist) {
+    splat_radix_histogram(ScanParams p, const uint32_t* keys, const uint32_t* count_limit, uint32_t* hist) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
   radix_histogram_body(SPLAT_THREAD_CTX(), p, keys, count_limit, hist, counts);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_radix_scatter(ScanParams p, const uint64_t* keys_in, const uint32_t* vals_in, const uint32_t* count_limit,
-                        uint64_t* keys_out, uint32_t* vals_out, const uint32_t* hist, const uint32_t* digit_totals) {
+    splat_radix_scatter(ScanParams p, const uint32_t* keys_in, const uint32_t* vals_in, const uint32_t* count_limit,
+                        uint32_t* keys_out, uint32_t* vals_out, const uint32_t* hist, const uint32_t* digit_totals) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
   SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
   radix_scatter_body(SPLAT_THREAD_CTX(), p, keys_in, vals_in, count_limit, keys_out, vals_out, hist, digit_totals,
@@ -46,7 +46,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_emit_pairs(CameraParams cam, RasterParams rp, const SplatRecord* records, int32_t* radius,
                      const int32_t* rects, const uint32_t* order, const uint32_t* offsets, const PairStatus* status,
-                     uint64_t* keys, uint32_t* values, uint32_t* pair_ranges) {
+                     uint32_t* keys, uint32_t* values, uint32_t* pair_ranges) {
   emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, order, offsets, status, keys, values,
                   pair_ranges);
 }
@@ -59,7 +59,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_tile_ranges(ScanParams p, const uint64_t* keys, const uint32_t* count_limit, uint32_t* ranges) {
+    splat_tile_ranges(ScanParams p, const uint32_t* keys, const uint32_t* count_limit, uint32_t* ranges) {
   tile_ranges_body(SPLAT_THREAD_CTX(), p, keys, count_limit, ranges);
 }
 

@@ -36,7 +36,7 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
                                      SPLAT_DEVICE_MEM const float* opacity_logits, SPLAT_DEVICE_MEM const float* sh,
                                      SPLAT_DEVICE_MEM SplatRecord* records, SPLAT_DEVICE_MEM int32_t* radius,
                                      SPLAT_DEVICE_MEM int32_t* rects, SPLAT_DEVICE_MEM uint32_t* pair_count,
-                                     SPLAT_DEVICE_MEM uint64_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids) {
+                                     SPLAT_DEVICE_MEM uint32_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
   // The depth order of the Gaussians (tile_bin.h): depth > 0, so its bits
@@ -60,7 +60,7 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   float opacity = sigmoid_opacity * pg.opacity_scale;
   TileCover tc = tile_cover(pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x, pg.tile_max_y);
   pair_count[i] = tile_cover_count(tc);
-  depth_keys[i] = (uint64_t)sp_float_bits(pg.depth);
+  depth_keys[i] = sp_float_bits(pg.depth);
   const int k_count = sh_num_coeffs((int)rp.sh_degree);
   ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, k_count);
   vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), coeffs);

@@ -1,4 +1,4 @@
-// A portable, stable LSD radix sort of 64-bit keys with 32-bit values, one
+// A portable, stable LSD radix sort of 32-bit keys with 32-bit values, one
 // SPLAT_RADIX_BITS digit per pass, over only the key bits in use. Each pass is
 // three dispatches with no dependence between threadgroups inside one
 // dispatch (Metal gives no forward-progress guarantee between threadgroups):
@@ -20,8 +20,8 @@
 
 SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_RADIX, "one thread per digit");
 
-SPLAT_FUNC uint32_t radix_digit(uint64_t key, uint32_t shift) {
-  return (uint32_t)(key >> shift) & (uint32_t)(SPLAT_RADIX - 1);
+SPLAT_FUNC uint32_t radix_digit(uint32_t key, uint32_t shift) {
+  return (key >> shift) & (uint32_t)(SPLAT_RADIX - 1);
 }
 
 // The first of this thread's keys: SIMD group w of a block owns
@@ -31,18 +31,18 @@ SPLAT_FUNC uint32_t radix_first_key(SimtThread t) {
 }
 
 // Loads this thread's keys (all rounds at once, so the loads overlap).
-SPLAT_FUNC void radix_load_keys(SimtThread t, uint32_t count, SPLAT_DEVICE_MEM const uint64_t* keys_in,
-                                SPLAT_THREAD uint64_t* keys) {
+SPLAT_FUNC void radix_load_keys(SimtThread t, uint32_t count, SPLAT_DEVICE_MEM const uint32_t* keys_in,
+                                SPLAT_THREAD uint32_t* keys) {
   const uint32_t first = radix_first_key(t);
   SPLAT_UNROLL for (uint32_t r = 0; r < SPLAT_SORT_ROUNDS; ++r) {
     uint32_t i = first + r * SPLAT_SIMD_WIDTH;
-    keys[r] = i < count ? keys_in[i] : (uint64_t)0;
+    keys[r] = i < count ? keys_in[i] : 0u;
   }
 }
 
 // counts[w * SPLAT_RADIX + d] = keys of digit d in SIMD group w's segment.
 SPLAT_FUNC void radix_count_segments(SimtThread t, SPLAT_CONST_MEM const ScanParams& p, uint32_t count,
-                                     SPLAT_THREAD const uint64_t* keys, SPLAT_TG_MEM uint32_t* counts) {
+                                     SPLAT_THREAD const uint32_t* keys, SPLAT_TG_MEM uint32_t* counts) {
   for (uint32_t i = t.tid; i < SPLAT_GROUP_WARPS * SPLAT_RADIX; i += SPLAT_GROUP_SIZE) counts[i] = 0u;
   sp_group_barrier();
   const uint32_t first = radix_first_key(t);
@@ -58,11 +58,11 @@ SPLAT_FUNC void radix_count_segments(SimtThread t, SPLAT_CONST_MEM const ScanPar
 }
 
 SPLAT_FUNC void radix_histogram_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
-                                     SPLAT_DEVICE_MEM const uint64_t* keys_in,
+                                     SPLAT_DEVICE_MEM const uint32_t* keys_in,
                                      SPLAT_DEVICE_MEM const uint32_t* count_limit, SPLAT_DEVICE_MEM uint32_t* hist,
                                      SPLAT_TG_MEM uint32_t* counts) {
   const uint32_t count = limited_count(p.count, count_limit);
-  uint64_t keys[SPLAT_SORT_ROUNDS];
+  uint32_t keys[SPLAT_SORT_ROUNDS];
   radix_load_keys(t, count, keys_in, keys);
   radix_count_segments(t, p, count, keys, counts);
   uint32_t d = t.tid;
@@ -73,13 +73,13 @@ SPLAT_FUNC void radix_histogram_body(SimtThread t, SPLAT_CONST_MEM const ScanPar
 
 // hist: rows scanned by scan_rows; digit_totals: the rows' totals.
 SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
-                                   SPLAT_DEVICE_MEM const uint64_t* keys_in, SPLAT_DEVICE_MEM const uint32_t* vals_in,
+                                   SPLAT_DEVICE_MEM const uint32_t* keys_in, SPLAT_DEVICE_MEM const uint32_t* vals_in,
                                    SPLAT_DEVICE_MEM const uint32_t* count_limit,
-                                   SPLAT_DEVICE_MEM uint64_t* keys_out, SPLAT_DEVICE_MEM uint32_t* vals_out,
+                                   SPLAT_DEVICE_MEM uint32_t* keys_out, SPLAT_DEVICE_MEM uint32_t* vals_out,
                                    SPLAT_DEVICE_MEM const uint32_t* hist, SPLAT_DEVICE_MEM const uint32_t* digit_totals,
                                    SPLAT_TG_MEM uint32_t* counts, SPLAT_TG_MEM uint32_t* warp_tot) {
   const uint32_t count = limited_count(p.count, count_limit);
-  uint64_t keys[SPLAT_SORT_ROUNDS];
+  uint32_t keys[SPLAT_SORT_ROUNDS];
   uint32_t vals[SPLAT_SORT_ROUNDS];
   radix_load_keys(t, count, keys_in, keys);
   const uint32_t first = radix_first_key(t);

@@ -10,6 +10,10 @@
 #include "simt_util.h"
 #include "tile_cover.h"
 
+#ifndef SPLAT_SPEC_DETERMINISTIC
+#define SPLAT_SPEC_DETERMINISTIC 0
+#endif
+
 // counts_by_rank[r] = pair_count[order[r]]: the pair counts in depth order.
 SPLAT_FUNC void gather_pair_counts_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
                                         SPLAT_DEVICE_MEM const uint32_t* order,
@@ -73,7 +77,7 @@ SPLAT_FUNC void pair_total_body(SimtThread t, SPLAT_CONST_MEM const PairParams& 
 // which thread wrote it.
 SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
                                SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM const int32_t* rects,
-                               uint32_t i, uint32_t a, uint32_t lo, uint32_t hi, SPLAT_DEVICE_MEM uint64_t* keys,
+                               uint32_t i, uint32_t a, uint32_t lo, uint32_t hi, SPLAT_DEVICE_MEM uint32_t* keys,
                                SPLAT_DEVICE_MEM uint32_t* values) {
   const TileCover tc =
       record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
@@ -88,14 +92,14 @@ SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CO
       continue;
     }
     for (int32_t tx = tx0 + (int32_t)skip; tx < tx1 && out < hi; ++tx) {
-      keys[out] = (uint64_t)((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
+      keys[out] = (uint32_t)ty * cam.tiles_x + (uint32_t)tx;
       values[out] = i;
       ++out;
     }
     skip = 0u;
   }
   for (; out < hi; ++out) {
-    keys[out] = (uint64_t)rp.num_tiles;
+    keys[out] = rp.num_tiles;
     values[out] = i;
   }
 }
@@ -103,7 +107,9 @@ SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CO
 // Emission has two roles per thread g (grid: emit_pair_threads in params.h).
 // As rank r = g it records Gaussian i = order[r]'s slots offsets[r] ..
 // offsets[r + 1] (the scan of counts_by_rank) in pair_ranges[2 i ..] = (first
-// slot, count) for the deterministic backward, and emits them itself when
+// slot, count) when SPLAT_SPEC_DETERMINISTIC (the deterministic backward's
+// pair slots; a random write a Gaussian that nothing else reads, so the other
+// variant skips it), and emits them itself when
 // there are at most SPLAT_EMIT_PIECE. As piece g it emits the slots
 // [g P, (g + 1) P) (P = SPLAT_EMIT_PIECE) of the Gaussians of more than P
 // pairs: a splat that covers a thousand tiles is written by a few dozen
@@ -119,7 +125,7 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
                                 SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const SplatRecord* records,
                                 SPLAT_DEVICE_MEM int32_t* radius, SPLAT_DEVICE_MEM const int32_t* rects,
                                 SPLAT_DEVICE_MEM const uint32_t* order, SPLAT_DEVICE_MEM const uint32_t* offsets,
-                                SPLAT_DEVICE_MEM const PairStatus* status, SPLAT_DEVICE_MEM uint64_t* keys,
+                                SPLAT_DEVICE_MEM const PairStatus* status, SPLAT_DEVICE_MEM uint32_t* keys,
                                 SPLAT_DEVICE_MEM uint32_t* values, SPLAT_DEVICE_MEM uint32_t* pair_ranges) {
   const uint32_t g = global_index(t), n = rp.num_gaussians;
   const bool overflow = status[0].overflow != 0u;
@@ -128,13 +134,17 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
     if (overflow) {
       // The pairs do not fit: none is written, and every radius becomes -1,
       // which the step's state-changing kernels read as "skip this step".
-      pair_ranges[2 * i] = 0u;
-      pair_ranges[2 * i + 1] = 0u;
+      if (SPLAT_SPEC_DETERMINISTIC) {
+        pair_ranges[2 * i] = 0u;
+        pair_ranges[2 * i + 1] = 0u;
+      }
       radius[i] = -1;
     } else {
       const uint32_t a = offsets[g], b = offsets[g + 1];
-      pair_ranges[2 * i] = a;
-      pair_ranges[2 * i + 1] = b - a;
+      if (SPLAT_SPEC_DETERMINISTIC) {  // read only by the deterministic backward
+        pair_ranges[2 * i] = a;
+        pair_ranges[2 * i + 1] = b - a;
+      }
       if (b - a <= SPLAT_EMIT_PIECE && radius[i] != 0)
         emit_pair_span(cam, rp, records, rects, i, a, a, b, keys, values);
     }
@@ -167,16 +177,16 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
 // num_tiles + 1 ranges: the last one catches sentinel keys. The pairs are the
 // first min(p.count, count_limit[0]) keys (count_limit: PairStatus::live).
 SPLAT_FUNC void tile_ranges_body(SimtThread t, SPLAT_CONST_MEM const ScanParams& p,
-                                 SPLAT_DEVICE_MEM const uint64_t* keys, SPLAT_DEVICE_MEM const uint32_t* count_limit,
+                                 SPLAT_DEVICE_MEM const uint32_t* keys, SPLAT_DEVICE_MEM const uint32_t* count_limit,
                                  SPLAT_DEVICE_MEM uint32_t* ranges) {
   uint32_t i = global_index(t);
   const uint32_t count = limited_count(p.count, count_limit);
   if (i >= count) return;
-  uint32_t tile = (uint32_t)keys[i];
+  uint32_t tile = keys[i];
   if (i == 0) {
     ranges[2 * tile] = 0u;
   } else {
-    uint32_t prev = (uint32_t)keys[i - 1];
+    uint32_t prev = keys[i - 1];
     if (prev != tile) {
       ranges[2 * prev + 1] = i;
       ranges[2 * tile] = i;

@@ -1,5 +1,7 @@
 // Metal entry points: prefix sums, the portable radix sort, pair emission and
 // tile ranges (same argument order as shaders/cuda/binning.cu).
+// Function constant: splat_fc_deterministic (index 4), read by emission.
+#include "function_constants.h"
 #include "radix_sort.h"
 #include "scan.h"
 #include "tile_bin.h"
@@ -23,16 +25,16 @@ kernel void splat_scan_apply(constant ScanParams& p [[buffer(0)]], device const 
   scan_apply_body(SPLAT_THREAD_CTX(), p, in, block_offsets, out, warp_tot);
 }
 
-kernel void splat_radix_histogram(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys [[buffer(1)]],
+kernel void splat_radix_histogram(constant ScanParams& p [[buffer(0)]], device const uint32_t* keys [[buffer(1)]],
                                   device const uint32_t* count_limit [[buffer(2)]], device uint32_t* hist [[buffer(3)]],
                                   SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
   radix_histogram_body(SPLAT_THREAD_CTX(), p, keys, count_limit, hist, counts);
 }
 
-kernel void splat_radix_scatter(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys_in [[buffer(1)]],
+kernel void splat_radix_scatter(constant ScanParams& p [[buffer(0)]], device const uint32_t* keys_in [[buffer(1)]],
                                 device const uint32_t* vals_in [[buffer(2)]],
-                                device const uint32_t* count_limit [[buffer(3)]], device uint64_t* keys_out [[buffer(4)]],
+                                device const uint32_t* count_limit [[buffer(3)]], device uint32_t* keys_out [[buffer(4)]],
                                 device uint32_t* vals_out [[buffer(5)]], device const uint32_t* hist [[buffer(6)]],
                                 device const uint32_t* digit_totals [[buffer(7)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
@@ -51,7 +53,7 @@ kernel void splat_emit_pairs(constant CameraParams& cam [[buffer(0)]], constant 
                              device const SplatRecord* records [[buffer(2)]], device int32_t* radius [[buffer(3)]],
                              device const int32_t* rects [[buffer(4)]], device const uint32_t* order [[buffer(5)]],
                              device const uint32_t* offsets [[buffer(6)]], device const PairStatus* status [[buffer(7)]],
-                             device uint64_t* keys [[buffer(8)]], device uint32_t* values [[buffer(9)]],
+                             device uint32_t* keys [[buffer(8)]], device uint32_t* values [[buffer(9)]],
                              device uint32_t* pair_ranges [[buffer(10)]], SPLAT_THREAD_ATTRS) {
   emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, order, offsets, status, keys, values,
                   pair_ranges);
@@ -64,7 +66,7 @@ kernel void splat_pair_total(constant PairParams& p [[buffer(0)]], device const 
   pair_total_body(SPLAT_THREAD_CTX(), p, block_offsets, status, partial, wrapped);
 }
 
-kernel void splat_tile_ranges(constant ScanParams& p [[buffer(0)]], device const uint64_t* keys [[buffer(1)]],
+kernel void splat_tile_ranges(constant ScanParams& p [[buffer(0)]], device const uint32_t* keys [[buffer(1)]],
                               device const uint32_t* count_limit [[buffer(2)]], device uint32_t* ranges [[buffer(3)]],
                               SPLAT_THREAD_ATTRS) {
   tile_ranges_body(SPLAT_THREAD_CTX(), p, keys, count_limit, ranges);

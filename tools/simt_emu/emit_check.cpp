@@ -5,7 +5,8 @@
 // the cover (the rounding case: surplus tiles dropped, missing ones filled
 // with sentinels), over a grid whose last threadgroup is partial and covers
 // a capacity above the count. Prints `keys_differ`, `values_differ`,
-// `ranges_differ`, `large` (Gaussians of more than 32 pairs), `in_pieces`
+// `ranges_differ` (built with SPLAT_SPEC_DETERMINISTIC=1: the per-Gaussian
+// slot ranges; =0: left unwritten), `large` (Gaussians of more than 32 pairs), `in_pieces`
 // (more than SPLAT_EMIT_PIECE: emitted piece by piece) and `pairs`.
 //
 //   emit_check SEED GAUSSIANS
@@ -82,14 +83,16 @@ int main(int argc, char** argv) {
   const uint32_t pairs = offsets[n];
 
   // The serial walk: each Gaussian's covered tiles, row-major, within its slots.
-  std::vector<uint64_t> ref_keys(pairs, ~0ull);
+  std::vector<uint32_t> ref_keys(pairs, ~0u);
   std::vector<uint32_t> ref_values(pairs, ~0u), ref_ranges(2 * (size_t)n, ~0u);
   for (uint32_t rank = 0; rank < n; ++rank) {
     const uint32_t i = order[rank];
     uint32_t out = offsets[rank];
     const uint32_t stop = offsets[rank + 1];
-    ref_ranges[2 * i] = out;
-    ref_ranges[2 * i + 1] = stop - out;
+    if (SPLAT_SPEC_DETERMINISTIC) {  // the other variant writes no range
+      ref_ranges[2 * i] = out;
+      ref_ranges[2 * i + 1] = stop - out;
+    }
     if (radius[i] == 0) continue;
     const int32_t* rect = &rects[4 * (size_t)i];
     const TileCover tc = record_tile_cover(records[i], rect[0], rect[1], rect[2], rect[3]);
@@ -98,7 +101,7 @@ int main(int argc, char** argv) {
       int tx0, tx1;
       tile_cover_row(rows, ty, tx0, tx1);
       for (int tx = tx0; tx < tx1 && out < stop; ++tx, ++out) {
-        ref_keys[out] = (uint64_t)ty * cam.tiles_x + (uint64_t)tx;
+        ref_keys[out] = (uint32_t)ty * cam.tiles_x + (uint32_t)tx;
         ref_values[out] = i;
       }
     }
@@ -108,7 +111,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::vector<uint64_t> keys(pairs, ~0ull);
+  std::vector<uint32_t> keys(pairs, ~0u);
   std::vector<uint32_t> values(pairs, ~0u), ranges(2 * (size_t)n, ~0u);
   PairStatus status{};
   status.live = pairs;

@@ -63,7 +63,7 @@ uint64_t scanned_total(const std::vector<uint32_t>& sums, bool& saturated) {
 // Sorts (keys, vals) by the low key_bits of the keys; the result ends in
 // the returned pair of buffers.
 // limit: the count the device holds (radix_sort.h's count_limit).
-void radix_sort(std::vector<uint64_t> keys[2], std::vector<uint32_t> vals[2], uint32_t key_bits, int& cur,
+void radix_sort(std::vector<uint32_t> keys[2], std::vector<uint32_t> vals[2], uint32_t key_bits, int& cur,
                 uint32_t limit = 0xffffffffu) {
   const uint32_t count = (uint32_t)keys[0].size(), blocks = div_up(count, SPLAT_SORT_BLOCK);
   std::vector<uint32_t> hist((size_t)SPLAT_RADIX * blocks), totals(SPLAT_RADIX);
@@ -123,20 +123,20 @@ int main(int argc, char** argv) {
   // Keys with few distinct values per digit; the bits above the passes'
   // whole digits set at random (the sort must ignore them).
   const uint32_t sorted_bits = (key_bits + SPLAT_RADIX_BITS - 1) / SPLAT_RADIX_BITS * SPLAT_RADIX_BITS;
-  const uint64_t mask = sorted_bits >= 64 ? ~0ull : (1ull << sorted_bits) - 1;
-  std::vector<uint64_t> keys[2] = {std::vector<uint64_t>(count), std::vector<uint64_t>(count)};
+  const uint32_t mask = sorted_bits >= 32 ? ~0u : (1u << sorted_bits) - 1u;
+  std::vector<uint32_t> keys[2] = {std::vector<uint32_t>(count), std::vector<uint32_t>(count)};
   std::vector<uint32_t> vals[2] = {std::vector<uint32_t>(count), std::vector<uint32_t>(count)};
   for (uint32_t i = 0; i < count; ++i) {
-    uint64_t k = 0;
-    for (uint32_t b = 0; b < sorted_bits; b += SPLAT_RADIX_BITS) k |= (uint64_t)(rng() % 5u * 51u) << b;
-    keys[0][i] = (k & mask) | (rng() & ~mask);
+    uint32_t k = 0;
+    for (uint32_t b = 0; b < sorted_bits; b += SPLAT_RADIX_BITS) k |= (uint32_t)(rng() % 5u * 51u) << b;
+    keys[0][i] = (k & mask) | ((uint32_t)rng() & ~mask);
     vals[0][i] = i;
   }
   std::vector<uint32_t> want(count);
   for (uint32_t i = 0; i < count; ++i) want[i] = i;
   std::stable_sort(want.begin(), want.end(),
                    [&](uint32_t a, uint32_t b) { return (keys[0][a] & mask) < (keys[0][b] & mask); });
-  const std::vector<uint64_t> original = keys[0];
+  const std::vector<uint32_t> original = keys[0];
   int cur = 0;
   radix_sort(keys, vals, key_bits, cur);
   size_t sort_differ = 0;
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   // A count only the device knows: the grid covers all keys, the first
   // `limit` are sorted (the pairs of a forward sized on the device).
   const uint32_t limit = count ? (uint32_t)(rng() % (count + 1u)) : 0u;
-  std::vector<uint64_t> lkeys[2] = {original, std::vector<uint64_t>(count, ~0ull)};
+  std::vector<uint32_t> lkeys[2] = {original, std::vector<uint32_t>(count, ~0u)};
   std::vector<uint32_t> lvals[2] = {vals[0], std::vector<uint32_t>(count, 0xffffffffu)};
   for (uint32_t i = 0; i < count; ++i) lvals[0][i] = i;
   std::vector<uint32_t> lwant(limit);
