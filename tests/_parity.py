@@ -75,28 +75,31 @@ def rel_err(got, want, tiny=1e-12):
     return np.linalg.norm(np.asarray(got, np.float64) - want) / max(np.linalg.norm(want), tiny)
 
 
-def flipped_rows(got, want, row_tol=1e-4):
+def flipped_rows(got, want, row_tol=1e-4, scale=None):
     """Rows (one per Gaussian) of `got` off `want` by more than row_tol of the row's norm
-    plus 1e-3 of the rows' RMS norm (rows near zero sum cancelling terms)."""
+    plus 1e-3 of the rows' RMS norm (rows near zero sum cancelling terms). scale: rows
+    whose norm bounds the terms summed instead of want's (for a signed sum, the sum of
+    the terms' absolute values, whose rounding error it bounds)."""
     got = np.asarray(got, np.float64).reshape(len(want), -1)
     want = np.asarray(want, np.float64).reshape(len(want), -1)
-    norm = np.linalg.norm(want, axis=1)
+    norm = np.linalg.norm(np.asarray(want if scale is None else scale, np.float64).reshape(len(want), -1), axis=1)
     rms = np.sqrt(np.mean(norm ** 2)) if len(norm) else 0.0
     return np.linalg.norm(got - want, axis=1) > row_tol * (norm + 1e-3 * rms)
 
 
-def assert_rows_close(got, want, what, seed, row_tol=1e-4, total_tol=1e-3, flip_fraction=0.02):
+def assert_rows_close(got, want, what, seed, row_tol=1e-4, total_tol=5e-3, flip_fraction=0.06, scale=None):
     """A training step's per-Gaussian statistics, GPU against CPU, where the loss's gradient
     cannot be zeroed at the flipped pixels (module docstring): every row within row_tol
-    (`flipped_rows`) but at most max(2, flip_fraction) of them, and the whole within
-    total_tol (Frobenius). A splat whose alpha falls within rounding of 1/255 at a pixel
-    lands on either side on the two backends (the GPU takes the hardware exp), so its
-    terms there, and those of the splats behind it, are on one backend only. Measured on
-    the H200 (absgrad statistic, 250 Gaussians at 96x80, one step): over 300 seeds the
-    whole agreed to 7e-7 (median) and 1e-5 (max); one seed in about a thousand had one
-    such splat, 0.18% off, and two behind it 1.2-2.4e-4 off: 1.4e-4 over the whole
-    statistic, 3.3e-4 over the plain 2D-mean gradient."""
-    bad = flipped_rows(got, want, row_tol)
+    (`flipped_rows`; a signed sum against its terms' absolute sum, `scale`) but at most
+    max(2, flip_fraction) of them, and the whole within total_tol (Frobenius). A splat whose
+    alpha falls within rounding of 1/255 at a pixel lands on either side on the two backends
+    (the GPU takes the hardware exp), so its terms there, and those of the splats behind
+    it, are on one backend only. Measured on the H200 (absgrad statistic and 2D-mean
+    gradients, 250 Gaussians at 96x80, one step, 3000 fresh seeds): 2993 with no row past
+    1e-4 and the whole within 1.3e-6 (99th percentile); 7 with a flip, 1-4 rows, the whole
+    up to 1.2e-3 (the plain 2D-mean gradient) and 5.9e-4 (the statistic); in 500 more, one
+    flip moved 10 rows (4%)."""
+    bad = flipped_rows(got, want, row_tol, scale)
     allowed = max(2, int(flip_fraction * len(bad)))
     assert int(bad.sum()) <= allowed, f"{what}: {int(bad.sum())} of {len(bad)} rows off by > {row_tol}; seed {seed}"
     err = rel_err(got, want)

@@ -231,9 +231,10 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   if (config_.binning == Binning::PerIterAlloc)
     for (int s = kKeysA; s <= kRanges; ++s) arena_[s].stale = true;
 
+  static_assert(kMaxImageSide / SPLAT_TILE_SIZE < (1u << 16), "CoverRecord holds tile coordinates in 16 bits");
   begin(TimingLabel::FwdProject);
   BufferRef records = ensure(kRecords, sizeof(SplatRecord) * n, true), radius = ensure(kRadius, 4 * n, true),
-            rects = ensure(kRects, 16 * n, true), counts = ensure(kPairCount, 4 * n, true),
+            covers = ensure(kCovers, sizeof(CoverRecord) * n, true), counts = ensure(kPairCount, 4 * n, true),
             pair_ranges = ensure(kPairRanges, 8 * n, true);
   ensure(kDepthKeysA, 4 * n, true);
   ensure(kDepthKeysB, 4 * n, true);
@@ -242,7 +243,7 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   launch(Kernel::ProjectForward, div_up(n, kGroup),
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(params.p[0]), KernelArg::buf(params.p[1]),
           KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]), KernelArg::buf(params.p[4]),
-          KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(rects), KernelArg::buf(counts),
+          KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(covers), KernelArg::buf(counts),
           KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA))});
   end(TimingLabel::FwdProject);
 
@@ -295,8 +296,8 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
   // A thread per rank and per piece of SPLAT_EMIT_PIECE pair slots (tile_bin.h).
   const uint32_t emit_threads = emit_pair_threads(static_cast<uint32_t>(n), static_cast<uint32_t>(pair_slots_));
   launch(Kernel::EmitPairs, n ? div_up(emit_threads, kGroup) : 0,
-         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(records), KernelArg::buf(radius),
-          KernelArg::buf(rects), KernelArg::buf(order), KernelArg::buf(offsets), KernelArg::buf(status),
+         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(covers), KernelArg::buf(radius),
+          KernelArg::buf(order), KernelArg::buf(offsets), KernelArg::buf(status),
           KernelArg::buf(ref(kKeysA)), KernelArg::buf(ref(kValsA)), KernelArg::buf(pair_ranges)});
   end(TimingLabel::FwdEmitPairs);
 
@@ -397,7 +398,7 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
           KernelArg::buf(ref(sorted_in_b_ ? kValsB : kValsA)), KernelArg::buf(ref(kRecords)),
           KernelArg::buf(ref(kFinalT)), KernelArg::buf(ref(kNContrib)), KernelArg::buf(ref(kChunkState)),
           KernelArg::buf(ref(kChunkTiles)), KernelArg::buf(d_image),
-          KernelArg::buf(d_alpha ? *d_alpha : d_image), KernelArg::buf(ref(kRects)), KernelArg::buf(ref(kPairRanges)),
+          KernelArg::buf(d_alpha ? *d_alpha : d_image), KernelArg::buf(ref(kCovers)), KernelArg::buf(ref(kPairRanges)),
           KernelArg::buf(acc), KernelArg::buf(abs_acc)});
   if (absgrad && det) {  // per Gaussian, its pair slots in emission order
     ElementParams ep{static_cast<uint32_t>(n), 0u, 0u, 0.f};

@@ -100,6 +100,20 @@ struct SplatRecord {
 };
 SPLAT_STATIC_ASSERT(sizeof(SplatRecord) == 48, "SplatRecord layout");
 
+// What pair emission (and the deterministic backward) reads to walk a visible
+// splat's tiles, as one aligned 32-byte record: a memory sector a Gaussian,
+// where it gathered the blend record's first two quads, the tile rect and the
+// radius from three arrays (shaders/kernels/cover_record.h). The rect's
+// corners in 16-bit halves, x | y << 16 (tile counts stay below 2^16).
+struct CoverRecord {
+  float mean2d[2];
+  float conic[3];
+  float opacity;
+  uint32_t rect_min;  // tile_min_x | tile_min_y << 16
+  uint32_t rect_max;  // tile_max_x | tile_max_y << 16 (exclusive)
+};
+SPLAT_STATIC_ASSERT(sizeof(CoverRecord) == 32, "CoverRecord layout");
+
 // Element counts of the scan / sort / binning kernels.
 struct ScanParams {
   uint32_t count;       // elements

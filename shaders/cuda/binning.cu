@@ -44,11 +44,10 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_emit_pairs(CameraParams cam, RasterParams rp, const SplatRecord* records, int32_t* radius,
-                     const int32_t* rects, const uint32_t* order, const uint32_t* offsets, const PairStatus* status,
-                     uint32_t* keys, uint32_t* values, uint32_t* pair_ranges) {
-  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, order, offsets, status, keys, values,
-                  pair_ranges);
+    splat_emit_pairs(CameraParams cam, RasterParams rp, const CoverRecord* covers, int32_t* radius,
+                     const uint32_t* order, const uint32_t* offsets, const PairStatus* status, uint32_t* keys,
+                     uint32_t* values, uint32_t* pair_ranges) {
+  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, covers, radius, order, offsets, status, keys, values, pair_ranges);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

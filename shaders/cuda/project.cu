@@ -5,8 +5,8 @@
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_project_forward(CameraParams cam, RasterParams rp, const float* means, const float* log_scales,
                           const float* quats, const float* opacity_logits, const float* sh, SplatRecord* records,
-                          int32_t* radius, int32_t* rects, uint32_t* pair_count, uint32_t* depth_keys,
+                          int32_t* radius, CoverRecord* covers, uint32_t* pair_count, uint32_t* depth_keys,
                           uint32_t* depth_ids) {
   project_forward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, opacity_logits, sh, records, radius,
-                       rects, pair_count, depth_keys, depth_ids);
+                       covers, pair_count, depth_keys, depth_ids);
 }

@@ -23,7 +23,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_BWD_THREADS)
                              const uint32_t* sorted_ids, const SplatRecord* records, const float* final_T,
                              const uint32_t* n_contrib, const float* checkpoints,
                              const uint32_t* chunk_tiles, const float* d_image, const float* d_alpha,
-                             const int32_t* rects, const uint32_t* pair_ranges, float* grads,
+                             const CoverRecord* covers, const uint32_t* pair_ranges, float* grads,
                              float* abs_grads) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_ids, SPLAT_GROUP_SIZE);
@@ -32,6 +32,6 @@ extern "C" __global__ void __launch_bounds__(SPLAT_BWD_THREADS)
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_SIZE);
   SPLAT_TG_ARRAY(uint32_t, s_live, SPLAT_BWD_LIVE_SIZE);
   rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,
-                          checkpoints, chunk_tiles, d_image, d_alpha, rects, pair_ranges, grads, abs_grads, s_splats,
+                          checkpoints, chunk_tiles, d_image, d_alpha, covers, pair_ranges, grads, abs_grads, s_splats,
                           s_ids, s_warp, s_red, s_part, s_live);
 }

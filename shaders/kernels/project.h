@@ -4,6 +4,7 @@
 #include "projection.h"
 #include "sh.h"
 #include "simt_util.h"
+#include "cover_record.h"
 #include "tile_cover.h"
 
 #ifndef SPLAT_SPEC_DETERMINISTIC
@@ -35,7 +36,7 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
                                      SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
                                      SPLAT_DEVICE_MEM const float* opacity_logits, SPLAT_DEVICE_MEM const float* sh,
                                      SPLAT_DEVICE_MEM SplatRecord* records, SPLAT_DEVICE_MEM int32_t* radius,
-                                     SPLAT_DEVICE_MEM int32_t* rects, SPLAT_DEVICE_MEM uint32_t* pair_count,
+                                     SPLAT_DEVICE_MEM CoverRecord* covers, SPLAT_DEVICE_MEM uint32_t* pair_count,
                                      SPLAT_DEVICE_MEM uint32_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
@@ -48,10 +49,6 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   bool visible = project_gaussian(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
                                   quats[4 * i + 2], quats[4 * i + 3], rp.antialiased != 0u, pg);
   radius[i] = pg.radius;
-  rects[4 * i] = pg.tile_min_x;
-  rects[4 * i + 1] = pg.tile_min_y;
-  rects[4 * i + 2] = pg.tile_max_x;
-  rects[4 * i + 3] = pg.tile_max_y;
   if (!visible) {
     pair_count[i] = 0u;
     return;
@@ -60,6 +57,8 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   float opacity = sigmoid_opacity * pg.opacity_scale;
   TileCover tc = tile_cover(pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x, pg.tile_max_y);
   pair_count[i] = tile_cover_count(tc);
+  store_cover_record(covers, i, pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x,
+                     pg.tile_max_y);
   depth_keys[i] = sp_float_bits(pg.depth);
   const int k_count = sh_num_coeffs((int)rp.sh_degree);
   ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, k_count);

@@ -46,6 +46,7 @@
 // Gradient layout per Gaussian (or pair): mean2d.xy, conic.xyz, opacity,
 // colour.rgb.
 #pragma once
+#include "cover_record.h"
 #include "rasterize_forward.h"
 #include "tile_cover.h"
 
@@ -92,7 +93,7 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_DEVICE_MEM const uint32_t* sorted_ids, SPLAT_DEVICE_MEM const SplatRecord* records,
     SPLAT_DEVICE_MEM const float* final_T, SPLAT_DEVICE_MEM const uint32_t* n_contrib,
     SPLAT_DEVICE_MEM const float* checkpoints, SPLAT_DEVICE_MEM const uint32_t* chunk_tiles,
-    SPLAT_DEVICE_MEM const float* d_image, SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const int32_t* rects,
+    SPLAT_DEVICE_MEM const float* d_image, SPLAT_DEVICE_MEM const float* d_alpha, SPLAT_DEVICE_MEM const CoverRecord* covers,
     SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* grads,
     SPLAT_DEVICE_MEM float* abs_grads,  // SPLAT_SPEC_ABSGRAD: 2 per Gaussian (deterministic: per pair)
     SPLAT_TG_MEM float* s_splats,  // SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS
@@ -203,7 +204,7 @@ SPLAT_FUNC void rasterize_backward_body(
     if (det) {
       // The pair's emission slot: its tile's rank among the Gaussian's
       // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
-      TileCover tc = record_tile_cover(records[g], rects[4 * g], rects[4 * g + 1], rects[4 * g + 2], rects[4 * g + 3]);
+      TileCover tc = load_tile_cover(covers, g);
       uint32_t rank = tile_cover_rank(tc, (int)px[0].tile_x, (int)px[0].tile_y);
       uint32_t slots = pair_ranges[2 * g + 1];
       s_ids[k] = pair_ranges[2 * g] + (rank < slots ? rank : slots - 1u);

@@ -7,6 +7,7 @@
 // radix passes over n Gaussians and the pairs instead of 6 over the pairs.
 // Then each tile's range in the sorted pair list.
 #pragma once
+#include "cover_record.h"
 #include "simt_util.h"
 #include "tile_cover.h"
 
@@ -70,17 +71,15 @@ SPLAT_FUNC void pair_total_body(SimtThread t, SPLAT_CONST_MEM const PairParams& 
 }
 
 // The pairs of Gaussian i, whose slots are [a, b), that fall in [lo, hi)
-// (a <= lo <= hi <= b): its covered tiles (tile_cover.h) in row-major order
+// (a <= lo <= hi <= b): its covered tiles (its CoverRecord) in row-major order
 // from the (lo - a)-th on, then sentinel keys of tile num_tiles where the
 // cover holds fewer tiles than its count (rounding: emit_pairs_body below).
 // Both emission roles write through it, so a slot's key does not depend on
 // which thread wrote it.
 SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
-                               SPLAT_DEVICE_MEM const SplatRecord* records, SPLAT_DEVICE_MEM const int32_t* rects,
-                               uint32_t i, uint32_t a, uint32_t lo, uint32_t hi, SPLAT_DEVICE_MEM uint32_t* keys,
-                               SPLAT_DEVICE_MEM uint32_t* values) {
-  const TileCover tc =
-      record_tile_cover(records[i], rects[4 * i], rects[4 * i + 1], rects[4 * i + 2], rects[4 * i + 3]);
+                               SPLAT_DEVICE_MEM const CoverRecord* covers, uint32_t i, uint32_t a, uint32_t lo,
+                               uint32_t hi, SPLAT_DEVICE_MEM uint32_t* keys, SPLAT_DEVICE_MEM uint32_t* values) {
+  const TileCover tc = load_tile_cover(covers, i);
   const TileRows rows = tile_rows(tc);
   uint32_t skip = lo - a, out = lo;
   for (int32_t ty = tc.y0; ty < tc.y1 && out < hi; ++ty) {
@@ -122,9 +121,8 @@ SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CO
 // sort last and fall outside every tile's range. status: the forward's
 // PairStatus (pair_total, or the host's exact count).
 SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
-                                SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const SplatRecord* records,
-                                SPLAT_DEVICE_MEM int32_t* radius, SPLAT_DEVICE_MEM const int32_t* rects,
-                                SPLAT_DEVICE_MEM const uint32_t* order, SPLAT_DEVICE_MEM const uint32_t* offsets,
+                                SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const CoverRecord* covers,
+                                SPLAT_DEVICE_MEM int32_t* radius, SPLAT_DEVICE_MEM const uint32_t* order, SPLAT_DEVICE_MEM const uint32_t* offsets,
                                 SPLAT_DEVICE_MEM const PairStatus* status, SPLAT_DEVICE_MEM uint32_t* keys,
                                 SPLAT_DEVICE_MEM uint32_t* values, SPLAT_DEVICE_MEM uint32_t* pair_ranges) {
   const uint32_t g = global_index(t), n = rp.num_gaussians;
@@ -145,8 +143,8 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
         pair_ranges[2 * i] = a;
         pair_ranges[2 * i + 1] = b - a;
       }
-      if (b - a <= SPLAT_EMIT_PIECE && radius[i] != 0)
-        emit_pair_span(cam, rp, records, rects, i, a, a, b, keys, values);
+      // A Gaussian with no pair (culled: radius 0) reads nothing.
+      if (b > a && b - a <= SPLAT_EMIT_PIECE) emit_pair_span(cam, rp, covers, i, a, a, b, keys, values);
     }
   }
   if (overflow || n == 0u) return;
@@ -167,8 +165,7 @@ SPLAT_FUNC void emit_pairs_body(SimtThread t, SPLAT_CONST_MEM const CameraParams
     if (a >= s1) break;
     const uint32_t b = offsets[r + 1];
     if (b - a <= SPLAT_EMIT_PIECE) continue;  // its rank's own thread emits it
-    const uint32_t i = order[r];
-    if (radius[i] != 0) emit_pair_span(cam, rp, records, rects, i, a, a > s0 ? a : s0, b < s1 ? b : s1, keys, values);
+    emit_pair_span(cam, rp, covers, order[r], a, a > s0 ? a : s0, b < s1 ? b : s1, keys, values);
   }
 }
 

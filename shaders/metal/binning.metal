@@ -50,13 +50,12 @@ kernel void splat_gather_pair_counts(constant ScanParams& p [[buffer(0)]], devic
 }
 
 kernel void splat_emit_pairs(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
-                             device const SplatRecord* records [[buffer(2)]], device int32_t* radius [[buffer(3)]],
-                             device const int32_t* rects [[buffer(4)]], device const uint32_t* order [[buffer(5)]],
-                             device const uint32_t* offsets [[buffer(6)]], device const PairStatus* status [[buffer(7)]],
-                             device uint32_t* keys [[buffer(8)]], device uint32_t* values [[buffer(9)]],
-                             device uint32_t* pair_ranges [[buffer(10)]], SPLAT_THREAD_ATTRS) {
-  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, records, radius, rects, order, offsets, status, keys, values,
-                  pair_ranges);
+                             device const CoverRecord* covers [[buffer(2)]], device int32_t* radius [[buffer(3)]],
+                             device const uint32_t* order [[buffer(4)]], device const uint32_t* offsets [[buffer(5)]],
+                             device const PairStatus* status [[buffer(6)]], device uint32_t* keys [[buffer(7)]],
+                             device uint32_t* values [[buffer(8)]], device uint32_t* pair_ranges [[buffer(9)]],
+                             SPLAT_THREAD_ATTRS) {
+  emit_pairs_body(SPLAT_THREAD_CTX(), cam, rp, covers, radius, order, offsets, status, keys, values, pair_ranges);
 }
 
 kernel void splat_pair_total(constant PairParams& p [[buffer(0)]], device const uint32_t* block_offsets [[buffer(1)]],

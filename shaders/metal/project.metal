@@ -10,9 +10,9 @@ kernel void splat_project_forward(constant CameraParams& cam [[buffer(0)]], cons
                                   device const float* quats [[buffer(4)]],
                                   device const float* opacity_logits [[buffer(5)]], device const float* sh [[buffer(6)]],
                                   device SplatRecord* records [[buffer(7)]], device int32_t* radius [[buffer(8)]],
-                                  device int32_t* rects [[buffer(9)]], device uint32_t* pair_count [[buffer(10)]],
+                                  device CoverRecord* covers [[buffer(9)]], device uint32_t* pair_count [[buffer(10)]],
                                   device uint32_t* depth_keys [[buffer(11)]], device uint32_t* depth_ids [[buffer(12)]],
                                   SPLAT_THREAD_ATTRS) {
   project_forward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, opacity_logits, sh, records, radius,
-                       rects, pair_count, depth_keys, depth_ids);
+                       covers, pair_count, depth_keys, depth_ids);
 }

@@ -17,7 +17,7 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
                                      device const uint32_t* chunk_tiles [[buffer(9)]],
                                      device const float* d_image [[buffer(10)]],
                                      device const float* d_alpha [[buffer(11)]],
-                                     device const int32_t* rects [[buffer(12)]],
+                                     device const CoverRecord* covers [[buffer(12)]],
                                      device const uint32_t* pair_ranges [[buffer(13)]], device float* grads [[buffer(14)]],
                                      device float* abs_grads [[buffer(15)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
@@ -27,6 +27,6 @@ kernel void splat_rasterize_backward(constant CameraParams& cam [[buffer(0)]], c
   SPLAT_TG_ARRAY(float, s_part, SPLAT_BWD_PART_FLOATS);
   SPLAT_TG_ARRAY(uint32_t, s_live, SPLAT_GROUP_SIZE);
   rasterize_backward_body(SPLAT_THREAD_CTX(), cam, rp, bp, ranges, sorted_ids, records, final_T, n_contrib,
-                          checkpoints, chunk_tiles, d_image, d_alpha, rects, pair_ranges, grads, abs_grads, s_splats,
+                          checkpoints, chunk_tiles, d_image, d_alpha, covers, pair_ranges, grads, abs_grads, s_splats,
                           s_ids, s_warp, s_red, s_part, s_live);
 }

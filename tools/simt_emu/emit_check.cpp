@@ -61,6 +61,15 @@ int main(int argc, char** argv) {
     rect[3] = std::clamp((int)floorf((r.mean2d[1] + reach) / SPLAT_TILE_SIZE) + 1, 0, (int)cam.tiles_y);
     radius[i] = uniform(rng) < 0.1f ? 0 : 1 + (int32_t)reach;
   }
+  // What projection stores for emission (cover_record.h); the serial walk
+  // below reads the records and rects themselves.
+  std::vector<CoverRecord> covers(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const SplatRecord& r = records[i];
+    const int32_t* rect = &rects[4 * (size_t)i];
+    store_cover_record(covers.data(), i, make_vec2(r.mean2d[0], r.mean2d[1]),
+                       make_vec3(r.conic[0], r.conic[1], r.conic[2]), r.opacity, rect[0], rect[1], rect[2], rect[3]);
+  }
   std::vector<uint32_t> order(n);
   for (uint32_t i = 0; i < n; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
@@ -120,7 +129,7 @@ int main(int argc, char** argv) {
   const uint32_t slots = pairs + pairs / 2u + 7u;
   const uint32_t groups = (emit_pair_threads(n, slots) + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE;
   simt_emu::dispatch(groups, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    emit_pairs_body(t, cam, rp, records.data(), radius.data(), rects.data(), order.data(), offsets.data(), &status,
+    emit_pairs_body(t, cam, rp, covers.data(), radius.data(), order.data(), offsets.data(), &status,
                     keys.data(), values.data(), ranges.data());
   });
   uint32_t keys_differ = 0, values_differ = 0, ranges_differ = 0;

@@ -181,8 +181,16 @@ int main(int argc, char** argv) {
     rasterize_checkpoints_body(t, cam, rp, ranges.data(), final_T.data(), n_contrib.data(), chunk_state.data());
   });
 
-  // Deterministic: one gradient per pair (emission slot), summed per splat below.
+  // Deterministic: one gradient per pair (emission slot), summed per splat below;
+  // the backward finds a pair's slot from the splat's cover, as projection stores it.
   const bool det = SPLAT_SPEC_DETERMINISTIC != 0;
+  std::vector<CoverRecord> covers(n);
+  for (int g = 0; g < n; ++g) {
+    const SplatRecord& r = records[g];
+    const int32_t* rect = &rects[4 * (size_t)g];
+    store_cover_record(covers.data(), (uint32_t)g, make_vec2(r.mean2d[0], r.mean2d[1]),
+                       make_vec3(r.conic[0], r.conic[1], r.conic[2]), r.opacity, rect[0], rect[1], rect[2], rect[3]);
+  }
   std::vector<float> d_image(3 * pixels), d_alpha(pixels), grads((size_t)SPLAT_PAIR_GRAD * (det ? num_pairs : n), 0.f);
   std::vector<float> abs_grads(2 * (size_t)(det ? num_pairs : n), 0.f);
   for (float& v : d_image) v = normal(rng);
@@ -199,7 +207,7 @@ int main(int argc, char** argv) {
     SPLAT_TG_ARRAY(uint32_t, s_live, SPLAT_GROUP_SIZE);
     rasterize_backward_body(t, cam, rp, bp, ranges.data(), sorted_ids.data(), records.data(), final_T.data(),
                             n_contrib.data(), chunk_state.data(), chunk_tiles.data(), d_image.data(), d_alpha.data(),
-                            rects.data(), pair_ranges.data(), grads.data(), abs_grads.data(), s_splats, s_ids, s_warp,
+                            covers.data(), pair_ranges.data(), grads.data(), abs_grads.data(), s_splats, s_ids, s_warp,
                             s_red, s_part, s_live);
   });
   if (det && SPLAT_SPEC_ABSGRAD) {  // per splat, as GpuDevice dispatches it
