@@ -102,14 +102,13 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
     marks = sorted({c for c in CHECKPOINTS if c <= steps} | {steps})
     rows = []
     train_s = 0.0
-    done = 0
+    views = trainer.config.batch_views   # view steps a step trains
     for mark in marks:
         t0 = time.perf_counter()
-        for _ in range(mark - done - 1):
+        while trainer.step_count + views < mark:
             trainer.step(read_loss=False)
         last = trainer.step(read_loss=True)  # the loss read-back synchronizes the device
         train_s += time.perf_counter() - t0
-        done = mark
         t1 = time.perf_counter()
         ev = splat.evaluate(trainer, test, supersample=supersample)
         rows.append(dict(scene=scene, variant=variant, step=mark, train_s=train_s, psnr=ev.psnr, ssim=ev.ssim,
@@ -127,8 +126,9 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
 
 
 def step_wall_ms(train, state, cfg, backend: str, fields: dict, steps: int = 200) -> float:
-    """Wall milliseconds per step at the state's size, timing off: steps past
-    densification and opacity resets, the loss read once at the end."""
+    """Wall milliseconds per view step at the state's size, timing off: steps past
+    densification and opacity resets, the loss read once at the end (a step of
+    train.batch_views views counts as that many)."""
     start = max(cfg.densify_until, 1) + 10
     tr = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, **fields), state, step=start)
     for _ in range(20):  # warm: kernels, buffers, the pair capacity
@@ -138,7 +138,7 @@ def step_wall_ms(train, state, cfg, backend: str, fields: dict, steps: int = 200
     for _ in range(steps - 1):
         tr.step(read_loss=False)
     tr.step(read_loss=True)
-    return (time.perf_counter() - t0) / steps * 1e3
+    return (time.perf_counter() - t0) / (steps * cfg.batch_views) * 1e3
 
 
 def step_breakdown(train, trainer, cfg, backend: str, fields=None, steps: int = 6) -> dict:

@@ -31,6 +31,7 @@ RECIPE = dict(
     absgrad=False, absgrad_grad_threshold=8e-4, exposure=False, exposure_lr=1e-2, exposure_lr_final=1e-3,
     visible_adam=False, adam_moments="bfloat16",
     num_downscales=0, resolution_schedule=3000,   # full size throughout (nerfstudio's names)
+    batch_views=1,                                 # one view a step
 )
 # The strategy and the Gaussian budget (gsplat's MCMC defaults for the mcmc_* keys).
 RECIPE.update(preset="default", strategy="default", max_gaussians=2 ** 24, mcmc_refine_from=500, mcmc_refine_until=25000,

@@ -162,6 +162,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(bf16_moments);
   SPLAT_READ(num_downscales);
   SPLAT_READ(resolution_schedule);
+  SPLAT_READ(batch_views);
   SPLAT_READ(absgrad);
   SPLAT_READ(absgrad_grad_threshold);
   SPLAT_READ(exposure);

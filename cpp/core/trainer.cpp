@@ -14,8 +14,14 @@ namespace splat {
 
 Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, std::vector<CameraParams> cameras,
                  const std::vector<TrainingImage>& images, const TrainingState& initial, uint32_t step)
-    : device_(std::move(device)), settings_(settings), cameras_(std::move(cameras)), step_(step) {
+    : device_(std::move(device)), settings_(settings), cameras_(std::move(cameras)), step_(step), batch_origin_(step) {
   if (cameras_.empty()) throw ConfigError("[trainer] no training views");
+  if (settings_.batch_views == 0 || settings_.batch_views > kMaxBatchViews)
+    throw ConfigError("[splat] batch_views " + std::to_string(settings_.batch_views) + ": must be 1.." +
+                      std::to_string(kMaxBatchViews));
+  if (settings_.batch_views > 1 && (settings_.exposure || settings_.visible_adam))
+    throw ConfigError(std::string("[splat] batch_views > 1 does not train with ") +
+                      (settings_.exposure ? "exposure" : "visible_adam") + " yet: set batch_views = 1");
   check_gaussian_count(initial.count, "initial Gaussians");
   check_gaussian_count(settings_.max_gaussians, "max_gaussians");
   if (settings_.split_count < 2 || settings_.split_count > kMaxSplitCount)
@@ -198,6 +204,46 @@ void Trainer::train_step(uint32_t t) {
   device_->adam_step(adam);
 }
 
+uint32_t Trainer::batch_size_at(uint32_t first) const {
+  const uint32_t b = settings_.batch_views;
+  if (b <= 1) return 1;
+  const uint32_t steps = settings_.steps;
+  return first <= steps ? std::min(b, steps - first + 1) : b;  // the last batch ends at `steps`
+}
+
+uint32_t Trainer::batch_first(uint32_t t) const {
+  const uint32_t b = std::max(1u, settings_.batch_views);
+  return t <= batch_origin_ ? t : batch_origin_ + (t - batch_origin_ - 1) / b * b + 1;
+}
+
+uint32_t Trainer::batch_update(uint32_t first) const {
+  // Updates before the origin as the data-parallel trainer counts them,
+  // ceil(step / views), then one a batch.
+  const uint32_t b = std::max(1u, settings_.batch_views);
+  return (batch_origin_ + b - 1) / b + (first - batch_origin_ - 1) / b + 1;
+}
+
+uint32_t Trainer::train_batch(uint32_t first, uint32_t from) {
+  if (settings_.batch_views <= 1) {
+    train_step(first);
+    return first;
+  }
+  const uint32_t views = batch_size_at(first);  // a run's last batch may hold one view
+  const uint32_t sh_degree = active_sh_degree(first);
+  for (uint32_t k = from; k < views; ++k) {
+    forward_backward(first + k, sh_degree);
+    if (views > 1) device_->accumulate_gradients(k, views);
+  }
+  const uint32_t last = first + views - 1;
+  // In double, then rounded once: what a caller of apply_update passing
+  // sqrt(views) and beta ** views from Python gives.
+  const double v = views;
+  apply_update(last, batch_update(first), static_cast<float>(std::sqrt(v)),
+               static_cast<float>(std::pow(static_cast<double>(settings_.adam_beta1), v)),
+               static_cast<float>(std::pow(static_cast<double>(settings_.adam_beta2), v)));
+  return last;
+}
+
 void Trainer::train_step_noise(uint32_t t) {
   const TrainSettings& s = settings_;
   // As gsplat's MCMCStrategy: the noise on every step, after any refine, at
@@ -284,9 +330,13 @@ void Trainer::settle(bool noise_done) {
                          " as overflowing its pair buffers, not one of steps 1.." + std::to_string(current));
     step_ = o.first_step - 1;  // those steps changed nothing
     check_pair_count(o.required, o.saturated);
-    for (uint32_t t = o.first_step; t <= current; ++t) {
-      train_step(t);
-      if (t < current || noise_done) train_step_noise(t);
+    // From the overflowing view on: the views of its batch before it added
+    // their gradients already (a view that overflowed adds nothing).
+    for (uint32_t t = o.first_step; t <= current;) {
+      const uint32_t first = batch_first(t);
+      const uint32_t last = train_batch(first, t - first);
+      if (last < current || noise_done) train_step_noise(last);
+      t = last + 1;
     }
   }
   throw BackendError("[trainer] steps " + std::to_string(step_) +
@@ -299,29 +349,35 @@ StepStats Trainer::step(bool read_loss) {
                            diverged_why_ + "); load a checkpoint to train on");
   auto t0 = std::chrono::steady_clock::now();
   const TrainSettings& s = settings_;
-  const uint32_t t = step_ + 1;  // counted once the step's forward has run (it may stop at a limit)
+  const uint32_t first = step_ + 1;  // counted once the step's forward has run (it may stop at a limit)
   StepStats stats;
+  stats.sh_degree = active_sh_degree(first);
+  const uint32_t t = train_batch(first, 0);
   stats.step = t;
-  stats.sh_degree = active_sh_degree(t);
-  train_step(t);
 
-  if (s.mcmc && mcmc_refines_at(t)) {
-    settle(false);
-    McmcRefineSettings r{s.mcmc_min_opacity, mcmc_growth_at(static_cast<uint32_t>(device_->num_gaussians())),
-                         s.seed, t};
-    stats.mcmc = device_->mcmc_refine(r);
-    stats.densified = true;
+  // The schedule's events of each view step of the batch, after its update
+  // (as the data-parallel trainer orders them); the noise once, at its last.
+  for (uint32_t u = first; u <= t; ++u) {
+    if (s.mcmc && mcmc_refines_at(u)) {
+      settle(false);
+      McmcRefineSettings r{s.mcmc_min_opacity, mcmc_growth_at(static_cast<uint32_t>(device_->num_gaussians())),
+                           s.seed, u};
+      stats.mcmc = device_->mcmc_refine(r);
+      stats.densified = true;
+    }
   }
   train_step_noise(t);
-  if (densifies_at(t)) {
-    settle();
-    stats.densify = device_->densify(densify_settings(t));
-    stats.densified = true;
-  }
-  if (resets_opacity_at(t)) {
-    settle();
-    device_->reset_opacity(s.opacity_reset_value);
-    stats.opacity_reset = true;
+  for (uint32_t u = first; u <= t; ++u) {
+    if (densifies_at(u)) {
+      settle();
+      stats.densify = device_->densify(densify_settings(u));
+      stats.densified = true;
+    }
+    if (resets_opacity_at(u)) {
+      settle();
+      device_->reset_opacity(s.opacity_reset_value);
+      stats.opacity_reset = true;
+    }
   }
 
   // The next step's image, while this one's work runs (streamed images).
@@ -333,7 +389,7 @@ StepStats Trainer::step(bool read_loss) {
     const std::string loss = std::isnan(stats.loss) ? "nan" : stats.loss > 0 ? "inf" : "-inf";
     diverge("the loss is " + loss);
   }
-  if (t % kFiniteCheckEvery == 0) check_finite();
+  if (t / kFiniteCheckEvery > (first - 1) / kFiniteCheckEvery) check_finite();
   stats.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return stats;
 }

@@ -59,6 +59,7 @@ class CpuDevice final : public Device {
   void adam_step(const AdamSettings& settings) override { training_.adam_step(settings); }
   void get_gradients(std::vector<float> (&grads)[5]) override { training_.get_grads(grads); }
   void set_gradients(const std::vector<float> (&grads)[5]) override { training_.set_grads(grads); }
+  void accumulate_gradients(uint32_t k, uint32_t views) override { training_.accumulate_grads(k, views); }
   void get_exposure_gradients(std::vector<float>& grads) override { training_.get_exposure_grads(grads); }
   void set_exposure_gradients(const std::vector<float>& grads) override { training_.set_exposure_grads(grads); }
   void get_step_radii(std::vector<int32_t>& radii) override { training_.get_step_radii(radii); }

@@ -159,6 +159,23 @@ void CpuTraining::set_grads(const std::vector<float> (&grads)[5]) {
   for (int a = 0; a < 5; ++a) std::copy(grads[a].begin(), grads[a].end(), grads_[a].begin());
 }
 
+void CpuTraining::accumulate_grads(uint32_t k, uint32_t views) {
+  const bool last = k + 1 == views;
+  const float divisor = static_cast<float>(views);
+  for (int a = 0; a < 5; ++a) {
+    const size_t len = count_ * param_width(a, sh_stride_);
+    float* g = grads_[a].data();
+    if (k == 0) {
+      grow_vector(grad_sum_[a], len, allocations_);  // grows with the Gaussians, not per step
+      std::copy(g, g + len, grad_sum_[a].begin());
+    } else if (last) {  // the mean, summed in view order
+      for (size_t i = 0; i < len; ++i) g[i] = (grad_sum_[a][i] + g[i]) / divisor;
+    } else {
+      for (size_t i = 0; i < len; ++i) grad_sum_[a][i] += g[i];
+    }
+  }
+}
+
 void CpuTraining::get_step_radii(std::vector<int32_t>& radii) const {
   radii.assign(radii_.begin(), radii_.begin() + std::min(radii_.size(), count_));
 }

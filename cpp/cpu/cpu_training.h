@@ -33,6 +33,9 @@ class CpuTraining {
   // Data-parallel training: the gradients and statistics out and back (sizes checked).
   void get_grads(std::vector<float> (&grads)[5]) const;
   void set_grads(const std::vector<float> (&grads)[5]);
+  // Device::accumulate_gradients: view k of `views` into grad_sum_, the mean
+  // into the gradients at the last.
+  void accumulate_grads(uint32_t k, uint32_t views);
   // Exposure: every view's correction gradient [views x 12] (zero but the
   // last step's view's); set: the next Adam step uses these instead.
   void get_exposure_grads(std::vector<float>& grads) const;
@@ -70,6 +73,7 @@ class CpuTraining {
   size_t count_ = 0;
   uint32_t sh_stride_ = 16;
   std::vector<float> params_[5], m_[5], v_[5], grads_[5];
+  std::vector<float> grad_sum_[5];  // several views a step: the batch's gradients so far
   std::vector<float> means2d_grad_, grad_accum_, grad_count_, max_radii_;
   std::vector<int32_t> radii_;
   // Every view's RGB packed one after the other, and the masks of the views

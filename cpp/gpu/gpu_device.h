@@ -56,6 +56,7 @@ class GpuDevice final : public Device {
                          const std::vector<float>& max_radii) override;
   void join_ranks(const std::string& unique_id, int rank, int ranks) override;
   void reduce_gradients() override;
+  void accumulate_gradients(uint32_t k, uint32_t views) override;
   void reduce_densify_stats() override;
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
@@ -96,7 +97,8 @@ class GpuDevice final : public Device {
     // the densification statistics, the images, and the loss / densify scratch.
     kParam0, kM0 = kParam0 + 5, kV0 = kM0 + 5,
     kGrad0 = kV0 + 5, kGradMeans2d = kGrad0 + 5,
-    kGradAccum, kGradCount, kMaxRadii,
+    kGradSum0,  // several views a step: the batch's gradient sums (5 arrays)
+    kGradAccum = kGradSum0 + 5, kGradCount, kMaxRadii,
     kImages, kMasks, kLossPartials, kTileSums, kLoss,
     kDensifyKind, kDensifyExtra, kDensifyExtraOffsets, kDensifyFlags, kDensifyOffsets, kDensifyRowSource,
     kFinitePartials, kFiniteTotals,

@@ -1,4 +1,5 @@
-// What data-parallel ranks exchange with a GpuDevice (python/splat/parallel;
+// The gradients of several views a step (accumulate_gradients), and what
+// data-parallel ranks exchange with a GpuDevice (python/splat/parallel;
 // docs/architecture.md, "Data-parallel training"): the last step's gradients,
 // exposure gradients and screen radii, and the densification statistics, read
 // back and replaced through the host, or reduced in place on the device through
@@ -8,6 +9,7 @@
 
 #include "gpu_device.h"
 #include "../../shaders/common/exposure.h"
+#include "grid.h"
 #include "splat/errors.h"
 
 namespace splat::gpu {
@@ -91,6 +93,27 @@ void GpuDevice::set_exposure_gradients(const std::vector<float>& grads) {
   launcher_->upload(ref(kExposureGradViews), grads.data(), 4 * len);
   end(TimingLabel::Upload);
   exposure_grad_views_set_ = true;
+  finish_op(false);
+}
+
+void GpuDevice::accumulate_gradients(uint32_t k, uint32_t views) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  if (views < 2 || k >= views) throw ConfigError("[gpu] accumulate_gradients: view " + std::to_string(k) + " of " +
+                                                 std::to_string(views));
+  if (!n) return;
+  ensure_full_sh_grad();  // a sum of views' rank-one SH factors is not rank one
+  begin(TimingLabel::Adam);
+  for (int a = 0; a < 5; ++a) {
+    const size_t len = n * param_width(a, sh_stride_);
+    if (len >= (size_t{1} << 32)) throw BackendError("[gpu] accumulate_gradients: too many values for one dispatch");
+    const AccumulateParams p{static_cast<uint32_t>(len), k, views, 0u};
+    launch(Kernel::GradAccumulate, div_up(len, kGroup),
+           {KernelArg::value(p), KernelArg::buf(ref(kGrad0 + a)), KernelArg::buf(ensure(kGradSum0 + a, 4 * len, true)),
+            KernelArg::buf(ref(kRadius))});
+  }
+  end(TimingLabel::Adam);
+  if (k + 1 == views) sh_grad_full_ = true;  // the next adam_step reads the mean, sh in full
   finish_op(false);
 }
 

@@ -38,6 +38,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::SsimForward, "splat_ssim_forward", "train.cu", "train.metal", {}, kG},
       {Kernel::SsimBackward, "splat_ssim_backward", "train.cu", "train.metal", {}, kG},
       {Kernel::Adam, "splat_adam", "train.cu", "train.metal", {}, kG},
+      {Kernel::GradAccumulate, "splat_grad_accumulate", "train.cu", "train.metal", {}, kG},
       {Kernel::GradStats, "splat_grad_stats", "train.cu", "train.metal", {}, kG},
       {Kernel::ResetOpacity, "splat_reset_opacity", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyClassify, "splat_densify_classify", "train.cu", "train.metal", {}, kG},

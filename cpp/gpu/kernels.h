@@ -35,6 +35,7 @@ enum class Kernel : uint8_t {
   SsimForward,
   SsimBackward,
   Adam,
+  GradAccumulate,
   GradStats,
   ResetOpacity,
   DensifyClassify,

@@ -268,6 +268,11 @@ class TrainConfig(_Section):
                                  "(nerfstudio's splatfacto; 0: full size throughout)")
     resolution_schedule: int = _f(3000, "int", lo=1, hi=UINT32_MAX,
                                   doc="steps at each resolution level of the schedule (with num_downscales > 0)")
+    batch_views: int = _f(1, "int", lo=1, hi=64,
+                          doc="views a training step averages: each step is one update over this many consecutive "
+                              "views, their gradients' mean, the learning rates times sqrt(batch_views) and Adam's "
+                              "betas to the power batch_views (gsplat's batch_size; the data-parallel batch in one "
+                              "process); steps, and every step the schedule names, still count views")
 
     def for_random_start(self) -> "TrainConfig":
         """This recipe for a scene that starts from random points (no point cloud): its
@@ -322,6 +327,10 @@ class TrainConfig(_Section):
         if not bad & {"num_downscales", "exposure"} and v["num_downscales"] > 0 and v["exposure"]:
             errors.append("train.num_downscales: the resolution schedule does not train with exposure = true "
                           "(a view's colour correction is fitted at one image size); set one of them")
+        for key in ("exposure", "visible_adam"):
+            if not bad & {"batch_views", key} and v["batch_views"] > 1 and v[key]:
+                errors.append(f"train.batch_views: {v['batch_views']} views a step do not train with {key} = true "
+                              f"yet; set batch_views = 1 or {key} = false")
         if not bad & {"opacity_reset_value", "prune_opacity"} and \
                 v["opacity_reset_value"] <= v["prune_opacity"]:
             errors.append(f"train.opacity_reset_value: {v['opacity_reset_value']} must exceed "

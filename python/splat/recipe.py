@@ -84,6 +84,10 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
         n, levels = train.resolution_schedule, train.num_downscales
         steps = ", ".join(f"1/{2 ** (levels - k)} to step {n * (k + 1)}" for k in range(levels))
         lines.append(f"resolution schedule: the views box-filtered to {steps}, then full size")
+    if train.batch_views > 1:
+        b = train.batch_views
+        lines.append(f"batch: {b} views a step, one update on their mean gradient (learning rates x {b ** 0.5:.3g}, "
+                     f"Adam's betas ^ {b}); steps count views ({-(-train.steps // b)} updates)")
     return preset + lines
 
 

@@ -28,7 +28,8 @@ SH_C0 = 0.28209479177387814
 CHECKPOINT_VERSION = 1
 # [train] keys added after runs were first written, with the value that keeps
 # what such a run did: a checkpoint or run config without them resumes as before.
-TRAIN_KEYS_ADDED = {"opacity_reset": "on", "num_downscales": 0, "resolution_schedule": 3000, "adam_moments": "float32"}
+TRAIN_KEYS_ADDED = {"opacity_reset": "on", "num_downscales": 0, "resolution_schedule": 3000, "adam_moments": "float32",
+                    "batch_views": 1}
 # Raised when the loss or a parameter is no longer finite (a RuntimeError).
 TrainingDiverged = _core.TrainingDiverged
 # Every checkpoint member gets this timestamp, so equal states give equal bytes.
@@ -49,7 +50,7 @@ _NATIVE_SETTINGS = (
     "max_gaussians", "mcmc_refine_from", "mcmc_refine_until", "mcmc_refine_every", "mcmc_growth",
     "mcmc_min_opacity", "mcmc_noise_lr", "mcmc_opacity_reg", "mcmc_scale_reg",
     "absgrad", "absgrad_grad_threshold", "exposure", "exposure_lr", "exposure_lr_final", "visible_adam",
-    "num_downscales", "resolution_schedule",
+    "num_downscales", "resolution_schedule", "batch_views",
 )
 _STATS = ("grad_accum", "grad_count", "max_radii")
 # Per-view colour corrections [views, 3, 4] ([A | b]) and their Adam moments.
@@ -304,7 +305,9 @@ class Trainer:
         return self._native.backend
 
     def step(self, read_loss: bool = True) -> StepStats:
-        """One training step. On GPUs, read_loss=False avoids the sync that reading the loss needs:
+        """One training step: one view, or with train.batch_views = B one update over the next B
+        views (step_count advances by B; the run's last batch ends at train.steps; the loss read
+        back is the last view's). On GPUs, read_loss=False avoids the sync that reading the loss needs:
         nothing in a step waits for the GPU. A step whose (tile, Gaussian) pairs outgrew the
         device's buffers changes nothing and runs again at the next sync point (reading the
         loss, densifying, the state, a render), with the same result (docs/gpu.md).
@@ -320,7 +323,8 @@ class Trainer:
         return stats
 
     def run(self, n: int, progress: bool = True, loss_every: int = 10) -> StepStats | None:
-        """n steps, with a progress bar (loss, #Gaussians, steps/s) when `progress`."""
+        """n steps (each train.batch_views views), with a progress bar (loss, #Gaussians,
+        steps/s) when `progress`."""
         n = integer("n", n, 0)
         last = None
         if not progress:

@@ -230,6 +230,16 @@ struct ShGradParams {
 SPLAT_STATIC_ASSERT(sizeof(ShGradParams) == 16, "ShGradParams layout");
 
 // Per-Gaussian element-wise training kernels (statistics, opacity reset).
+// Several views a step (train_optim.h, grad_accumulate_body): view `k` of
+// `views` over `count` floats of one gradient array.
+struct AccumulateParams {
+  uint32_t count;
+  uint32_t k;
+  uint32_t views;
+  uint32_t pad;
+};
+SPLAT_STATIC_ASSERT(sizeof(AccumulateParams) == 16, "AccumulateParams layout");
+
 struct ElementParams {
   uint32_t count;
   uint32_t width, height;  // image size (statistics)

@@ -46,6 +46,11 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_grad_accumulate(AccumulateParams p, float* grad, float* sum, const int32_t* radius) {
+  grad_accumulate_body(SPLAT_THREAD_CTX(), p, grad, sum, radius);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_reset_opacity(ElementParams p, float* opacity) {
   reset_opacity_body(SPLAT_THREAD_CTX(), p, opacity);
 }

@@ -53,6 +53,12 @@ kernel void splat_grad_stats(constant ElementParams& p [[buffer(0)]], device con
   grad_stats_body(SPLAT_THREAD_CTX(), p, radius, d_means2d, grad_accum, grad_count, max_radii);
 }
 
+kernel void splat_grad_accumulate(constant AccumulateParams& p [[buffer(0)]], device float* grad [[buffer(1)]],
+                                  device float* sum [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
+                                  SPLAT_THREAD_ATTRS) {
+  grad_accumulate_body(SPLAT_THREAD_CTX(), p, grad, sum, radius);
+}
+
 kernel void splat_reset_opacity(constant ElementParams& p [[buffer(0)]], device float* opacity [[buffer(1)]],
                                 SPLAT_THREAD_ATTRS) {
   reset_opacity_body(SPLAT_THREAD_CTX(), p, opacity);

@@ -146,6 +146,18 @@ class Device {
   virtual PairBuffers pair_buffers() const { return {}; }
   // Test hook: the capacity from now on (overflows the next forwards when small).
   virtual void set_pair_capacity(size_t pairs) { (void)pairs; }
+  // Several views a step (TrainSettings::batch_views): after view k of a batch
+  // of `views` (its train_forward_backward and MCMC regularisers), adds its
+  // gradients into an accumulator (k = 0 starts it); at k = views - 1 the
+  // gradients the next adam_step applies become the views' mean, summed in
+  // view order and divided by `views` (sh in full, as set_gradients leaves
+  // it). A view whose forward overflowed the pair buffers adds nothing (its
+  // batch runs again from it).
+  virtual void accumulate_gradients(uint32_t k, uint32_t views) {
+    (void)k;
+    (void)views;
+    throw BackendError("[device] this backend does not train several views a step");
+  }
   // Data-parallel training (python/splat/parallel): the last step's
   // gradients, laid out as TrainingState::params (sh in full), and the
   // densification statistics, as host arrays; set_* takes them back (the

@@ -22,6 +22,8 @@ inline constexpr uint64_t kMaxPairs = (uint64_t{1} << 31) - 1;
 // Gaussians one split produces: the GPU scans the extras of every Gaussian
 // before the cap, n (split_count - 1) < 2^32 for n <= kMaxGaussians.
 inline constexpr uint32_t kMaxSplitCount = 256;
+// Views a training step may average (train.batch_views).
+inline constexpr uint32_t kMaxBatchViews = 64;
 // Halvings of the resolution schedule (TrainSettings::num_downscales): the
 // coarsest level is 1/16 of each side.
 inline constexpr uint32_t kMaxDownscales = 4;

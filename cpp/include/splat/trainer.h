@@ -56,6 +56,10 @@ struct TrainSettings {
   // the views at 1/2^num_downscales of their size, the factor halving every
   // resolution_schedule steps down to full size (0: full size throughout).
   uint32_t num_downscales = 0, resolution_schedule = 3000;
+  // Views a step (train.batch_views): each step() is one update over this many
+  // consecutive view steps, their gradients' mean (as data-parallel ranks make
+  // it: learning rates times sqrt(views), betas to the power views).
+  uint32_t batch_views = 1;
   // Scene.
   float scene_extent = 1.f;
   float background[3] = {1.f, 1.f, 1.f};
@@ -87,7 +91,9 @@ class Trainer {
   Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, std::vector<CameraParams> cameras,
           const std::vector<TrainingImage>& images, const TrainingState& initial, uint32_t step = 0);
 
-  // One step. The loss is read back only when read_loss (a sync on GPUs).
+  // One step: one view, or batch_views views and one update (the last
+  // batch of a run may be shorter: it ends at `steps`). The loss is read back
+  // only when read_loss (a sync on GPUs): the batch's last view's.
   // Throws TrainingDiverged when the loss read back, or a parameter at a
   // check (every kFiniteCheckEvery steps), is not finite; every later call
   // throws again.
@@ -160,6 +166,16 @@ class Trainer {
   // refine, when the step has one). step_ = t after the first.
   void train_step(uint32_t t);
   void train_step_noise(uint32_t t);
+  // The views of the batch that starts at view step `first`, and its update
+  // number (Adam's bias correction): batches follow one another from the step
+  // the trainer started at.
+  uint32_t batch_size_at(uint32_t first) const;
+  uint32_t batch_first(uint32_t t) const;
+  uint32_t batch_update(uint32_t first) const;
+  // The batch starting at `first` from its view `from` on (earlier views'
+  // gradients already accumulated on the device), then its update; step_
+  // becomes its last view step, which it returns.
+  uint32_t train_batch(uint32_t first, uint32_t from);
   DensifySettings densify_settings(uint32_t t) const;
   // settle() with step_ = `current` whose noise has run when `noise_done`.
   void settle(bool noise_done);
@@ -177,6 +193,7 @@ class Trainer {
   size_t views_ = 0;
   std::vector<std::vector<uint8_t>> level_pixels_;  // per downscaled view: RGB then its mask, if any
   uint32_t step_ = 0;
+  uint32_t batch_origin_ = 0;  // the step batches are counted from (the one the trainer started at)
   bool diverged_ = false;
   uint32_t diverged_step_ = 0;
   std::string diverged_why_;

@@ -440,6 +440,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                             size=_size_note(trainer.downscale_level(trainer.step_count + 1)))
     first_step = trainer.step_count
     ranks_stop = False
+    saved_steps = set()   # checkpoints this run wrote (two milestones may share a step)
 
     def stopping() -> bool:
         """Several ranks stop together: after the update whose exchange carries a
@@ -455,7 +456,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             t0 = time.perf_counter()
             while trainer.step_count < milestone and not stopping():
                 i = trainer.step_count + 1
-                j = i + ranks - 1   # the update's last view step
+                j = i + ranks * trainer.config.batch_views - 1   # the update's last view step
                 read = j // LOSS_EVERY > (i - 1) // LOSS_EVERY or j >= milestone
                 if group is None:
                     st = trainer.step(read_loss=read)
@@ -474,9 +475,12 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             if stopping():
                 break
             trainer.check_finite()
-            if milestone in ckpt_steps:   # several ranks: the first step at or past the milestone
+            # Several ranks or views a step: the first step at or past the milestone, which
+            # two milestones can share (evaluated and saved once).
+            if milestone in ckpt_steps and trainer.step_count not in saved_steps:
                 trainer.save_checkpoint(out / f"checkpoint_{trainer.step_count}.npz")
-            if milestone in eval_steps:
+                saved_steps.add(trainer.step_count)
+            if milestone in eval_steps and not (evals and evals[-1]["step"] == trainer.step_count):
                 t0 = time.perf_counter()
                 renders = _KeepSome(show)
                 ev = evaluate(trainer, test, supersample=supersample, renders=renders,

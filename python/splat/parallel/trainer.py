@@ -293,6 +293,9 @@ def _check_options(check_every, lr_scaling, exchange) -> None:
 
 
 def _check_recipe(config, group: ProcessGroup, exchange: str) -> None:
+    if config.batch_views > 1:   # each rank's view step is one forward_backward
+        raise ValueError(f"[parallel] train.batch_views: {config.batch_views} views a step on each rank is not "
+                         f"supported; ranks already make a batch of one view each (set batch_views = 1)")
     if group.world_size <= 1:
         return
     for key, what in HOST_EXCHANGE_ONLY:

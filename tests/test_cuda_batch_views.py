@@ -1,0 +1,67 @@
+"""Several views a training step ([train] batch_views) on the CUDA backend:
+the accumulated mean against the CPU backend's (tests/test_batch_views.py holds
+the CPU to the numpy batch to the bit), and batches whose views overflow the
+pair buffers (a forced small capacity, anywhere in a batch) running again to
+the bit of the read-back trainer's state, both deterministic.
+Run on a GPU: `pytest -m cuda tests/test_cuda_batch_views.py`."""
+import numpy as np
+import pytest
+
+import splat
+from _scenes import make_rng
+from test_cuda_training import assert_states_close, trainers
+from test_training import make_dataset, random_gaussians, small_config
+
+pytestmark = pytest.mark.cuda
+
+_ok, _why = splat.backend_available("cuda")
+if not _ok:
+    pytest.skip(f"CUDA backend not available: {_why}", allow_module_level=True)
+
+
+@pytest.mark.parametrize("views", [2, 3])
+def test_batches_of_views_match_cpu(views):
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 150), n_views=5, width=40, height=32)
+    cfg = small_config(sh_degree_interval=2, densify_from=10_000, densify_until=10_000, batch_views=views)
+    cpu, gpu = trainers(ds, cfg, initial=random_gaussians(rng, 300))
+    for _ in range(4):
+        a, b = cpu.step(), gpu.step()
+        assert a.step == b.step and abs(a.loss - b.loss) <= 1e-5 * abs(a.loss), (a, b, seed)
+    assert gpu.step_count == 4 * views
+    # Four updates at rates times sqrt(views).
+    assert_states_close(cpu.state(), gpu.state(), seed, f"{views} views a step", lr_steps=4 * 0.05 * views ** 0.5)
+
+
+def run(ds, cfg, initial, sizing, capacities):
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda", deterministic=True,
+                                                                 pair_sizing=sizing), initial=initial)
+    losses = []
+    while tr.step_count < cfg.steps:
+        if sizing == "device" and tr.step_count in capacities:
+            tr._native.set_pair_capacity(capacities[tr.step_count])
+        read = tr.step_count % 5 == 0
+        s = tr.step(read_loss=read)
+        if read:
+            losses.append((s.step, s.loss))
+    return tr, losses
+
+
+def test_overflowing_views_of_a_batch_run_again_to_the_bit():
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 60), n_views=6, width=64, height=48)
+    initial = random_gaussians(rng, 150)
+    cfg = small_config(steps=99, densify_from=9, densify_until=90, densify_every=18, opacity_reset_every=54,
+                       batch_views=3)
+    # Small capacities at several batch starts: the views of a batch need
+    # different counts, so overflows fall on its first view and on later ones.
+    capacities = {s: int(c) for s, c in zip((0, 21, 42, 63), rng.integers(60, 400, 4))}
+    want, want_losses = run(ds, cfg, initial, "readback", {})
+    got, got_losses = run(ds, cfg, initial, "device", capacities)
+    buffers = got._native.pair_buffers()
+    assert buffers["overflows"] >= 2, (buffers, seed)
+    a, b = want.state(), got.state()
+    assert got.step_count == want.step_count == cfg.steps
+    for name in a:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=f"{name}; seed {seed}")
+    assert got_losses == want_losses, seed
