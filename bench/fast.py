@@ -64,8 +64,9 @@ def run(scene, name, cfg, train, test, evals, backend_fields, log, floaters=Fals
     points, seconds = [], 0.0
     for mark in marks:
         t0 = time.perf_counter()
+        views = trainer.config.batch_views   # view steps a step trains
         while trainer.step_count < mark:
-            for _ in range(min(mark - trainer.step_count, 100) - 1):
+            for _ in range(-(-min(mark - trainer.step_count, 100) // views) - 1):
                 trainer.step(read_loss=False)
             trainer.step(read_loss=True)  # synchronizes the device
         seconds += time.perf_counter() - t0

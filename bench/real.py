@@ -203,8 +203,9 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
     for mark in marks:
         t0 = time.perf_counter()
         stopped = False
+        views = trainer.config.batch_views   # view steps a step trains
         while trainer.step_count < mark:
-            n = min(mark - trainer.step_count, 100)
+            n = -(-min(mark - trainer.step_count, 100) // views)
             for _ in range(n - 1):
                 trainer.step(read_loss=False)
             trainer.step(read_loss=True)        # synchronizes the device
