@@ -34,6 +34,7 @@ EMIT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "emit_check.cpp")
 FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
 SH_GRAD_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sh_grad_check.cpp")
 EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
+ACCUMULATE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "accumulate_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
 CHUNK = 256
@@ -413,6 +414,21 @@ def test_nonfinite_count_kernels_match_isfinite(compiler, tmp_path, sh_width):
         for a in range(5):
             assert got[f"got{a}"] == got[f"want{a}"], (a, got, n, groups, seed)
             assert int(got[f"want{a}"]) > 0, (a, got, seed)   # the check plants one in every array
+@pytest.mark.parametrize("views", [2, 3, 5])
+def test_gradient_accumulation_is_the_views_mean(compiler, tmp_path, views):
+    """grad_accumulate_body (several views a step) against the views' float32 sum in
+    view order divided by their number, to the bit, with one view overflowing its pair
+    buffers (it adds nothing) and the batch run again from it."""
+    exe = compile_check(compiler, [ACCUMULATE_SOURCE], str(tmp_path / "accumulate_check"))
+    rng, seed = make_rng()
+    for count in (1, int(rng.integers(300, 3000))):
+        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(count), str(views)], capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got = {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
+        assert got["differ"] == 0 and got["sum_touched"] == 0 and got["count"] == count, (got, seed)
+
+
 def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):
     """The pair count's scan past 2^32 (GpuDevice::scanned_total): block sums
     saturate instead of wrapping, so the host's total from the scanned block
