@@ -40,15 +40,19 @@ def numpy_batches(ds, cfg, state, views):
     tr = splat.Trainer(ds, one, splat.BackendConfig(backend="cpu"), state)
     nat = tr._native
     update = 0
+    tr.batch_losses = []   # each batch's loss: its views' float32 mean
     while tr.step_count < cfg.steps:
         first = tr.step_count + 1
         n = min(views, cfg.steps - first + 1)
         last = first + n - 1
-        total = None
+        total, loss = None, None
         for k in range(n):
             nat.forward_backward(first + k, nat.sh_degree_at(first))
+            view_loss = np.float32(nat.last_loss())
+            loss = view_loss if loss is None else loss + view_loss
             g = nat.gradients()
             total = {p: g[p].copy() for p in PARAMS} if total is None else {p: total[p] + g[p] for p in PARAMS}
+        tr.batch_losses.append(float(loss / np.float32(n)))
         if n > 1:
             nat.set_gradients({p: total[p] / np.float32(n) for p in PARAMS})
         update += 1
@@ -74,13 +78,16 @@ def test_a_step_is_the_mean_update_of_its_views(strategy, views):
     ds, state = scene(rng)
     cfg = recipe(strategy, views, seed % 1000, steps=int(rng.integers(40, 61)))
     tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)
-    counts = []
+    counts, losses = [], []
     while tr.step_count < cfg.steps:
-        counts.append(tr.step(read_loss=False).step)
+        s = tr.step(read_loss=True)
+        counts.append(s.step)
+        losses.append(s.loss)
     # The last batch ends at steps; every other one is `views` long.
     assert counts == list(range(views, cfg.steps, views)) + [cfg.steps] or \
         counts == list(range(views, cfg.steps + 1, views)), (counts, seed)
     ref = numpy_batches(ds, cfg, state, views)
+    assert losses == ref.batch_losses, seed   # the views' mean loss
     got, want = tr.state(), ref.state()
     assert tr.num_gaussians == ref.num_gaussians, seed
     for k in want:

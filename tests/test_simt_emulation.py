@@ -417,8 +417,8 @@ def test_nonfinite_count_kernels_match_isfinite(compiler, tmp_path, sh_width):
 @pytest.mark.parametrize("views", [2, 3, 5])
 def test_gradient_accumulation_is_the_views_mean(compiler, tmp_path, views):
     """grad_accumulate_body (several views a step) against the views' float32 sum in
-    view order divided by their number, to the bit, with one view overflowing its pair
-    buffers (it adds nothing) and the batch run again from it."""
+    view order divided by their number, to the bit (the loss likewise), with one view
+    overflowing its pair buffers (it adds nothing) and the batch run again from it."""
     exe = compile_check(compiler, [ACCUMULATE_SOURCE], str(tmp_path / "accumulate_check"))
     rng, seed = make_rng()
     for count in (1, int(rng.integers(300, 3000))):
@@ -426,7 +426,7 @@ def test_gradient_accumulation_is_the_views_mean(compiler, tmp_path, views):
                            text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-4000:]
         got = {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
-        assert got["differ"] == 0 and got["sum_touched"] == 0 and got["count"] == count, (got, seed)
+        assert got["differ"] == got["sum_touched"] == got["loss_differ"] == 0 and got["count"] == count, (got, seed)
 
 
 def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):

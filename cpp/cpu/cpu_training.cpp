@@ -162,6 +162,10 @@ void CpuTraining::set_grads(const std::vector<float> (&grads)[5]) {
 void CpuTraining::accumulate_grads(uint32_t k, uint32_t views) {
   const bool last = k + 1 == views;
   const float divisor = static_cast<float>(views);
+  // The batch's loss: the views' mean, summed as the gradients.
+  if (k == 0) loss_sum_ = loss_value_;
+  else if (last) loss_value_ = (loss_sum_ + loss_value_) / divisor;
+  else loss_sum_ += loss_value_;
   for (int a = 0; a < 5; ++a) {
     const size_t len = count_ * param_width(a, sh_stride_);
     float* g = grads_[a].data();

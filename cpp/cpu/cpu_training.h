@@ -92,6 +92,7 @@ class CpuTraining {
   std::pair<const uint8_t*, const uint8_t*> view_pixels(uint32_t view);
   std::vector<float> rendered_, d_rendered_, alpha_;
   float loss_value_ = 0.f;
+  float loss_sum_ = 0.f;  // several views a step: the batch's losses so far
   TrainingOptions options_;
   // absgrad: the backward's summed absolute 2D-mean gradient [N, 2].
   std::vector<float> means2d_abs_;

@@ -107,10 +107,11 @@ void GpuDevice::accumulate_gradients(uint32_t k, uint32_t views) {
   for (int a = 0; a < 5; ++a) {
     const size_t len = n * param_width(a, sh_stride_);
     if (len >= (size_t{1} << 32)) throw BackendError("[gpu] accumulate_gradients: too many values for one dispatch");
-    const AccumulateParams p{static_cast<uint32_t>(len), k, views, 0u};
+    // The means' launch also sums the views' losses (the batch's loss is their mean).
+    const AccumulateParams p{static_cast<uint32_t>(len), k, views, a == 0 ? 1u : 0u};
     launch(Kernel::GradAccumulate, div_up(len, kGroup),
            {KernelArg::value(p), KernelArg::buf(ref(kGrad0 + a)), KernelArg::buf(ensure(kGradSum0 + a, 4 * len, true)),
-            KernelArg::buf(ref(kRadius))});
+            KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(kLoss))});
   }
   end(TimingLabel::Adam);
   if (k + 1 == views) sh_grad_full_ = true;  // the next adam_step reads the mean, sh in full

@@ -307,7 +307,7 @@ class Trainer:
     def step(self, read_loss: bool = True) -> StepStats:
         """One training step: one view, or with train.batch_views = B one update over the next B
         views (step_count advances by B; the run's last batch ends at train.steps; the loss read
-        back is the last view's). On GPUs, read_loss=False avoids the sync that reading the loss needs:
+        back is their mean). On GPUs, read_loss=False avoids the sync that reading the loss needs:
         nothing in a step waits for the GPU. A step whose (tile, Gaussian) pairs outgrew the
         device's buffers changes nothing and runs again at the next sync point (reading the
         loss, densifying, the state, a render), with the same result (docs/gpu.md).

@@ -231,12 +231,13 @@ SPLAT_STATIC_ASSERT(sizeof(ShGradParams) == 16, "ShGradParams layout");
 
 // Per-Gaussian element-wise training kernels (statistics, opacity reset).
 // Several views a step (train_optim.h, grad_accumulate_body): view `k` of
-// `views` over `count` floats of one gradient array.
+// `views` over `count` floats of one gradient array; with_loss: also the
+// view's loss (one dispatch of the step's).
 struct AccumulateParams {
   uint32_t count;
   uint32_t k;
   uint32_t views;
-  uint32_t pad;
+  uint32_t with_loss;
 };
 SPLAT_STATIC_ASSERT(sizeof(AccumulateParams) == 16, "AccumulateParams layout");
 

@@ -46,8 +46,8 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_grad_accumulate(AccumulateParams p, float* grad, float* sum, const int32_t* radius) {
-  grad_accumulate_body(SPLAT_THREAD_CTX(), p, grad, sum, radius);
+    splat_grad_accumulate(AccumulateParams p, float* grad, float* sum, const int32_t* radius, float* loss) {
+  grad_accumulate_body(SPLAT_THREAD_CTX(), p, grad, sum, radius, loss);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -10,7 +10,8 @@
 //   ssim_backward  per channel: the same blur of the three partial planes,
 //                  then d_image = d_l1 sign(x - y) + G*p0 + 2 x G*p1 + y G*p2.
 //                  Threadgroup 0 also reduces tile_sums in a fixed order into
-//                  loss[0] (the value), loss[1] (mean L1), loss[2] (mean SSIM).
+//                  loss[0] (the value), loss[1] (mean L1), loss[2] (mean SSIM);
+//                  loss[3] is several views' sum (train_optim.h).
 // The blur sums its 11 taps in index order with zeros outside the image, the
 // same float operations as the CPU schedule (cpp/cpu/cpu_loss.cpp), so both
 // produce the same bits; the per-pixel math is shaders/common/ssim.h.

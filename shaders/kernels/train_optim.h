@@ -176,19 +176,27 @@ SPLAT_FUNC void grad_stats_body(SimtThread t, SPLAT_CONST_MEM const ElementParam
 }
 
 // opacity_logit = min(opacity_logit, value) (the moments are zeroed by the host).
-// Several views a step: view k's gradient into the batch's sum (k = 0 starts
-// it), and at the last view the mean, (sum + gradient) / views, into the
-// gradient Adam reads: the views summed in order, as the CPU backend sums
-// them. A view whose forward overflowed the pair buffers (step_skipped)
-// adds nothing; its batch runs again from it.
+// Several views a step: view k's value into the batch's sum (k = 0 starts
+// it), and at the last view the mean, (sum + value) / views, where the update
+// reads it: the views summed in order, as the CPU backend sums them.
+SPLAT_FUNC void accumulate_view(uint32_t k, uint32_t views, SPLAT_DEVICE_MEM float& value,
+                                SPLAT_DEVICE_MEM float& sum) {
+  if (k == 0u) sum = value;
+  else if (k + 1u == views) value = (sum + value) / (float)views;
+  else sum += value;
+}
+
+// The gradients (and, with_loss, the loss: loss[0] the view's, loss[3] the
+// batch's sum; train_loss.h) of view k of a batch. A view whose forward
+// overflowed the pair buffers (step_skipped) adds nothing; its batch runs
+// again from it.
 SPLAT_FUNC void grad_accumulate_body(SimtThread t, SPLAT_CONST_MEM const AccumulateParams& p,
                                      SPLAT_DEVICE_MEM float* grad, SPLAT_DEVICE_MEM float* sum,
-                                     SPLAT_DEVICE_MEM const int32_t* radius) {
+                                     SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM float* loss) {
   uint32_t i = global_index(t);
   if (i >= p.count || step_skipped(radius)) return;
-  if (p.k == 0u) sum[i] = grad[i];
-  else if (p.k + 1u == p.views) grad[i] = (sum[i] + grad[i]) / (float)p.views;
-  else sum[i] += grad[i];
+  accumulate_view(p.k, p.views, grad[i], sum[i]);
+  if (p.with_loss != 0u && i == 0u) accumulate_view(p.k, p.views, loss[0], loss[3]);
 }
 
 SPLAT_FUNC void reset_opacity_body(SimtThread t, SPLAT_CONST_MEM const ElementParams& p,

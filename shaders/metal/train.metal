@@ -55,8 +55,8 @@ kernel void splat_grad_stats(constant ElementParams& p [[buffer(0)]], device con
 
 kernel void splat_grad_accumulate(constant AccumulateParams& p [[buffer(0)]], device float* grad [[buffer(1)]],
                                   device float* sum [[buffer(2)]], device const int32_t* radius [[buffer(3)]],
-                                  SPLAT_THREAD_ATTRS) {
-  grad_accumulate_body(SPLAT_THREAD_CTX(), p, grad, sum, radius);
+                                  device float* loss [[buffer(4)]], SPLAT_THREAD_ATTRS) {
+  grad_accumulate_body(SPLAT_THREAD_CTX(), p, grad, sum, radius, loss);
 }
 
 kernel void splat_reset_opacity(constant ElementParams& p [[buffer(0)]], device float* opacity [[buffer(1)]],

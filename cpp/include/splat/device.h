@@ -151,8 +151,8 @@ class Device {
   // gradients into an accumulator (k = 0 starts it); at k = views - 1 the
   // gradients the next adam_step applies become the views' mean, summed in
   // view order and divided by `views` (sh in full, as set_gradients leaves
-  // it). A view whose forward overflowed the pair buffers adds nothing (its
-  // batch runs again from it).
+  // it), and last_loss() the mean of their losses. A view whose forward
+  // overflowed the pair buffers adds nothing (its batch runs again from it).
   virtual void accumulate_gradients(uint32_t k, uint32_t views) {
     (void)k;
     (void)views;

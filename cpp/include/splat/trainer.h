@@ -93,7 +93,7 @@ class Trainer {
 
   // One step: one view, or batch_views views and one update (the last
   // batch of a run may be shorter: it ends at `steps`). The loss is read back
-  // only when read_loss (a sync on GPUs): the batch's last view's.
+  // only when read_loss (a sync on GPUs): the mean of the batch's views'.
   // Throws TrainingDiverged when the loss read back, or a parameter at a
   // check (every kFiniteCheckEvery steps), is not finite; every later call
   // throws again.
