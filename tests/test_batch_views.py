@@ -168,3 +168,20 @@ def test_cli_trains_batches_and_evaluates_a_shared_milestone_once(tmp_path, caps
     rc, out, err = run_cli(capsys, "train", "--steps", 8, "--set", "train.batch_views=2", "--set",
                            "train.visible_adam=true", "--backend", "cpu", "--out", tmp_path / "bad", "--quiet")
     assert_user_error(rc, err, "train.batch_views", "visible_adam")
+
+
+def test_streamed_images_train_the_same_batches():
+    """Views streamed from host memory (an image budget below the images), each batch's
+    next view fetched while the one before trains: the state of the resident run."""
+    rng, seed = make_rng()
+    ds, state = scene(rng)
+    cfg = recipe("default", 3, seed % 1000, steps=30)
+    states = []
+    for budget in (0, 1):
+        tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state, image_budget=budget)
+        while tr.step_count < cfg.steps:
+            tr.step(read_loss=False)
+        states.append((tr.image_storage["streamed"], tr.state()))
+    assert [s for s, _ in states] == [False, True]
+    for k, v in states[0][1].items():
+        np.testing.assert_array_equal(states[1][1][k], v, err_msg=f"{k}; seed {seed}")

@@ -233,6 +233,8 @@ uint32_t Trainer::train_batch(uint32_t first, uint32_t from) {
   for (uint32_t k = from; k < views; ++k) {
     forward_backward(first + k, sh_degree);
     if (views > 1) device_->accumulate_gradients(k, views);
+    // The batch's next image while this view's work runs (streamed images).
+    if (k + 1 < views) device_->prefetch_image(device_view(first + k + 1, view_for_step(first + k + 1)));
   }
   const uint32_t last = first + views - 1;
   // In double, then rounded once: what a caller of apply_update passing
