@@ -186,7 +186,7 @@ void bind_gpu(nb::module_& m) {
       "(free, total) bytes of the CUDA backend's device as the driver reports them now (cuMemGetInfo); "
       "raises BackendUnavailable without a CUDA device.");
 
-    using U32In = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+  using U32In = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   m.def(
       "gpu_radix_sort",
       [](U32In keys, U32In values, uint32_t key_bits, const std::string& backend) {

@@ -160,23 +160,12 @@ void CpuTraining::set_grads(const std::vector<float> (&grads)[5]) {
 }
 
 void CpuTraining::accumulate_grads(uint32_t k, uint32_t views) {
-  const bool last = k + 1 == views;
-  const float divisor = static_cast<float>(views);
-  // The batch's loss: the views' mean, summed as the gradients.
-  if (k == 0) loss_sum_ = loss_value_;
-  else if (last) loss_value_ = (loss_sum_ + loss_value_) / divisor;
-  else loss_sum_ += loss_value_;
+  accumulate_view(k, views, loss_value_, loss_sum_);  // the batch's loss: the views' mean
   for (int a = 0; a < 5; ++a) {
     const size_t len = count_ * param_width(a, sh_stride_);
-    float* g = grads_[a].data();
-    if (k == 0) {
-      grow_vector(grad_sum_[a], len, allocations_);  // grows with the Gaussians, not per step
-      std::copy(g, g + len, grad_sum_[a].begin());
-    } else if (last) {  // the mean, summed in view order
-      for (size_t i = 0; i < len; ++i) g[i] = (grad_sum_[a][i] + g[i]) / divisor;
-    } else {
-      for (size_t i = 0; i < len; ++i) grad_sum_[a][i] += g[i];
-    }
+    if (k == 0) grow_vector(grad_sum_[a], len, allocations_);  // grows with the Gaussians, not per step
+    float *g = grads_[a].data(), *sum = grad_sum_[a].data();
+    for (size_t i = 0; i < len; ++i) accumulate_view(k, views, g[i], sum[i]);
   }
 }
 

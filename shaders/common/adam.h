@@ -10,6 +10,17 @@
 #include "compat.h"
 #include "random.h"
 
+// Several views a step: view k's value into the batch's sum (k = 0 starts
+// it), and at the last view the mean, (sum + value) / views, where the update
+// reads it: the views summed in order (grad_accumulate_body on the GPU, the CPU
+// backend's accumulate_grads).
+SPLAT_FUNC void accumulate_view(uint32_t k, uint32_t views, SPLAT_DEVICE_MEM float& value,
+                                SPLAT_DEVICE_MEM float& sum) {
+  if (k == 0u) sum = value;
+  else if (k + 1u == views) value = (sum + value) / (float)views;
+  else sum += value;
+}
+
 struct AdamStep {
   float step_size;  // lr / (1 - beta1^t): adam_step_size
   float beta1, beta2, eps;

@@ -176,16 +176,6 @@ SPLAT_FUNC void grad_stats_body(SimtThread t, SPLAT_CONST_MEM const ElementParam
 }
 
 // opacity_logit = min(opacity_logit, value) (the moments are zeroed by the host).
-// Several views a step: view k's value into the batch's sum (k = 0 starts
-// it), and at the last view the mean, (sum + value) / views, where the update
-// reads it: the views summed in order, as the CPU backend sums them.
-SPLAT_FUNC void accumulate_view(uint32_t k, uint32_t views, SPLAT_DEVICE_MEM float& value,
-                                SPLAT_DEVICE_MEM float& sum) {
-  if (k == 0u) sum = value;
-  else if (k + 1u == views) value = (sum + value) / (float)views;
-  else sum += value;
-}
-
 // The gradients (and, with_loss, the loss: loss[0] the view's, loss[3] the
 // batch's sum; train_loss.h) of view k of a batch. A view whose forward
 // overflowed the pair buffers (step_skipped) adds nothing; its batch runs
