@@ -8,6 +8,7 @@ nerfstudio scenes, one table.
     python bench/real.py --scenes room --steps 30000 --breakdown   # and the ts_* of a step at the end
     python bench/real.py --scenes thermos --steps 30000 --seeds 4  # train.seed 0..3: mean, std, worst
     python bench/real.py --scenes thermos --seeds 4 --floaters     # and each run's worst view and near floaters
+    python bench/real.py --scenes beer --seeds 4 --per-view        # each test view's PSNR per seed
 
 Per scene and step count (7000 and 30000 by default): the test PSNR and SSIM
 (splat.metrics on both trainers' renders), the number of Gaussians, the
@@ -218,6 +219,7 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
                          target=mark, stopped=stopped, psnr=ev.psnr, ssim=ev.ssim, gaussians=trainer.num_gaussians,
                          seconds=seconds,
                          peak_bytes=_memory_peak(backend), seed=cfg.seed,
+                         view_psnr={v["name"]: float(v["psnr"]) for v in (ev.per_view or [])},
                          **(floater_fields(trainer, train, test, ev) if floaters else {})))
         log(f"[{scene}] {label} seed {cfg.seed} {trainer.step_count} steps{' (stopped)' if stopped else ''}: "
             f"PSNR {ev.psnr:.2f} "
@@ -260,6 +262,28 @@ def print_floaters(rows, out=None):
               f"{r.get('seed')!s:>5} {r['steps']:>6} {r['psnr']:>6.2f} {str(r['worst_view']):<16.16} "
               f"{r['worst_psnr'] if r['worst_psnr'] is not None else float('nan'):>8.2f} {r['near_total']:>10} "
               f"{r['near_max']:>8} {r['near_opacity']:>8.2f} {r['one_view']:>9}", file=out)
+
+
+def print_per_view(rows, out=None):
+    """Per scene, trainer and step count: each test view's PSNR per seed and its
+    spread over the seeds, so a seed that loses shows where it loses."""
+    out = sys.stdout if out is None else out
+    groups: dict = {}
+    for r in rows:
+        if r.get("view_psnr") and not r["stopped"]:
+            groups.setdefault((r["scene"], r["trainer"], r["target"]), []).append(r)
+    for (scene, trainer, target), rs in groups.items():
+        if len(rs) < 2:
+            continue
+        names = list(rs[0]["view_psnr"])
+        head = f"{'view':<16} " + " ".join(f"{'s' + str(r.get('seed')):>7}" for r in rs) + f" {'std':>6} {'range':>6}"
+        print(f"\nper test view, {scene} {trainer} at {target} steps (PSNR in dB per seed)", file=out)
+        print(head, file=out)
+        print("-" * len(head), file=out)
+        for name in names:
+            v = np.array([r["view_psnr"].get(name, float("nan")) for r in rs], np.float64)
+            print(f"{str(name):<16.16} " + " ".join(f"{x:>7.2f}" for x in v) +
+                  f" {v.std(ddof=1):>6.2f} {v.max() - v.min():>6.2f}", file=out)
 
 
 def gsplat_available() -> tuple[bool, str]:
@@ -454,6 +478,8 @@ def main(argv=None) -> int:
                    help="train each scene N times, train.seed S..S+N-1 (S: the config's seed), and summarise")
     p.add_argument("--floaters", action="store_true",
                    help="per splat run: the worst test view and the Gaussians floating near the test cameras")
+    p.add_argument("--per-view", action="store_true",
+                   help="with several seeds: each test view's PSNR per seed and its spread")
     p.add_argument("--variant", action="append", metavar="NAME:train.KEY=VALUE[,...]",
                    help="also train each scene and seed with these keys on top, as trainer splat:NAME (repeatable; "
                         "train.max_gaussians=@default: the default run's final count, e.g. "
@@ -523,6 +549,8 @@ def main(argv=None) -> int:
                     rows += run_gsplat(path.name, train, test, marks, run, budget, log, args.fit_exposure)
     print_table(rows, skipped)
     print_floaters(rows)
+    if args.per_view:
+        print_per_view(rows)
     summary = seed_summary(rows) if len(seeds) > 1 or variants else []
     if summary:
         print_seed_summary(summary)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import statistics
 import sys
 
 import numpy as np
@@ -101,11 +102,24 @@ def test_real_bench_seeds_summarise_each_seed(tmp_path, capsys):
     make_scene(root / "alpha")
     out = tmp_path / "seeds.json"
     rc = _real().main(["--root", str(root), "--steps", "6", "--backend", "cpu", "--seeds", "3", "--set",
-                       "train.seed=5", "--json", str(out), *TINY])
+                       "train.seed=5", "--per-view", "--json", str(out), *TINY])
     assert rc == 0
     text = capsys.readouterr().out
     data = json.loads(out.read_text())
     rows = data["rows"]
+    # --per-view: each test view's PSNR per seed (their mean is the run's PSNR) and its
+    # spread over the seeds (statistics.stdev as the independent oracle).
+    names = list(rows[0]["view_psnr"])
+    assert names == ["0000.jpg", "0008.jpg"] and all(list(r["view_psnr"]) == names for r in rows)  # every 8th
+    for r in rows:
+        assert np.mean(list(r["view_psnr"].values())) == pytest.approx(r["psnr"], abs=1e-6)
+    table = text[text.index("per test view, alpha splat at 6 steps"):].splitlines()
+    for name in names:
+        line = next(x for x in table if x.startswith(name)).split()
+        per_seed = [r["view_psnr"][name] for r in rows]
+        assert [float(x) for x in line[1:4]] == pytest.approx(per_seed, abs=0.006)
+        assert float(line[4]) == pytest.approx(statistics.stdev(per_seed), abs=0.006)
+        assert float(line[5]) == pytest.approx(max(per_seed) - min(per_seed), abs=0.006)
     assert [r["seed"] for r in rows] == [5, 6, 7]
     psnr = np.array([r["psnr"] for r in rows])
     assert len(set(np.round(psnr, 6))) > 1    # the seeds train differently
