@@ -257,6 +257,23 @@ def test_real_bench_variants_train_beside_the_default(tmp_path, capsys):
                          "train.antialiased=true", "--json", str(alone), *TINY]) == 0
     want = [r for r in rows if r["trainer"] == "splat:aa" and r["seed"] == 1][0]["psnr"]
     assert json.loads(alone.read_text())["rows"][0]["psnr"] == pytest.approx(want, abs=1e-4)
+    # --jobs 3: the same runs three at a time in threads, the same rows in the same order
+    # (the MCMC variant waits for its seed's default run, whose count it takes).
+    threaded = tmp_path / "threaded.json"
+    rc = _real().main(["--root", str(root), "--steps", "6", "--backend", "cpu", "--seeds", "2", "--json",
+                       str(threaded), "--jobs", "3", "--variant", "mcmc:train.strategy=mcmc,train.max_gaussians=@default,"
+                       "train.mcmc_refine_from=2,train.mcmc_refine_every=2", "--variant", "aa:train.antialiased=true",
+                       *TINY])
+    assert rc == 0
+    assert "3 at a time (--jobs)" in capsys.readouterr().out
+    trows = json.loads(threaded.read_text())["rows"]
+    assert [(r["trainer"], r["seed"], r["steps"], r["gaussians"]) for r in trows] == \
+        [(r["trainer"], r["seed"], r["steps"], r["gaussians"]) for r in rows]
+    assert [r["psnr"] for r in trows] == pytest.approx([r["psnr"] for r in rows], abs=1e-4)
+    assert all(r["concurrent"] == 3 and r["peak_bytes"] is None for r in trows)
+    for bad, match in [(["--jobs", "0"], "--jobs"), (["--jobs", "2", "--breakdown"], "--breakdown")]:
+        with pytest.raises(SystemExit, match=match):
+            _real().main(["--root", str(root), "--backend", "cpu", *bad])
     for bad, match in [("nocolon", "expected NAME"), ("x:train.seed=@default", "@default is for"),
                        ("splat:train.seed=1", "expected NAME")]:
         with pytest.raises(SystemExit, match=match):
