@@ -97,6 +97,13 @@ def compile_check(cxx, sources, exe, defines=()):
     return exe
 
 
+def run_check(exe, *args) -> dict:
+    """Runs an emulator check with `args` (turned into strings); its `name value` lines."""
+    p = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+    return dict(line.split() for line in p.stdout.splitlines())
+
+
 def build(cxx, variant, out_dir):
     return compile_check(cxx, [SOURCE], os.path.join(out_dir, f"raster_check_{variant}"), VARIANTS[variant])
 
@@ -239,10 +246,7 @@ def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path, masked):
     exe = compile_check(compiler, LOSS_SOURCES, str(tmp_path / "loss_check"))
     rng, seed = make_rng()
     width, height = int(rng.integers(20, 90)), int(rng.integers(20, 90))
-    args = [exe, str(int(rng.integers(0, 2 ** 31))), str(width), str(height)]
-    p = subprocess.run(args + ([] if masked is None else [str(masked)]), capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-4000:]
-    got = dict(line.split() for line in p.stdout.splitlines())
+    got = run_check(exe, int(rng.integers(0, 2 ** 31)), width, height, *([] if masked is None else [masked]))
     assert int(got["masked_grad_nonzero"]) == 0, got
     if masked == 1.0:  # every pixel masked: loss 0, gradient 0
         assert int(got["valid_pixels"]) == 0 and float(got["cpu_loss"]) == float(got["gpu_loss"]) == 0.0, got
@@ -269,10 +273,7 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
     rng, seed = make_rng()
     for n in (1, 2, 3, int(rng.integers(4, 700))):
         k_count = int(rng.integers(1, sh_width // 3 + 1))
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_width), str(k_count)],
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = dict(line.split() for line in p.stdout.splitlines())
+        got = run_check(exe, int(rng.integers(0, 2 ** 31)), n, sh_width, k_count)
         assert int(got["values"]) == 3 * n * (11 + sh_width), got
         assert int(got["differ"]) == 0, (got, n, k_count, seed)
         # A skipped step (every radius -1: its pairs did not fit) changes no bit.
@@ -290,10 +291,7 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
     # stay to the bit, the seen ones step as above; quads that straddle both included.
     for n, share in ((1, 0.0), (7, 0.5), (int(rng.integers(64, 700)), 0.3), (int(rng.integers(64, 700)), 0.9)):
         k_count = int(rng.integers(1, sh_width // 3 + 1))
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_width), str(k_count), str(share)],
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = dict(line.split() for line in p.stdout.splitlines())
+        got = run_check(exe, int(rng.integers(0, 2 ** 31)), n, sh_width, k_count, share)
         assert int(got["differ"]) == 0, (got, n, share, seed)
         assert int(got["full_differ"]) == 0, (got, n, share, seed)
         assert int(got["bf16_differ"]) == 0, (got, n, share, seed)
@@ -311,10 +309,7 @@ def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):
     rng, seed = make_rng()
     for pixels, views in ((1, 1), (int(rng.integers(300, 5000)), int(rng.integers(2, 9))),
                           (int(rng.integers(1, 300)), int(rng.integers(257, 700)))):
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(pixels), str(views)],
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = dict(line.split() for line in p.stdout.splitlines())
+        got = run_check(exe, int(rng.integers(0, 2 ** 31)), pixels, views)
         assert int(got["apply_differ"]) == 0 and int(got["image_grad_differ"]) == 0, (got, seed)
         assert float(got["grad_rel_err"]) < 1e-5, (got, seed)
         assert int(got["adam_differ"]) == 0, (got, seed)
@@ -346,10 +341,7 @@ def test_pair_emission_matches_the_serial_walk(compiler, tmp_path, piece, determ
                         [f"SPLAT_EMIT_PIECE={piece}u", f"SPLAT_SPEC_DETERMINISTIC={deterministic}"])
     rng, seed = make_rng()
     for count in (1, int(rng.integers(700, 3000))):
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(count)], capture_output=True, text=True,
-                           timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
+        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count).items()}
         assert got["keys_differ"] == got["values_differ"] == got["ranges_differ"] == 0, (got, count, seed)
         if count > 1:
             assert got["large"] > 20 and got["pairs"] > 10 * count, (got, seed)
@@ -366,10 +358,7 @@ def test_scan_and_radix_sort_match_the_standard_library(compiler, tmp_path, key_
     exe = compile_check(compiler, [SORT_SOURCE], str(tmp_path / "sort_check"))
     rng, seed = make_rng()
     for count in (1, int(rng.integers(2, 9000))):
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 63))), str(count), str(key_bits)], capture_output=True,
-                           text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = dict(line.split() for line in p.stdout.splitlines())
+        got = run_check(exe, int(rng.integers(0, 2 ** 63)), count, key_bits)
         assert int(got["scan_differ"]) == 0, (got, count, seed)
         assert int(got["sort_differ"]) == 0, (got, count, key_bits, seed)
         # A count only the device holds (the pairs sized on the device), and
@@ -388,10 +377,7 @@ def test_sh_gradient_expansion_matches_its_factors(compiler, tmp_path, sh_stride
     rng, seed = make_rng()
     for n in (1, 2, 3, int(rng.integers(4, 900))):
         k_count = int(rng.integers(1, sh_stride + 1))
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_stride), str(k_count)],
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = dict(line.split() for line in p.stdout.splitlines())
+        got = run_check(exe, int(rng.integers(0, 2 ** 31)), n, sh_stride, k_count)
         assert int(got["values"]) == 3 * n * sh_stride, got
         assert int(got["differ"]) == 0, (got, n, k_count, seed)
         assert int(got["past_end"]) == 0, (got, n, seed)
@@ -407,10 +393,7 @@ def test_nonfinite_count_kernels_match_isfinite(compiler, tmp_path, sh_width):
     exe = compile_check(compiler, [FINITE_SOURCE], str(tmp_path / "finite_check"))
     rng, seed = make_rng()
     for n, groups in ((1, 1), (int(rng.integers(2, 400)), 1), (int(rng.integers(400, 1500)), int(rng.integers(2, 7)))):
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(n), str(sh_width), str(groups)],
-                           capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = dict(line.split() for line in p.stdout.splitlines())
+        got = run_check(exe, int(rng.integers(0, 2 ** 31)), n, sh_width, groups)
         for a in range(5):
             assert got[f"got{a}"] == got[f"want{a}"], (a, got, n, groups, seed)
             assert int(got[f"want{a}"]) > 0, (a, got, seed)   # the check plants one in every array
@@ -422,10 +405,7 @@ def test_gradient_accumulation_is_the_views_mean(compiler, tmp_path, views):
     exe = compile_check(compiler, [ACCUMULATE_SOURCE], str(tmp_path / "accumulate_check"))
     rng, seed = make_rng()
     for count in (1, int(rng.integers(300, 3000))):
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 31))), str(count), str(views)], capture_output=True,
-                           text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
+        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views).items()}
         assert got["differ"] == got["sum_touched"] == got["loss_differ"] == 0 and got["count"] == count, (got, seed)
 
 
@@ -439,10 +419,7 @@ def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):
     rng, seed = make_rng()
 
     def run(count, values):
-        p = subprocess.run([exe, str(int(rng.integers(0, 2 ** 63))), str(count), "8", values], capture_output=True,
-                           text=True, timeout=600)
-        assert p.returncode == 0, p.stderr[-4000:]
-        got = {k: int(v) for k, v in (line.split() for line in p.stdout.splitlines())}
+        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 63)), count, "8", values).items()}
         # pair_total on the device agrees with the host's total past 2^32 and when saturated.
         assert got["pair_total_differ"] == 0, (got, seed)
         return got
