@@ -245,46 +245,41 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
 
 def run_splat_seeds(scene, train, test, marks, overrides, seeds, variants, backend, budget, log, breakdowns,
                     floaters, fit_exposure, jobs, skipped) -> list[dict]:
-    """Every seed's default run and its variants, in that order; with jobs > 1 up to
-    `jobs` runs at a time in threads of this process (each trainer has its own device
-    queue, so their kernels overlap). A variant that takes the default run's count
-    waits for its seed's default run."""
-    def one_seed_default(seed):
-        label = scene if seed is None else f"{scene} seed {seed}"
+    """Every seed's default run and its variants, in that order, up to `jobs` at a time
+    in threads of this process (each trainer has its own device queue, so their
+    kernels overlap; one at a time by default). A variant that takes the default run's
+    count waits for its seed's default run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def label(seed):
+        return scene if seed is None else f"{scene} seed {seed}"
+
+    def default_run(seed):
         if budget.spent():
-            skipped.append(f"{label} splat (--max-seconds reached)")
+            skipped.append(f"{label(seed)} splat (--max-seconds reached)")
             return []
         return run_splat(scene, train, test, marks, with_seed(overrides, seed), backend, budget, log,
                          breakdowns, floaters, fit_exposure=fit_exposure, concurrent=jobs)
 
-    def one_variant(seed, name, extra, wants_count, default_rows):
-        label = scene if seed is None else f"{scene} seed {seed}"
+    def variant_run(seed, name, extra, wants_count, default):
+        default_rows = default.result() if wants_count else None
         default_count = default_rows[-1]["gaussians"] if default_rows else None
         if budget.spent() or (wants_count and default_count is None):
-            skipped.append(f"{label} splat:{name} ({'--max-seconds reached' if budget.spent() else 'no default run'})")
+            skipped.append(f"{label(seed)} splat:{name} "
+                           f"({'--max-seconds reached' if budget.spent() else 'no default run'})")
             return []
-        vrun = variant_overrides(with_seed(overrides, seed), extra, default_count if wants_count else None)
+        vrun = variant_overrides(with_seed(overrides, seed), extra, default_count)
         return run_splat(scene, train, test, marks, vrun, backend, budget, log, None, floaters,
                          label=f"splat:{name}", fit_exposure=fit_exposure, concurrent=jobs)
 
-    if jobs == 1:
-        rows = []
-        for seed in seeds:
-            default_rows = one_seed_default(seed)
-            rows += default_rows
-            for name, extra, wants_count in variants:
-                rows += one_variant(seed, name, extra, wants_count, default_rows)
-        return rows
-    from concurrent.futures import ThreadPoolExecutor
     # Submitted in order, so a variant waiting for its seed's default run finds it started.
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = []
         for seed in seeds:
-            default = pool.submit(one_seed_default, seed)
+            default = pool.submit(default_run, seed)
             futures.append(default)
-            for name, extra, wants_count in variants:
-                futures.append(pool.submit(lambda s=seed, v=(name, extra, wants_count), d=default:
-                                           one_variant(s, *v, d.result() if v[2] else None)))
+            futures += [pool.submit(variant_run, seed, name, extra, wants_count, default)
+                        for name, extra, wants_count in variants]
         return [row for f in futures for row in f.result()]
 
 
