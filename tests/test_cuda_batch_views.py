@@ -1,6 +1,8 @@
 """Several views a training step ([train] batch_views) on the CUDA backend:
 the accumulated mean against the CPU backend's (tests/test_batch_views.py holds
-the CPU to the numpy batch to the bit), and batches whose views overflow the
+the CPU to the numpy batch to the bit); a batch's views rasterized together
+(BackendConfig.view_launches, the default) against the same views one after
+another, to the bit when deterministic; and batches whose views overflow the
 pair buffers (a forced small capacity, anywhere in a batch) running again to
 the bit of the read-back trainer's state, both deterministic.
 Run on a GPU: `pytest -m cuda tests/test_cuda_batch_views.py`."""
@@ -33,9 +35,9 @@ def test_batches_of_views_match_cpu(views):
     assert_states_close(cpu.state(), gpu.state(), seed, f"{views} views a step", lr_steps=4 * 0.05 * views ** 0.5)
 
 
-def run(ds, cfg, initial, sizing, capacities):
-    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda", deterministic=True,
-                                                                 pair_sizing=sizing), initial=initial)
+def run(ds, cfg, initial, sizing, capacities, launches="together"):
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda", deterministic=True, pair_sizing=sizing,
+                                                                 view_launches=launches), initial=initial)
     losses = []
     while tr.step_count < cfg.steps:
         if sizing == "device" and tr.step_count in capacities:
@@ -47,21 +49,56 @@ def run(ds, cfg, initial, sizing, capacities):
     return tr, losses
 
 
-def test_overflowing_views_of_a_batch_run_again_to_the_bit():
+@pytest.mark.parametrize("launches", ["together", "per_view"])
+def test_overflowing_views_of_a_batch_run_again_to_the_bit(launches):
     rng, seed = make_rng()
     ds = make_dataset(rng, random_gaussians(rng, 60), n_views=6, width=64, height=48)
     initial = random_gaussians(rng, 150)
     cfg = small_config(steps=99, densify_from=9, densify_until=90, densify_every=18, opacity_reset_every=54,
                        batch_views=3)
-    # Small capacities at several batch starts: the views of a batch need
-    # different counts, so overflows fall on its first view and on later ones.
+    # Small capacities at several batch starts: one view after another, the
+    # views of a batch need different counts, so overflows fall on its first
+    # view and on later ones; together, on the whole batch.
     capacities = {s: int(c) for s, c in zip((0, 21, 42, 63), rng.integers(60, 400, 4))}
-    want, want_losses = run(ds, cfg, initial, "readback", {})
-    got, got_losses = run(ds, cfg, initial, "device", capacities)
+    want, want_losses = run(ds, cfg, initial, "readback", {}, launches)
+    got, got_losses = run(ds, cfg, initial, "device", capacities, launches)
     buffers = got._native.pair_buffers()
     assert buffers["overflows"] >= 2, (buffers, seed)
     a, b = want.state(), got.state()
     assert got.step_count == want.step_count == cfg.steps
+    for name in a:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=f"{name}; seed {seed}")
+    assert got_losses == want_losses, seed
+
+
+def train_reading_losses(ds, cfg, initial, launches):
+    tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda", deterministic=True, timing="per_kernel",
+                                                                 view_launches=launches), initial=initial)
+    losses = []
+    while tr.step_count < cfg.steps:
+        losses.append(tr.step(read_loss=True).loss)
+    return tr, losses
+
+
+@pytest.mark.parametrize("views", [2, 4])
+def test_views_together_equal_one_after_another_to_the_bit(views):
+    """The batch's views binned, rasterized and back-propagated together give
+    the state and losses of the same views trained one after another, through
+    densification and opacity resets (views of 72x40: partial tiles at the
+    right and bottom edges of every view)."""
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 80), n_views=6, width=72, height=40)
+    initial = random_gaussians(rng, 200)
+    cfg = small_config(steps=12 * views, sh_degree_interval=3 * views, densify_from=2 * views,
+                       densify_until=10 * views, densify_every=2 * views, opacity_reset_every=6 * views,
+                       batch_views=views)
+    want, want_losses = train_reading_losses(ds, cfg, initial, "per_view")
+    got, got_losses = train_reading_losses(ds, cfg, initial, "together")
+    # One raster forward a batch together, one a view otherwise: the path ran.
+    forwards = [tr._native.timings()["ts_fwd_rasterize"]["calls"] for tr in (got, want)]
+    assert forwards == [cfg.steps // views, cfg.steps], (forwards, seed)
+    a, b = want.state(), got.state()
+    assert a["means"].shape[0] != initial.means.shape[0], "densification changed nothing"
     for name in a:
         np.testing.assert_array_equal(b[name], a[name], err_msg=f"{name}; seed {seed}")
     assert got_losses == want_losses, seed

@@ -1,6 +1,7 @@
 #include "splat/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -230,6 +231,7 @@ uint32_t Trainer::train_batch(uint32_t first, uint32_t from) {
   }
   const uint32_t views = batch_size_at(first);  // a run's last batch may hold one view
   const uint32_t sh_degree = active_sh_degree(first);
+  if (from == 0 && views > 1 && train_views_together(first, views, sh_degree)) from = views;
   for (uint32_t k = from; k < views; ++k) {
     forward_backward(first + k, sh_degree);
     if (views > 1) device_->accumulate_gradients(k, views);
@@ -244,6 +246,22 @@ uint32_t Trainer::train_batch(uint32_t first, uint32_t from) {
                static_cast<float>(std::pow(static_cast<double>(settings_.adam_beta1), v)),
                static_cast<float>(std::pow(static_cast<double>(settings_.adam_beta2), v)));
   return last;
+}
+
+bool Trainer::train_views_together(uint32_t first, uint32_t views, uint32_t sh_degree) {
+  const TrainSettings& s = settings_;
+  if (s.mcmc || s.random_background) return false;
+  std::array<CameraParams, kMaxBatchViews> cams;
+  std::array<uint32_t, kMaxBatchViews> device_views;
+  std::array<bool, kMaxBatchViews> track;
+  for (uint32_t k = 0; k < views; ++k) {
+    const uint32_t t = first + k;
+    device_views[k] = device_view(t, view_for_step(t));
+    cams[k] = cameras_[device_views[k]];
+    track[k] = t < s.densify_until;
+  }
+  return device_->train_views_together(cams.data(), device_views.data(), track.data(), views, sh_degree,
+                                       s.background, s.ssim_weight, first);
 }
 
 void Trainer::train_step_noise(uint32_t t) {

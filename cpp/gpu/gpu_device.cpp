@@ -209,19 +209,33 @@ bool GpuDevice::radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b,
 
 void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
                              uint32_t sh_degree, const float background[3], uint32_t step) {
+  forward_views(params, n, sh_stride, &cam, 1, sh_degree, background, step);
+}
+
+void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams* cams,
+                              uint32_t views, uint32_t sh_degree, const float background[3], uint32_t step) {
   have_forward_ = false;
   check_gaussian_count(n);
-  const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
-  const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
+  const CameraParams& cam = cams[0];
+  const uint32_t view_tiles = cam.tiles_x * cam.tiles_y;
+  const size_t view_pixels = static_cast<size_t>(cam.width) * cam.height;
+  // Every view's records, tiles and pixels one after another (views of one
+  // size: docs/architecture.md, "Several views a step").
+  const size_t total = n * views, pixels = view_pixels * views;
+  if (total >= (size_t{1} << 31) || pixels >= (size_t{1} << 32) || size_t{view_tiles} * views >= (size_t{1} << 31))
+    throw BackendError("[gpu] forward: too many records or pixels for the views binned together");
+  const uint32_t num_tiles = view_tiles * views;
   cam_ = cam;
   rp_ = RasterParams{};
-  rp_.num_gaussians = static_cast<uint32_t>(n);
+  rp_.num_gaussians = static_cast<uint32_t>(total);
   rp_.sh_degree = sh_degree;
   rp_.sh_stride = sh_stride;
   rp_.num_tiles = num_tiles;
   for (int c = 0; c < 3; ++c) rp_.background[c] = background[c];
   rp_.antialiased = antialiased() ? 1u : 0u;  // a runtime field: one pipeline for both modes
+  rp_.view_records = views > 1 ? static_cast<uint32_t>(n) : 0u;
   num_gaussians_ = n;
+  views_ = views;
   num_pairs_ = 0;
   pairs_known_ = true;
   pair_slots_ = 0;
@@ -233,19 +247,28 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
 
   static_assert(kMaxImageSide / SPLAT_TILE_SIZE < (1u << 16), "CoverRecord holds tile coordinates in 16 bits");
   begin(TimingLabel::FwdProject);
-  BufferRef records = ensure(kRecords, sizeof(SplatRecord) * n, true), radius = ensure(kRadius, 4 * n, true),
-            covers = ensure(kCovers, sizeof(CoverRecord) * n, true), counts = ensure(kPairCount, 4 * n, true),
-            pair_ranges = ensure(kPairRanges, 8 * n, true);
-  ensure(kDepthKeysA, 4 * n, true);
-  ensure(kDepthKeysB, 4 * n, true);
-  ensure(kDepthIdsA, 4 * n, true);
-  ensure(kDepthIdsB, 4 * n, true);
-  launch(Kernel::ProjectForward, div_up(n, kGroup),
-         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(params.p[0]), KernelArg::buf(params.p[1]),
-          KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]), KernelArg::buf(params.p[4]),
-          KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(covers), KernelArg::buf(counts),
-          KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA))});
+  BufferRef records = ensure(kRecords, sizeof(SplatRecord) * total, true),
+            radius = ensure(kRadius, 4 * total, true),
+            covers = ensure(kCovers, sizeof(CoverRecord) * total, true),
+            counts = ensure(kPairCount, 4 * total, true), pair_ranges = ensure(kPairRanges, 8 * total, true);
+  ensure(kDepthKeysA, 4 * total, true);
+  ensure(kDepthKeysB, 4 * total, true);
+  ensure(kDepthIdsA, 4 * total, true);
+  ensure(kDepthIdsB, 4 * total, true);
+  // A launch per view, each writing its records (and depth ids v n + i) at
+  // its offset of the arrays the binning then sorts together.
+  for (uint32_t v = 0; v < views; ++v) {
+    RasterParams pv = view_params(v);
+    launch(Kernel::ProjectForward, div_up(n, kGroup),
+           {KernelArg::value(cams[v]), KernelArg::value(pv), KernelArg::buf(params.p[0]),
+            KernelArg::buf(params.p[1]), KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]),
+            KernelArg::buf(params.p[4]), KernelArg::buf(at(records, sizeof(SplatRecord) * n * v)),
+            KernelArg::buf(at(radius, 4 * n * v)), KernelArg::buf(at(covers, sizeof(CoverRecord) * n * v)),
+            KernelArg::buf(at(counts, 4 * n * v)), KernelArg::buf(ref(kDepthKeysA, 4 * n * v)),
+            KernelArg::buf(ref(kDepthIdsA, 4 * n * v))});
+  }
   end(TimingLabel::FwdProject);
+  n = total;  // the binning sorts and emits every view's records as one set
 
   // Binning (tile_bin.h): the Gaussians in depth order, their pairs emitted
   // in that order, keyed by tile.
@@ -340,7 +363,7 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
               KernelArg::buf(sorted), KernelArg::buf(records), KernelArg::buf(chunk_tiles),
               KernelArg::buf(chunk_state), KernelArg::buf(chunk_last), KernelArg::buf(tile_saturated)});
     };
-    if (skips_saturated_chunks(n, pixels)) {
+    if (skips_saturated_chunks(num_gaussians_, view_pixels)) {  // as one view alone decides
       // Every tile's chunk k, one launch per k < kHeadChunks, each seeing
       // the chunks before it whole; then the rest over the slots, skipping
       // the chunks behind a tile's saturation (ChunkPassParams).
@@ -370,7 +393,15 @@ void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stri
 }
 
 void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out) {
-  const size_t n = num_gaussians_;
+  backward_raster(d_image, d_alpha, abs_out);
+  begin(TimingLabel::ProjectBack);
+  backward_project(0, cam_, out);
+  if (out[4].handle) expand_sh_grad(out[4]);
+  end(TimingLabel::ProjectBack);
+}
+
+void GpuDevice::backward_raster(BufferRef d_image, const BufferRef* d_alpha, BufferRef abs_out) {
+  const size_t n = num_gaussians_ * views_;  // every view's records
   const bool det = config_.deterministic;
   const bool absgrad = abs_out.handle != 0;
 
@@ -406,17 +437,21 @@ void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const
            {KernelArg::value(ep), KernelArg::buf(ref(kPairRanges)), KernelArg::buf(abs_acc), KernelArg::buf(abs_out)});
   }
   end(TimingLabel::BackwardRaster);
+}
 
-  begin(TimingLabel::ProjectBack);
+void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]) {
+  const size_t n = num_gaussians_;
   const ParamRefs& p = forward_params_;
   BufferRef factors = ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
+  // View v's records, radii, pair ranges and (per record, not per pair slot)
+  // accumulators; the deterministic variant's pair slots are global.
+  const size_t acc_offset = config_.deterministic ? 0 : sizeof(float) * SPLAT_PAIR_GRAD * n * v;
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
-         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
-          KernelArg::buf(p.p[2]), KernelArg::buf(p.p[4]), KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kRadius)),
-          KernelArg::buf(acc), KernelArg::buf(ref(kPairRanges)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),
+         {KernelArg::value(cam), KernelArg::value(view_params(v)), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
+          KernelArg::buf(p.p[2]), KernelArg::buf(p.p[4]), KernelArg::buf(ref(kRecords, sizeof(SplatRecord) * n * v)),
+          KernelArg::buf(ref(kRadius, 4 * n * v)), KernelArg::buf(ref(kGrads, acc_offset)),
+          KernelArg::buf(ref(kPairRanges, 8 * n * v)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),
           KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(factors), KernelArg::buf(out[5])});
-  if (out[4].handle) expand_sh_grad(out[4]);
-  end(TimingLabel::ProjectBack);
 }
 
 void GpuDevice::expand_sh_grad(BufferRef out) {

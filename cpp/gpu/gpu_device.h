@@ -57,6 +57,9 @@ class GpuDevice final : public Device {
   void join_ranks(const std::string& unique_id, int rank, int ranks) override;
   void reduce_gradients() override;
   void accumulate_gradients(uint32_t k, uint32_t views) override;
+  // Several views a step rasterized together (gpu_views.cpp).
+  bool train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats, uint32_t count,
+                            uint32_t sh_degree, const float background[3], float ssim_weight, uint32_t step) override;
   void reduce_densify_stats() override;
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
@@ -156,6 +159,22 @@ class GpuDevice final : public Device {
   }
   void forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
                     uint32_t sh_degree, const float background[3], uint32_t step = kNoStep);
+  // The same for `views` cameras of one size binned together: view v's
+  // records at [v n, (v + 1) n), its tiles and pixels after the views' before
+  // it (RasterParams::view_records; one view: forward_pass).
+  void forward_views(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams* cams, uint32_t views,
+                     uint32_t sh_degree, const float background[3], uint32_t step);
+  // The last forward's RasterParams as view v's own launches see them (its n
+  // records from v n on, its tiles).
+  RasterParams view_params(uint32_t v) const {
+    RasterParams p = rp_;
+    p.num_gaussians = static_cast<uint32_t>(num_gaussians_);
+    p.num_tiles = cam_.tiles_x * cam_.tiles_y;
+    p.view_records = 0u;
+    p.record_base = static_cast<uint32_t>(num_gaussians_ * v);
+    return p;
+  }
+  static BufferRef at(BufferRef b, size_t offset) { return BufferRef{b.handle, b.offset + offset}; }
   // A buffer holding 2^32 - 1: the count limit of sorts whose count the host knows.
   BufferRef count_unlimited();
   // The capacity for a forward of `pairs` pairs and those after it (1.5x, at
@@ -168,6 +187,13 @@ class GpuDevice final : public Device {
   // With abs_out (a buffer: [n, 2]) it also sums each pixel's |d mean2d|
   // there (the absgrad specialization of the backward rasterization).
   void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out = {});
+  // Its two halves: the raster backward over every view's pairs into the
+  // per-record (deterministic: per pair slot) accumulators, and view v's
+  // projection backward from them into out.
+  void backward_raster(BufferRef d_image, const BufferRef* d_alpha, BufferRef abs_out);
+  void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]);
+  // accumulate_gradients without the lock; with_loss: also the views' loss.
+  void accumulate_view_gradients(uint32_t k, uint32_t views, bool with_loss);
   // Submits; waits only when `sync` or when timing (then records ts_*).
   void finish_op(bool sync);
   ParamRefs state_params() const;
@@ -176,6 +202,10 @@ class GpuDevice final : public Device {
   // Sizes the per-pixel and per-tile buffers of a render, the loss and the
   // backward for views up to `pixels` pixels and `tiles` tiles.
   void reserve_pixels(size_t pixels, uint32_t tiles);
+  // The fused loss's parameters for `cam` against view `slot`'s image; view k
+  // of `views` binned together (1: alone).
+  static LossParams loss_params(const CameraParams& cam, const ImageSlot& slot, float ssim_weight, uint32_t k,
+                                uint32_t views);
   // d_sh of the last backward, expanded from its factors into `out`.
   void expand_sh_grad(BufferRef out);
   // The training SH gradient in full at kGrad0 + 4: expanded from the last
@@ -227,7 +257,8 @@ class GpuDevice final : public Device {
   bool have_forward_ = false;
   CameraParams cam_{};
   RasterParams rp_{};
-  size_t num_gaussians_ = 0;
+  size_t num_gaussians_ = 0;  // per view
+  uint32_t views_ = 1;        // views binned together
   size_t num_pairs_ = 0;      // its pairs, when counted on the host (pairs_known_)
   bool pairs_known_ = true;
   size_t pair_slots_ = 0;     // the grid its pair kernels ran over: the count, or the capacity

@@ -98,9 +98,14 @@ void GpuDevice::set_exposure_gradients(const std::vector<float>& grads) {
 
 void GpuDevice::accumulate_gradients(uint32_t k, uint32_t views) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const size_t n = count_;
   if (views < 2 || k >= views) throw ConfigError("[gpu] accumulate_gradients: view " + std::to_string(k) + " of " +
                                                  std::to_string(views));
+  accumulate_view_gradients(k, views, true);
+  finish_op(false);
+}
+
+void GpuDevice::accumulate_view_gradients(uint32_t k, uint32_t views, bool with_loss) {
+  const size_t n = count_;
   if (!n) return;
   ensure_full_sh_grad();  // a sum of views' rank-one SH factors is not rank one
   begin(TimingLabel::Adam);
@@ -108,14 +113,13 @@ void GpuDevice::accumulate_gradients(uint32_t k, uint32_t views) {
     const size_t len = n * param_width(a, sh_stride_);
     if (len >= (size_t{1} << 32)) throw BackendError("[gpu] accumulate_gradients: too many values for one dispatch");
     // The means' launch also sums the views' losses (the batch's loss is their mean).
-    const AccumulateParams p{static_cast<uint32_t>(len), k, views, a == 0 ? 1u : 0u};
+    const AccumulateParams p{static_cast<uint32_t>(len), k, views, a == 0 && with_loss ? 1u : 0u};
     launch(Kernel::GradAccumulate, div_up(len, kGroup),
            {KernelArg::value(p), KernelArg::buf(ref(kGrad0 + a)), KernelArg::buf(ensure(kGradSum0 + a, 4 * len, true)),
             KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(kLoss))});
   }
   end(TimingLabel::Adam);
   if (k + 1 == views) sh_grad_full_ = true;  // the next adam_step reads the mean, sh in full
-  finish_op(false);
 }
 
 void GpuDevice::join_ranks(const std::string& unique_id, int rank, int ranks) {

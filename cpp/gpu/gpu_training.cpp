@@ -313,22 +313,7 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   begin(TimingLabel::Ssim);
   const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
   const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
-  // The means run over the pixels that count (the mask's valid count, known
-  // since the upload: no read-back); a view masked entirely has loss 0.
-  const double count = 3.0 * static_cast<double>(slot.valid_pixels);
-  const bool any = slot.valid_pixels > 0;
-  LossParams lp{cam.width,
-                cam.height,
-                cam.tiles_x,
-                num_tiles,
-                any ? static_cast<float>((1.0 - ssim_weight) / count) : 0.f,
-                any ? static_cast<float>(-ssim_weight / count) : 0.f,
-                any ? ssim_weight : 0.f,
-                any ? static_cast<float>(1.0 / count) : 0.f,
-                slot.has_mask ? 1u : 0u,
-                0u,
-                0u,
-                0u};
+  const LossParams lp = loss_params(cam, slot, ssim_weight, 0, 1);
   BufferRef partials = ensure(kLossPartials, 9 * 4 * pixels), tile_sums = ensure(kTileSums, 8 * size_t{num_tiles}),
             loss = ensure(kLoss, 16), d_image = ensure(kDImage, 12 * pixels);
   // Exposure: the loss sees the view's corrected render (train_exposure.h).
@@ -379,6 +364,26 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   have_loss_ = true;
   have_train_step_ = true;
   finish_op(false);
+}
+
+LossParams GpuDevice::loss_params(const CameraParams& cam, const ImageSlot& slot, float ssim_weight, uint32_t k,
+                                  uint32_t views) {
+  // The means run over the pixels that count (the mask's valid count, known
+  // since the upload: no read-back); a view masked entirely has loss 0.
+  const double count = 3.0 * static_cast<double>(slot.valid_pixels);
+  const bool any = slot.valid_pixels > 0;
+  return LossParams{cam.width,
+                    cam.height,
+                    cam.tiles_x,
+                    cam.tiles_x * cam.tiles_y,
+                    any ? static_cast<float>((1.0 - ssim_weight) / count) : 0.f,
+                    any ? static_cast<float>(-ssim_weight / count) : 0.f,
+                    any ? ssim_weight : 0.f,
+                    any ? static_cast<float>(1.0 / count) : 0.f,
+                    slot.has_mask ? 1u : 0u,
+                    k,
+                    views,
+                    0u};
 }
 
 void GpuDevice::ensure_full_sh_grad() {

@@ -36,8 +36,21 @@ struct RasterParams {
   uint32_t num_tiles;
   float background[3];
   uint32_t antialiased;  // 1: the 2D filter's opacity compensation (projection.h)
+  // Several views in one binning (docs/architecture.md, "Several views a
+  // step"): view v's records are [v view_records, (v + 1) view_records) and
+  // its tiles follow the views' before it (view_tile_base). 0: one view.
+  uint32_t view_records;
+  uint32_t record_base;  // projection: the first record (and depth id) of this launch
+  uint32_t pad0, pad1;
 };
-SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 32, "RasterParams layout");
+SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 48, "RasterParams layout");
+
+// The first global tile of record i's view: views share one size, so view v's
+// tiles are [v T, (v + 1) T) with T = tiles_x tiles_y.
+SPLAT_FUNC uint32_t view_tile_base(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
+                                   uint32_t i) {
+  return rp.view_records != 0u ? i / rp.view_records * (cam.tiles_x * cam.tiles_y) : 0u;
+}
 
 // ---------------------------------------------------------------------------
 // SIMT kernel arguments (shaders/kernels, cpp/gpu). Passed by value (CUDA
@@ -188,7 +201,11 @@ struct LossParams {
   float ssim_weight;
   float inv_count;  // 1 / (3 V)
   uint32_t has_mask;  // the mask argument holds 1 byte a pixel, 0: the pixel does not count
-  uint32_t pad0, pad1, pad2;
+  // Several views binned together (views > 1): this is view view_k of them,
+  // and loss[0] gets the views' mean at the last, loss[3] their running sum
+  // (accumulate_view, adam.h), as grad_accumulate sums a view at a time.
+  uint32_t view_k, views;
+  uint32_t pad0;
 };
 SPLAT_STATIC_ASSERT(sizeof(LossParams) == 48, "LossParams layout");
 

@@ -42,7 +42,7 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   if (i >= rp.num_gaussians) return;
   // The depth order of the Gaussians (tile_bin.h): depth > 0, so its bits
   // sort as the float; Gaussians without pairs go last.
-  depth_ids[i] = i;
+  depth_ids[i] = rp.record_base + i;  // the record's id among every view's
   depth_keys[i] = 0xffffffffu;
   vec3 mean = load_vec3(means, i);
   ProjectedGaussian pg;

@@ -143,14 +143,14 @@ SPLAT_FUNC void rasterize_backward_body(
       held[p] = slot < live;
       pixel[p] = held[p] ? s_live[slot] : 0u;
     }
-    gathered_rows(tile / cam.tiles_x, s_live, live, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
+    gathered_rows(local_tile(cam, tile) / cam.tiles_x, s_live, live, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
   } else {
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
       pixel[p] = lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p);
       held[p] = true;
     }
-    warp_rows(tile / cam.tiles_x, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
+    warp_rows(local_tile(cam, tile) / cam.tiles_x, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
   }
   TilePixel px[SPLAT_BWD_PIXELS];
   vec2 pix[SPLAT_BWD_PIXELS];

@@ -78,22 +78,29 @@ SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* batch, uint32_t
   return b;
 }
 
-// The pixel of thread `tid` in tile `tile`.
+// The pixel of thread `tid` in global tile `tile`: with several views of one
+// size binned together, view v's tiles are [v T, (v + 1) T) (T = tiles_x
+// tiles_y) and its pixels [v W H, (v + 1) W H) of the per-pixel buffers.
 struct TilePixel {
-  uint32_t tile_x, tile_y;
-  uint32_t x, y;
+  uint32_t tile_x, tile_y;  // in the view
+  uint32_t x, y;            // in the view
   bool inside;
-  uint32_t index;  // y * width + x when inside
+  uint32_t index;  // v W H + y W + x when inside
 };
+
+SPLAT_FUNC uint32_t local_tile(SPLAT_CONST_MEM const CameraParams& cam, uint32_t tile) {
+  return tile % (cam.tiles_x * cam.tiles_y);
+}
 
 SPLAT_FUNC TilePixel tile_pixel(SPLAT_CONST_MEM const CameraParams& cam, uint32_t tile, uint32_t tid) {
   TilePixel p;
-  p.tile_x = tile % cam.tiles_x;
-  p.tile_y = tile / cam.tiles_x;
+  const uint32_t per_view = cam.tiles_x * cam.tiles_y, view = tile / per_view, local = tile - view * per_view;
+  p.tile_x = local % cam.tiles_x;
+  p.tile_y = local / cam.tiles_x;
   p.x = p.tile_x * SPLAT_TILE_SIZE + tid % SPLAT_TILE_SIZE;
   p.y = p.tile_y * SPLAT_TILE_SIZE + tid / SPLAT_TILE_SIZE;
   p.inside = p.x < cam.width && p.y < cam.height;
-  p.index = p.inside ? p.y * cam.width + p.x : 0u;
+  p.index = p.inside ? view * (cam.width * cam.height) + p.y * cam.width + p.x : 0u;
   return p;
 }
 

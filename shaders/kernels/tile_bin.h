@@ -81,6 +81,7 @@ SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CO
                                uint32_t hi, SPLAT_DEVICE_MEM uint32_t* keys, SPLAT_DEVICE_MEM uint32_t* values) {
   const TileCover tc = load_tile_cover(covers, i);
   const TileRows rows = tile_rows(tc);
+  const uint32_t base = view_tile_base(cam, rp, i);
   uint32_t skip = lo - a, out = lo;
   for (int32_t ty = tc.y0; ty < tc.y1 && out < hi; ++ty) {
     int tx0, tx1;
@@ -91,7 +92,7 @@ SPLAT_FUNC void emit_pair_span(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CO
       continue;
     }
     for (int32_t tx = tx0 + (int32_t)skip; tx < tx1 && out < hi; ++tx) {
-      keys[out] = (uint32_t)ty * cam.tiles_x + (uint32_t)tx;
+      keys[out] = base + (uint32_t)ty * cam.tiles_x + (uint32_t)tx;
       values[out] = i;
       ++out;
     }

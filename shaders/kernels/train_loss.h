@@ -11,13 +11,15 @@
 //                  then d_image = d_l1 sign(x - y) + G*p0 + 2 x G*p1 + y G*p2.
 //                  Threadgroup 0 also reduces tile_sums in a fixed order into
 //                  loss[0] (the value), loss[1] (mean L1), loss[2] (mean SSIM);
-//                  loss[3] is several views' sum (train_optim.h).
+//                  loss[3] is several views' sum (train_optim.h; here when
+//                  they are binned together, p.views > 1).
 // The blur sums its 11 taps in index order with zeros outside the image, the
 // same float operations as the CPU schedule (cpp/cpu/cpu_loss.cpp), so both
 // produce the same bits; the per-pixel math is shaders/common/ssim.h.
 // With a mask (p.has_mask), a masked pixel is read as outside the image (render
 // and target 0), adds nothing to the sums and gets a zero gradient.
 #pragma once
+#include "adam.h"  // accumulate_view
 #include "ssim.h"
 #include "simt_util.h"
 
@@ -230,6 +232,7 @@ SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParam
   if (t.tid == 0) {
     float mean_l1 = tl1 * p.inv_count, mean_ssim = tssim * p.inv_count;
     loss[0] = (1.f - p.ssim_weight) * mean_l1 + p.ssim_weight * (1.f - mean_ssim);
+    if (p.views > 1u) accumulate_view(p.view_k, p.views, loss[0], loss[3]);
     loss[1] = mean_l1;
     loss[2] = mean_ssim;
   }

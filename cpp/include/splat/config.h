@@ -23,6 +23,9 @@ enum class RasterForwardChunks : uint8_t { Auto, All, SkipSaturated };
 enum class Timing : uint8_t { Off, PerKernel };
 // Auto: programmatic where the CUDA device and the compiled kernels allow it.
 enum class KernelOverlap : uint8_t { Auto, Off, Programmatic };
+// Several views a step (batch_views > 1): rasterized together where the
+// backend can, or one view after another.
+enum class ViewLaunches : uint8_t { Together, PerView };
 
 struct BackendConfig {
   Backend backend = Backend::Auto;
@@ -38,6 +41,7 @@ struct BackendConfig {
   PairSizing pair_sizing = PairSizing::Device;
   RasterForwardChunks raster_forward_chunks = RasterForwardChunks::Auto;
   KernelOverlap kernel_overlap = KernelOverlap::Auto;
+  ViewLaunches view_launches = ViewLaunches::Together;
   bool deterministic = false;
   Timing timing = Timing::Off;
   bool profile = false;

@@ -158,6 +158,27 @@ class Device {
     (void)views;
     throw BackendError("[device] this backend does not train several views a step");
   }
+  // The same for a whole batch in one pass where the backend can: every
+  // view's train_forward_backward (views[k] of cams[k], track_stats[k]) and
+  // accumulate_gradients(k, count), with the views rasterized together
+  // (docs/architecture.md, "Several views a step"). The pass names `step`
+  // (the batch's first) when its pairs overflow, so the batch runs again
+  // whole. Returns false, having done nothing, where it cannot (another
+  // backend, views of different sizes, streamed images, absgrad); the caller
+  // then trains the views one after another.
+  virtual bool train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats,
+                                    uint32_t count, uint32_t sh_degree, const float background[3],
+                                    float ssim_weight, uint32_t step) {
+    (void)cams;
+    (void)views;
+    (void)track_stats;
+    (void)count;
+    (void)sh_degree;
+    (void)background;
+    (void)ssim_weight;
+    (void)step;
+    return false;
+  }
   // Data-parallel training (python/splat/parallel): the last step's
   // gradients, laid out as TrainingState::params (sh in full), and the
   // densification statistics, as host arrays; set_* takes them back (the

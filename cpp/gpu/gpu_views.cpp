@@ -1,0 +1,82 @@
+// Several views a step rasterized together (docs/architecture.md, "Several
+// views a step"): the batch's projections write one set of records, one
+// binning and one raster forward cover every view's tiles, each view's loss
+// fills its part of d_image, one raster backward runs over all the pairs,
+// and each view's projection backward, statistics and accumulation then run
+// in view order, as a batch trained one view after another sums them.
+#include "gpu_device.h"
+#include "grid.h"
+#include "splat/errors.h"
+
+namespace splat::gpu {
+
+bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats,
+                                     uint32_t count, uint32_t sh_degree, const float background[3],
+                                     float ssim_weight, uint32_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (uint32_t k = 0; k < count; ++k)
+    if (views[k] >= images_.views.size() || cams[k].width != images_.views[views[k]].width ||
+        cams[k].height != images_.views[views[k]].height)
+      throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
+  // Where it cannot: the caller trains the views one after another. Streamed
+  // images hold two views on the device; absgrad's per-record sums and
+  // exposure's per-view corrections are not batched yet.
+  if (config_.view_launches != ViewLaunches::Together || count < 2 || count_ == 0 || storage_.streamed ||
+      options_.absgrad || options_.exposure)
+    return false;
+  for (uint32_t k = 1; k < count; ++k)
+    if (cams[k].width != cams[0].width || cams[k].height != cams[0].height) return false;
+
+  const size_t n = count_;
+  const size_t per_view = static_cast<size_t>(cams[0].width) * cams[0].height;
+  have_loss_ = false;
+  have_train_step_ = false;
+  forward_views(state_params(), n, sh_stride_, cams, count, sh_degree, background, step);
+
+  // Each view's loss against its image, into its part of d_image; loss[0]
+  // ends as the views' mean (LossParams::views).
+  begin(TimingLabel::Ssim);
+  const uint32_t view_tiles = cams[0].tiles_x * cams[0].tiles_y;
+  BufferRef partials = ensure(kLossPartials, 9 * 4 * per_view), tile_sums = ensure(kTileSums, 8 * size_t{view_tiles}),
+            loss = ensure(kLoss, 16), d_image = ensure(kDImage, 12 * per_view * count);
+  for (uint32_t k = 0; k < count; ++k) {
+    const auto [target, mask] = view_pixels(views[k]);
+    const LossParams lp = loss_params(cams[k], images_.views[views[k]], ssim_weight, k, count);
+    const BufferRef image = ref(kImage, 12 * per_view * k), d_view = at(d_image, 12 * per_view * k);
+    launch(Kernel::SsimForward, view_tiles,
+           {KernelArg::value(lp), KernelArg::buf(image), KernelArg::buf(target), KernelArg::buf(mask),
+            KernelArg::buf(partials), KernelArg::buf(tile_sums)});
+    launch(Kernel::SsimBackward, view_tiles,
+           {KernelArg::value(lp), KernelArg::buf(image), KernelArg::buf(target), KernelArg::buf(mask),
+            KernelArg::buf(partials), KernelArg::buf(tile_sums), KernelArg::buf(d_view), KernelArg::buf(loss)});
+  }
+  end(TimingLabel::Ssim);
+
+  backward_raster(d_image, nullptr, BufferRef{});
+  const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2), ref(kGrad0 + 3), BufferRef{},
+                             ref(kGradMeans2d)};
+  for (uint32_t k = 0; k < count; ++k) {
+    begin(TimingLabel::ProjectBack);
+    backward_project(k, cams[k], outs);
+    end(TimingLabel::ProjectBack);
+    if (track_stats[k]) {
+      begin(TimingLabel::DensifyStats);
+      ElementParams ep{static_cast<uint32_t>(n), cams[k].width, cams[k].height, 0.f};
+      launch(Kernel::GradStats, div_up(n, kGroup),
+             {KernelArg::value(ep), KernelArg::buf(ref(kRadius, 4 * n * k)), KernelArg::buf(ref(kGradMeans2d)),
+              KernelArg::buf(ref(kGradAccum)), KernelArg::buf(ref(kGradCount)), KernelArg::buf(ref(kMaxRadii))});
+      end(TimingLabel::DensifyStats);
+    }
+    sh_grad_full_ = false;  // view k's SH gradient is factored
+    accumulate_view_gradients(k, count, false);
+  }
+  last_absgrad_ = false;
+  train_sh_degree_ = sh_degree;
+  have_forward_ = false;
+  have_loss_ = true;
+  have_train_step_ = true;
+  finish_op(false);
+  return true;
+}
+
+}  // namespace splat::gpu
