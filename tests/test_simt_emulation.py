@@ -108,9 +108,10 @@ def build(cxx, variant, out_dir):
     return compile_check(cxx, [SOURCE], os.path.join(out_dir, f"raster_check_{variant}"), VARIANTS[variant])
 
 
-def run(exe, seed, splats, with_d_alpha, out, faint=False, skip=False):
-    p = subprocess.run([exe, str(seed), str(splats), str(int(with_d_alpha)), out, str(int(faint)), str(int(skip))],
-                       capture_output=True, text=True, timeout=600)
+def run(exe, seed, splats, with_d_alpha, out, faint=False, skip=False, views=1):
+    """views > 1: `splats` a view, the views binned together and stacked one below another."""
+    p = subprocess.run([exe, str(seed), str(splats), str(int(with_d_alpha)), out, str(int(faint)), str(int(skip)),
+                        str(views)], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     data = np.fromfile(out, np.uint8)
     width, height, n, pairs, deepest, skipped, walks = (int(v) for v in data[:28].view(np.uint32))
@@ -149,6 +150,24 @@ def test_raster_kernels_match_the_sequential_blend(compiler, tmp_path, variant):
         assert np.all(np.abs(g2) <= got["ref_abs"] * (1 + 1e-5) + 1e-12) and got["ref_abs"].sum() > np.abs(g2).sum()
     else:
         assert not np.any(got["abs"]), "abs_grads written without SPLAT_SPEC_ABSGRAD"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["default", "deterministic", "compact"])
+def test_raster_kernels_on_views_binned_together(compiler, tmp_path, variant):
+    # Three views of 72x56 (partial tiles at their right and bottom edges)
+    # binned as one batch: view v's tiles from 3 v T, its pixels from v W H.
+    # The reference blends each pixel through its own view's tile list with
+    # the view's local pixel centre, so a kernel that took a tile's pixels or
+    # rows from the wrong view, or from the global tile index, disagrees.
+    exe = build(compiler, variant, str(tmp_path))
+    rng, seed = make_rng()
+    splats = int(rng.integers(1800, 2200))
+    got, pairs, deepest = run(exe, int(rng.integers(0, 2 ** 31)), splats, bool(rng.random() < 0.5),
+                              str(tmp_path / "out.bin"), skip=bool(rng.random() < 0.5), views=3)
+    assert got["image"].shape == (3 * 56, 72, 3) and got["grads"].size == 9 * 3 * splats
+    assert deepest > CHUNK, f"the scene should have lists of 2+ chunks (deepest {deepest}); seed {seed}"
+    assert_matches_sequential_blend(got, pairs, seed)
 
 
 @pytest.mark.slow

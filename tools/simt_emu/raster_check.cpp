@@ -6,7 +6,12 @@
 // backward takes a random d_image (and d_alpha). Writes the arrays for
 // tests/test_simt_emulation.py to compare.
 //
-//   raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP]]
+//   raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP [VIEWS]]]
+//
+// VIEWS > 1: that many views of one size binned together, as a batch of
+// views is (docs/architecture.md, "Several views a step"): SPLATS records a
+// view, view v's at [v SPLATS, (v + 1) SPLATS), its tiles from v T and its
+// pixels from v W H; the arrays then hold the views one below another.
 //
 // SKIP 1: the chunk pass in its two launches that skip the chunks behind one
 // that saturates its tile (BackendConfig.raster_forward_chunks =
@@ -39,12 +44,14 @@ void write(FILE* f, const void* p, size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5 || argc > 7) {
-    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP]]\n");
+  if (argc < 5 || argc > 8) {
+    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP [VIEWS]]]\n");
     return 2;
   }
   std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
-  const int n = atoi(argv[2]);
+  const int per_view = atoi(argv[2]);
+  const int views = argc > 7 ? std::max(1, atoi(argv[7])) : 1;
+  const int n = per_view * views;
   const bool with_d_alpha = atoi(argv[3]) != 0;
   // Faint: opacities 0.01..0.05, so pixels rarely stop and their last
   // contributors lie deep in long lists (many checkpoint chunks).
@@ -58,7 +65,7 @@ int main(int argc, char** argv) {
   cam.height = kHeight;
   cam.tiles_x = (kWidth + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
   cam.tiles_y = (kHeight + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
-  const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
+  const uint32_t view_tiles = cam.tiles_x * cam.tiles_y, num_tiles = view_tiles * (uint32_t)views;
 
   // Splats with principal sigmas of 0.7..7.7 px, some centres off screen, one
   // in 13 fully opaque (alpha clamps at 0.999) unless faint.
@@ -107,7 +114,7 @@ int main(int argc, char** argv) {
       int tx0, tx1;
       tile_cover_row(rows, ty, tx0, tx1);
       for (int tx = tx0; tx < tx1; ++tx) {
-        pair_tiles.push_back((uint32_t)ty * cam.tiles_x + (uint32_t)tx);
+        pair_tiles.push_back(g / (uint32_t)per_view * view_tiles + (uint32_t)ty * cam.tiles_x + (uint32_t)tx);
         pair_ids.push_back(g);
       }
     }
@@ -138,7 +145,7 @@ int main(int argc, char** argv) {
   rp.num_gaussians = (uint32_t)n;
   rp.num_tiles = num_tiles;
   for (float& b : rp.background) b = uniform(rng);
-  const uint32_t pixels = kWidth * kHeight;
+  const uint32_t pixels = kWidth * kHeight * (uint32_t)views;
   std::vector<float> image(3 * pixels), alpha(pixels), final_T(pixels), chunk_state(4 * slots * SPLAT_GROUP_SIZE);
   std::vector<uint32_t> n_contrib(pixels), chunk_last(slots * SPLAT_GROUP_SIZE), stop_chunk(pixels);
 
@@ -236,11 +243,13 @@ int main(int argc, char** argv) {
   std::vector<float> ref_abs(2 * (size_t)n, 0.f);
   std::vector<uint32_t> ref_n_contrib(pixels);
   const vec3 bg = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
-  for (uint32_t y = 0; y < kHeight; ++y)
+  for (uint32_t y = 0; y < kHeight * (uint32_t)views; ++y)
     for (uint32_t x = 0; x < kWidth; ++x) {
-      const uint32_t tile = y / SPLAT_TILE_SIZE * cam.tiles_x + x / SPLAT_TILE_SIZE, p = y * kWidth + x;
+      const uint32_t v = y / kHeight, vy = y % kHeight;  // the view, and the row in it
+      const uint32_t tile = v * view_tiles + vy / SPLAT_TILE_SIZE * cam.tiles_x + x / SPLAT_TILE_SIZE;
+      const uint32_t p = y * kWidth + x;
       const uint32_t start = ranges[2 * tile], end = ranges[2 * tile + 1];
-      const vec2 pix = make_vec2((float)x + 0.5f, (float)y + 0.5f);
+      const vec2 pix = make_vec2((float)x + 0.5f, (float)vy + 0.5f);
       BlendForwardState st = blend_forward_begin();
       for (uint32_t i = start; i < end && !st.done; ++i)
         blend_forward_step(record_blend_splat(records[sorted_ids[i]]), pix, i - start, st);
@@ -267,7 +276,7 @@ int main(int argc, char** argv) {
     perror("raster_check: open");
     return 2;
   }
-  const uint32_t header[7] = {kWidth, kHeight, (uint32_t)n, num_pairs, deepest, skipped, walks};
+  const uint32_t header[7] = {kWidth, kHeight * (uint32_t)views, (uint32_t)n, num_pairs, deepest, skipped, walks};
   write(f, header, sizeof(header));
   write(f, image.data(), 4 * image.size());
   write(f, ref_image.data(), 4 * ref_image.size());
