@@ -359,13 +359,14 @@ def test_pair_emission_matches_the_serial_walk(compiler, tmp_path, piece, determ
     exe = compile_check(compiler, [EMIT_SOURCE], str(tmp_path / "emit_check"),
                         [f"SPLAT_EMIT_PIECE={piece}u", f"SPLAT_SPEC_DETERMINISTIC={deterministic}"])
     rng, seed = make_rng()
-    for count in (1, int(rng.integers(700, 3000))):
-        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count).items()}
+    # One view, and the records of each of 3 views binned together (keys from their view's tiles).
+    for count, views in ((1, 1), (int(rng.integers(700, 3000)), 1), (int(rng.integers(300, 1000)), 3)):
+        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views).items()}
         assert got["keys_differ"] == got["values_differ"] == got["ranges_differ"] == 0, (got, count, seed)
         if count > 1:
-            assert got["large"] > 20 and got["pairs"] > 10 * count, (got, seed)
+            assert got["large"] > 20 and got["pairs"] > 10 * count * views, (got, views, seed)
             # Both roles ran: Gaussians emitted whole by their rank's thread and in pieces.
-            assert 0 < got["in_pieces"] < count, (got, seed)
+            assert 0 < got["in_pieces"] < count * views, (got, seed)
 
 
 @pytest.mark.parametrize("key_bits", [8, 12, 32])

@@ -9,7 +9,11 @@
 // slot ranges; =0: left unwritten), `large` (Gaussians of more than 32 pairs), `in_pieces`
 // (more than SPLAT_EMIT_PIECE: emitted piece by piece) and `pairs`.
 //
-//   emit_check SEED GAUSSIANS
+//   emit_check SEED GAUSSIANS [VIEWS]
+//
+// VIEWS > 1: GAUSSIANS records a view for that many views binned together
+// (RasterParams::view_records): record i's keys are its view's tiles, from
+// (i / GAUSSIANS) T on.
 #include "simt_emu.h"
 // The kernel bodies, after the emulator.
 #include "tile_bin.h"
@@ -19,12 +23,13 @@
 #include <random>
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: emit_check SEED GAUSSIANS\n");
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: emit_check SEED GAUSSIANS [VIEWS]\n");
     return 2;
   }
   std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
-  const uint32_t n = (uint32_t)atoi(argv[2]);
+  const uint32_t per_view = (uint32_t)atoi(argv[2]);
+  const uint32_t views = argc == 4 ? std::max(1, atoi(argv[3])) : 1u, n = per_view * views;
   std::uniform_real_distribution<float> uniform(0.f, 1.f);
 
   CameraParams cam{};
@@ -33,8 +38,10 @@ int main(int argc, char** argv) {
   cam.tiles_x = (cam.width + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
   cam.tiles_y = (cam.height + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
   RasterParams rp{};
+  const uint32_t view_tiles = cam.tiles_x * cam.tiles_y;
   rp.num_gaussians = n;
-  rp.num_tiles = cam.tiles_x * cam.tiles_y;
+  rp.num_tiles = view_tiles * views;
+  rp.view_records = views > 1 ? per_view : 0u;
 
   std::vector<SplatRecord> records(n);
   std::vector<int32_t> radius(n), rects(4 * (size_t)n);
@@ -110,7 +117,7 @@ int main(int argc, char** argv) {
       int tx0, tx1;
       tile_cover_row(rows, ty, tx0, tx1);
       for (int tx = tx0; tx < tx1 && out < stop; ++tx, ++out) {
-        ref_keys[out] = (uint32_t)ty * cam.tiles_x + (uint32_t)tx;
+        ref_keys[out] = i / per_view * view_tiles + (uint32_t)ty * cam.tiles_x + (uint32_t)tx;
         ref_values[out] = i;
       }
     }
