@@ -250,7 +250,7 @@ uint32_t Trainer::train_batch(uint32_t first, uint32_t from) {
 
 bool Trainer::train_views_together(uint32_t first, uint32_t views, uint32_t sh_degree) {
   const TrainSettings& s = settings_;
-  if (s.mcmc || s.random_background) return false;
+  if (s.random_background) return false;
   std::array<CameraParams, kMaxBatchViews> cams;
   std::array<uint32_t, kMaxBatchViews> device_views;
   std::array<bool, kMaxBatchViews> track;
@@ -258,10 +258,12 @@ bool Trainer::train_views_together(uint32_t first, uint32_t views, uint32_t sh_d
     const uint32_t t = first + k;
     device_views[k] = device_view(t, view_for_step(t));
     cams[k] = cameras_[device_views[k]];
-    track[k] = t < s.densify_until;
+    track[k] = !s.mcmc && t < s.densify_until;
   }
+  // The regularisers read only their weights (McmcStepSettings' other fields are the noise's).
+  const McmcStepSettings mcmc{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(first), s.seed, first};
   return device_->train_views_together(cams.data(), device_views.data(), track.data(), views, sh_degree,
-                                       s.background, s.ssim_weight, first);
+                                       s.background, s.ssim_weight, first, s.mcmc ? &mcmc : nullptr);
 }
 
 void Trainer::train_step_noise(uint32_t t) {

@@ -59,7 +59,8 @@ class GpuDevice final : public Device {
   void accumulate_gradients(uint32_t k, uint32_t views) override;
   // Several views a step rasterized together (gpu_views.cpp).
   bool train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats, uint32_t count,
-                            uint32_t sh_degree, const float background[3], float ssim_weight, uint32_t step) override;
+                            uint32_t sh_degree, const float background[3], float ssim_weight, uint32_t step,
+                            const McmcStepSettings* mcmc) override;
   void reduce_densify_stats() override;
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
@@ -192,6 +193,8 @@ class GpuDevice final : public Device {
   // projection backward from them into out.
   void backward_raster(BufferRef d_image, const BufferRef* d_alpha, BufferRef abs_out);
   void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]);
+  // mcmc_regularize without the lock (the regularisers' gradients added to kGrad0..).
+  void mcmc_regularize_grads(const McmcStepSettings& s);
   // accumulate_gradients without the lock; with_loss: also the views' loss.
   void accumulate_view_gradients(uint32_t k, uint32_t views, bool with_loss);
   // Submits; waits only when `sync` or when timing (then records ts_*).

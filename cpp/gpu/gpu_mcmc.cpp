@@ -15,6 +15,11 @@ namespace splat::gpu {
 
 void GpuDevice::mcmc_regularize(const McmcStepSettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
+  mcmc_regularize_grads(s);
+  finish_op(false);
+}
+
+void GpuDevice::mcmc_regularize_grads(const McmcStepSettings& s) {
   const size_t n = count_;
   if (n == 0) return;
   McmcParams p{};
@@ -27,7 +32,6 @@ void GpuDevice::mcmc_regularize(const McmcStepSettings& s) {
          {KernelArg::value(p), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 1)),
           KernelArg::buf(ref(kGrad0 + 3)), KernelArg::buf(ref(kGrad0 + 1))});
   end(TimingLabel::Adam);
-  finish_op(false);
 }
 
 void GpuDevice::mcmc_noise(const McmcStepSettings& s) {

@@ -12,7 +12,7 @@ namespace splat::gpu {
 
 bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats,
                                      uint32_t count, uint32_t sh_degree, const float background[3],
-                                     float ssim_weight, uint32_t step) {
+                                     float ssim_weight, uint32_t step, const McmcStepSettings* mcmc) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (uint32_t k = 0; k < count; ++k)
     if (views[k] >= images_.views.size() || cams[k].width != images_.views[views[k]].width ||
@@ -59,6 +59,7 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
     begin(TimingLabel::ProjectBack);
     backward_project(k, cams[k], outs);
     end(TimingLabel::ProjectBack);
+    if (mcmc) mcmc_regularize_grads(*mcmc);
     if (track_stats[k]) {
       begin(TimingLabel::DensifyStats);
       ElementParams ep{static_cast<uint32_t>(n), cams[k].width, cams[k].height, 0.f};

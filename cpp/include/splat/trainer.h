@@ -178,8 +178,8 @@ class Trainer {
   uint32_t train_batch(uint32_t first, uint32_t from);
   // The whole batch's forwards, backwards and accumulation in one device pass
   // (Device::train_views_together); false, having done nothing, where the
-  // recipe (MCMC's per-view regularisers, random backgrounds) or the device
-  // asks for one view after another.
+  // recipe (a random background per view) or the device asks for one view
+  // after another.
   bool train_views_together(uint32_t first, uint32_t views, uint32_t sh_degree);
   DensifySettings densify_settings(uint32_t t) const;
   // settle() with step_ = `current` whose noise has run when `noise_done`.
