@@ -6,8 +6,8 @@ saturated pixels, partial tiles), renders it with the four forward passes
 and the chunked backward, and against the sequential blend of
 shaders/common/blend.h over the same lists. This checks the kernels' logic
 (chunks, chaining, walks, checkpoints, lane roles, skips, reductions, the
-deterministic pair slots) for every backward variant, with the host's
-arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
+deterministic pair slots) for every backward variant, and over several views
+binned together as a batch of views is, with the host's arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
 C++17 compiler (the one that builds the package) and POSIX ucontext.
 The fused loss's kernels run there too, against the CPU backend's schedule,
 the fused Adam against adam_update element by element, the binning's

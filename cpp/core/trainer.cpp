@@ -213,14 +213,14 @@ uint32_t Trainer::batch_size_at(uint32_t first) const {
 }
 
 uint32_t Trainer::batch_first(uint32_t t) const {
-  const uint32_t b = std::max(1u, settings_.batch_views);
+  const uint32_t b = settings_.batch_views;  // >= 1 (the constructor refuses 0)
   return t <= batch_origin_ ? t : batch_origin_ + (t - batch_origin_ - 1) / b * b + 1;
 }
 
 uint32_t Trainer::batch_update(uint32_t first) const {
   // Updates before the origin as the data-parallel trainer counts them,
   // ceil(step / views), then one a batch.
-  const uint32_t b = std::max(1u, settings_.batch_views);
+  const uint32_t b = settings_.batch_views;
   return (batch_origin_ + b - 1) / b + (first - batch_origin_ - 1) / b + 1;
 }
 
