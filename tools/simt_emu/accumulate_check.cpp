@@ -10,6 +10,7 @@
 //
 //   accumulate_check SEED COUNT VIEWS
 #include "simt_emu.h"
+#include "bit_compare.h"
 // The kernel bodies, after the emulator.
 #include "train_optim.h"
 
@@ -55,12 +56,10 @@ int main(int argc, char** argv) {
   for (uint32_t k = 0; k < views; ++k) {  // the first pass: `bad` and the views after it overflow (sticky)
     const std::vector<float> before = sum;
     accumulate(k, k >= bad ? &overflow : &ok);
-    if (k >= bad)
-      for (uint32_t i = 0; i < count; ++i) sum_touched += std::memcmp(&sum[i], &before[i], 4) != 0 ? 1u : 0u;
+    if (k >= bad) sum_touched += (uint32_t)count_bit_differences(sum, before);
   }
   for (uint32_t k = bad; k < views; ++k) accumulate(k, &ok);  // the replay from the overflowing view
-  uint32_t differ = 0;
-  for (uint32_t i = 0; i < count; ++i) differ += std::memcmp(&grad[i], &want[i], 4) != 0 ? 1u : 0u;
+  const uint32_t differ = (uint32_t)count_bit_differences(grad, want);
   const uint32_t loss_differ = std::memcmp(&loss[0], &want_loss, 4) != 0 ? 1u : 0u;
   printf("differ %u\nsum_touched %u\nloss_differ %u\ncount %u\n", differ, sum_touched, loss_differ, count);
   return 0;
