@@ -199,6 +199,10 @@ def floater_fields(trainer, train, test, ev) -> dict:
                 worst_psnr=None if worst is None else float(worst["psnr"]))
 
 
+# BackendConfig fields of every splat run (--backend-set), e.g. deterministic=true.
+BACKEND_FIELDS: dict = {}
+
+
 def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None, floaters=False,
               label="splat", fit_exposure=False, concurrent=1):
     """concurrent > 1: the run shares the device with others (--jobs), so its seconds
@@ -206,10 +210,10 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
     cfg = train_config(marks[-1], overrides)
     if backend != "cpu":
         from splat.warmup import warm_up  # every kernel of the run, before its clock starts
-        warm_up(train, splat.BackendConfig(backend=backend), cfg)
+        warm_up(train, splat.BackendConfig(backend=backend, **BACKEND_FIELDS), cfg)
     if concurrent == 1:
         _memory_peak_reset(backend)
-    trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend))
+    trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend, **BACKEND_FIELDS))
     rows, seconds = [], 0.0
     for mark in marks:
         t0 = time.perf_counter()
@@ -524,6 +528,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-splat", action="store_true", help="train gsplat only (with --gsplat)")
     p.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda", "metal"))
     p.add_argument("--set", action="append", metavar="train.KEY=VALUE", help="recipe / data override (repeatable)")
+    p.add_argument("--backend-set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="BackendConfig field for every splat run (repeatable), e.g. deterministic=true: "
+                        "a seed trained twice then gives the same bits")
     p.add_argument("--fit-exposure", action="store_true",
                    help="score each test view's right half after fitting its colour correction on its left half "
                         "(least squares), for every trainer: how a model trained with train.exposure is compared")
@@ -551,6 +558,17 @@ def main(argv=None) -> int:
     if not marks or marks[0] < 1:
         raise SystemExit("real.py: error: --steps: need positive step counts")
     overrides = parse_sets(args.set)
+    BACKEND_FIELDS.clear()
+    for item in args.backend_set:
+        key, sep, value = item.partition("=")
+        if not sep or key not in splat.BackendConfig.fields() or key == "backend":
+            raise SystemExit(f"real.py: error: --backend-set {item}: expected FIELD=VALUE with a BackendConfig "
+                             "field other than backend (--backend)")
+        try:
+            splat.BackendConfig(**{key: value})
+        except ValueError as exc:
+            raise SystemExit(f"real.py: error: --backend-set {item}: {exc}") from None
+        BACKEND_FIELDS[key] = value
     variants = parse_variants(args.variant)
     if variants and args.no_splat:
         raise SystemExit("real.py: error: --variant trains splat: drop --no-splat")

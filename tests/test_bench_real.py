@@ -78,6 +78,29 @@ def test_real_bench_pieces_and_budget(tmp_path, capsys):
         mod.main(["--root", str(root), "--set", "output.dir=x"])
 
 
+def test_real_bench_backend_set_reaches_every_run(tmp_path, capsys, monkeypatch):
+    root = tmp_path / "captures"
+    make_scene(root / "alpha")
+    mod = _real()
+    seen = []
+    original = splat.Trainer.from_dataset.__func__
+
+    def recording(cls, dataset, train_config=None, backend_config=None, **kw):
+        seen.append(backend_config)
+        return original(cls, dataset, train_config, backend_config, **kw)
+
+    monkeypatch.setattr(splat.Trainer, "from_dataset", classmethod(recording))
+    assert mod.main(["--root", str(root), "--steps", "3", "--backend", "cpu", "--seeds", "2",
+                     "--backend-set", "deterministic=true", "--backend-set", "raster_backward_atomic=lane_zero",
+                     *TINY]) == 0
+    assert len(seen) == 2
+    for cfg in seen:
+        assert cfg.deterministic is True and str(cfg.raster_backward_atomic).endswith("lane_zero")
+    for bad in ("nosuchfield=1", "deterministic", "backend=cpu", "deterministic=perhaps"):
+        with pytest.raises(SystemExit, match="--backend-set"):
+            mod.main(["--root", str(root), "--backend", "cpu", "--backend-set", bad])
+
+
 def test_real_bench_gsplat_side_by_side(tmp_path, capsys):
     pytest.importorskip("gsplat")
     torch = pytest.importorskip("torch")

@@ -262,9 +262,9 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
     launch(Kernel::ProjectForward, div_up(n, kGroup),
            {KernelArg::value(cams[v]), KernelArg::value(pv), KernelArg::buf(params.p[0]),
             KernelArg::buf(params.p[1]), KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]),
-            KernelArg::buf(params.p[4]), KernelArg::buf(at(records, sizeof(SplatRecord) * n * v)),
-            KernelArg::buf(at(radius, 4 * n * v)), KernelArg::buf(at(covers, sizeof(CoverRecord) * n * v)),
-            KernelArg::buf(at(counts, 4 * n * v)), KernelArg::buf(ref(kDepthKeysA, 4 * n * v)),
+            KernelArg::buf(params.p[4]), KernelArg::buf(ref(kRecords, sizeof(SplatRecord) * n * v)),
+            KernelArg::buf(ref(kRadius, 4 * n * v)), KernelArg::buf(ref(kCovers, sizeof(CoverRecord) * n * v)),
+            KernelArg::buf(ref(kPairCount, 4 * n * v)), KernelArg::buf(ref(kDepthKeysA, 4 * n * v)),
             KernelArg::buf(ref(kDepthIdsA, 4 * n * v))});
   }
   end(TimingLabel::FwdProject);

@@ -175,7 +175,6 @@ class GpuDevice final : public Device {
     p.record_base = static_cast<uint32_t>(num_gaussians_ * v);
     return p;
   }
-  static BufferRef at(BufferRef b, size_t offset) { return BufferRef{b.handle, b.offset + offset}; }
   // A buffer holding 2^32 - 1: the count limit of sorts whose count the host knows.
   BufferRef count_unlimited();
   // The capacity for a forward of `pairs` pairs and those after it (1.5x, at
@@ -209,6 +208,15 @@ class GpuDevice final : public Device {
   // of `views` binned together (1: alone).
   static LossParams loss_params(const CameraParams& cam, const ImageSlot& slot, float ssim_weight, uint32_t k,
                                 uint32_t views);
+  // Throws unless `view` is an uploaded image of `cam`'s size.
+  void check_view(const CameraParams& cam, uint32_t view) const;
+  // The loss's launch pair over `image` against the view's pixels: the loss
+  // partials into kLossPartials / kTileSums (sized by the caller), d_image,
+  // and the loss into kLoss.
+  void launch_loss(const LossParams& lp, BufferRef image, BufferRef target, BufferRef mask, BufferRef d_image);
+  // The densification statistics of the last backward seen from `cam`: radii
+  // at `radius`, the screen-space gradient (or absgrad's sums) at `means2d`.
+  void grad_stats(const CameraParams& cam, BufferRef radius, BufferRef means2d);
   // d_sh of the last backward, expanded from its factors into `out`.
   void expand_sh_grad(BufferRef out);
   // The training SH gradient in full at kGrad0 + 4: expanded from the last

@@ -296,9 +296,7 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
                                        const float background[3], float ssim_weight, bool track_stats,
                                        uint32_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (view >= images_.views.size() || cam.width != images_.views[view].width ||
-      cam.height != images_.views[view].height)
-    throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
+  check_view(cam, view);
   const ImageSlot& slot = images_.views[view];
   const size_t n = count_;
   have_loss_ = false;  // a forward that stops at a limit leaves no step behind
@@ -314,8 +312,10 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
   const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
   const LossParams lp = loss_params(cam, slot, ssim_weight, 0, 1);
-  BufferRef partials = ensure(kLossPartials, 9 * 4 * pixels), tile_sums = ensure(kTileSums, 8 * size_t{num_tiles}),
-            loss = ensure(kLoss, 16), d_image = ensure(kDImage, 12 * pixels);
+  ensure(kLossPartials, 9 * 4 * pixels);
+  ensure(kTileSums, 8 * size_t{num_tiles});
+  ensure(kLoss, 16);
+  const BufferRef d_image = ensure(kDImage, 12 * pixels);
   // Exposure: the loss sees the view's corrected render (train_exposure.h).
   ExposureParams xp{};
   xp.pixels = static_cast<uint32_t>(pixels);
@@ -327,12 +327,7 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
            {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kImage)),
             KernelArg::buf(ref(kCorrected))});
   const BufferRef loss_image = ref(options_.exposure ? kCorrected : kImage);
-  launch(Kernel::SsimForward, num_tiles,
-         {KernelArg::value(lp), KernelArg::buf(loss_image), KernelArg::buf(target), KernelArg::buf(mask),
-          KernelArg::buf(partials), KernelArg::buf(tile_sums)});
-  launch(Kernel::SsimBackward, num_tiles,
-         {KernelArg::value(lp), KernelArg::buf(loss_image), KernelArg::buf(target), KernelArg::buf(mask),
-          KernelArg::buf(partials), KernelArg::buf(tile_sums), KernelArg::buf(d_image), KernelArg::buf(loss)});
+  launch_loss(lp, loss_image, target, mask, d_image);
   if (options_.exposure) {
     launch(Kernel::ExposureBackward, xp.blocks,
            {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kImage)), KernelArg::buf(d_image),
@@ -352,14 +347,7 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   last_absgrad_ = absgrad;
   train_sh_degree_ = sh_degree;
 
-  if (track_stats) {
-    begin(TimingLabel::DensifyStats);
-    ElementParams ep{static_cast<uint32_t>(n), cam.width, cam.height, 0.f};
-    launch(Kernel::GradStats, div_up(n, kGroup),
-           {KernelArg::value(ep), KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(absgrad ? kMeans2dAbs : kGradMeans2d)),
-            KernelArg::buf(ref(kGradAccum)), KernelArg::buf(ref(kGradCount)), KernelArg::buf(ref(kMaxRadii))});
-    end(TimingLabel::DensifyStats);
-  }
+  if (track_stats) grad_stats(cam, ref(kRadius), ref(absgrad ? kMeans2dAbs : kGradMeans2d));
   have_forward_ = false;  // the numpy backward needs its own forward
   have_loss_ = true;
   have_train_step_ = true;
@@ -384,6 +372,33 @@ LossParams GpuDevice::loss_params(const CameraParams& cam, const ImageSlot& slot
                     k,
                     views,
                     0u};
+}
+
+void GpuDevice::check_view(const CameraParams& cam, uint32_t view) const {
+  if (view >= images_.views.size() || cam.width != images_.views[view].width ||
+      cam.height != images_.views[view].height)
+    throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
+}
+
+void GpuDevice::launch_loss(const LossParams& lp, BufferRef image, BufferRef target, BufferRef mask,
+                            BufferRef d_image) {
+  const BufferRef partials = ref(kLossPartials), tile_sums = ref(kTileSums);
+  launch(Kernel::SsimForward, lp.num_tiles,
+         {KernelArg::value(lp), KernelArg::buf(image), KernelArg::buf(target), KernelArg::buf(mask),
+          KernelArg::buf(partials), KernelArg::buf(tile_sums)});
+  launch(Kernel::SsimBackward, lp.num_tiles,
+         {KernelArg::value(lp), KernelArg::buf(image), KernelArg::buf(target), KernelArg::buf(mask),
+          KernelArg::buf(partials), KernelArg::buf(tile_sums), KernelArg::buf(d_image), KernelArg::buf(ref(kLoss))});
+}
+
+void GpuDevice::grad_stats(const CameraParams& cam, BufferRef radius, BufferRef means2d) {
+  const size_t n = count_;
+  begin(TimingLabel::DensifyStats);
+  ElementParams ep{static_cast<uint32_t>(n), cam.width, cam.height, 0.f};
+  launch(Kernel::GradStats, div_up(n, kGroup),
+         {KernelArg::value(ep), KernelArg::buf(radius), KernelArg::buf(means2d), KernelArg::buf(ref(kGradAccum)),
+          KernelArg::buf(ref(kGradCount)), KernelArg::buf(ref(kMaxRadii))});
+  end(TimingLabel::DensifyStats);
 }
 
 void GpuDevice::ensure_full_sh_grad() {

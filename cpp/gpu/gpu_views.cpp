@@ -14,10 +14,7 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
                                      uint32_t count, uint32_t sh_degree, const float background[3],
                                      float ssim_weight, uint32_t step, const McmcStepSettings* mcmc) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (uint32_t k = 0; k < count; ++k)
-    if (views[k] >= images_.views.size() || cams[k].width != images_.views[views[k]].width ||
-        cams[k].height != images_.views[views[k]].height)
-      throw ConfigError("[trainer] view index or camera size does not match the uploaded images");
+  for (uint32_t k = 0; k < count; ++k) check_view(cams[k], views[k]);
   // Where it cannot: the caller trains the views one after another. Streamed
   // images hold two views on the device; absgrad's per-record sums and
   // exposure's per-view corrections are not batched yet.
@@ -37,18 +34,14 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   // ends as the views' mean (LossParams::views).
   begin(TimingLabel::Ssim);
   const uint32_t view_tiles = cams[0].tiles_x * cams[0].tiles_y;
-  BufferRef partials = ensure(kLossPartials, 9 * 4 * per_view), tile_sums = ensure(kTileSums, 8 * size_t{view_tiles}),
-            loss = ensure(kLoss, 16), d_image = ensure(kDImage, 12 * per_view * count);
+  ensure(kLossPartials, 9 * 4 * per_view);
+  ensure(kTileSums, 8 * size_t{view_tiles});
+  ensure(kLoss, 16);
+  const BufferRef d_image = ensure(kDImage, 12 * per_view * count);
   for (uint32_t k = 0; k < count; ++k) {
     const auto [target, mask] = view_pixels(views[k]);
     const LossParams lp = loss_params(cams[k], images_.views[views[k]], ssim_weight, k, count);
-    const BufferRef image = ref(kImage, 12 * per_view * k), d_view = at(d_image, 12 * per_view * k);
-    launch(Kernel::SsimForward, view_tiles,
-           {KernelArg::value(lp), KernelArg::buf(image), KernelArg::buf(target), KernelArg::buf(mask),
-            KernelArg::buf(partials), KernelArg::buf(tile_sums)});
-    launch(Kernel::SsimBackward, view_tiles,
-           {KernelArg::value(lp), KernelArg::buf(image), KernelArg::buf(target), KernelArg::buf(mask),
-            KernelArg::buf(partials), KernelArg::buf(tile_sums), KernelArg::buf(d_view), KernelArg::buf(loss)});
+    launch_loss(lp, ref(kImage, 12 * per_view * k), target, mask, ref(kDImage, 12 * per_view * k));
   }
   end(TimingLabel::Ssim);
 
@@ -60,14 +53,7 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
     backward_project(k, cams[k], outs);
     end(TimingLabel::ProjectBack);
     if (mcmc) mcmc_regularize_grads(*mcmc);
-    if (track_stats[k]) {
-      begin(TimingLabel::DensifyStats);
-      ElementParams ep{static_cast<uint32_t>(n), cams[k].width, cams[k].height, 0.f};
-      launch(Kernel::GradStats, div_up(n, kGroup),
-             {KernelArg::value(ep), KernelArg::buf(ref(kRadius, 4 * n * k)), KernelArg::buf(ref(kGradMeans2d)),
-              KernelArg::buf(ref(kGradAccum)), KernelArg::buf(ref(kGradCount)), KernelArg::buf(ref(kMaxRadii))});
-      end(TimingLabel::DensifyStats);
-    }
+    if (track_stats[k]) grad_stats(cams[k], ref(kRadius, 4 * n * k), ref(kGradMeans2d));
     sh_grad_full_ = false;  // view k's SH gradient is factored
     accumulate_view_gradients(k, count, false);
   }

@@ -120,11 +120,13 @@ SPLAT_FUNC void antialias_compensation_backward(SPLAT_THREAD const ScreenCovaria
                                                 SPLAT_THREAD float& gc) {
   if (!(comp > 0.f) || d_comp == 0.f) return;
   const float f = SPLAT_COV2D_DILATION;
-  float det = sc.a * sc.c - sc.b * sc.b;
-  float k = d_comp * f / (2.f * comp * det * det);
-  ga += k * (sc.c * sc.c0 + sc.b * sc.b);
-  gc += k * (sc.a * sc.a0 + sc.b * sc.b);
-  gb -= k * 2.f * sc.b * (sc.a0 + sc.c);
+  // Each factor over det once (not k over det^2, which overflows for large splats).
+  const float id = 1.f / (sc.a * sc.c - sc.b * sc.b);
+  const float k = d_comp * f / (2.f * comp);
+  const float bi = sc.b * id;
+  ga += k * ((sc.c * id) * (sc.c0 * id) + bi * bi);
+  gc += k * ((sc.a * id) * (sc.a0 * id) + bi * bi);
+  gb -= k * 2.f * bi * ((sc.a0 + sc.c) * id);
 }
 
 // The tile rect [min, max) a splat of `radius` around `mean2d` touches.
@@ -166,7 +168,8 @@ SPLAT_FUNC bool project_gaussian(SPLAT_CONST_MEM const CameraParams& cam, vec3 m
   p.mean2d = make_vec2(cam.fx * t.x / t.z + cam.cx, cam.fy * t.y / t.z + cam.cy);
   float mid = 0.5f * (a + c);
   float lambda_max = mid + sp_sqrt(sp_max(0.1f, mid * mid - det));
-  int radius = (int)sp_ceil(3.f * sp_sqrt(lambda_max));
+  // Capped at 2^30 pixels (past any image side) so the conversion stays in int's range.
+  int radius = (int)sp_ceil(sp_min(3.f * sp_sqrt(lambda_max), 1073741824.f));
   if (!tile_rect(p.mean2d, radius, cam.tiles_x, cam.tiles_y, p)) return false;
   p.radius = radius;
   return true;
@@ -198,13 +201,15 @@ SPLAT_FUNC ProjectionGrads project_gaussian_backward(SPLAT_CONST_MEM const Camer
   const ProjectionJacobian jac = sc.jac;
   const float a = sc.a, b = sc.b, c = sc.c;
   float det = a * c - b * b;
-  float id2 = 1.f / (det * det);
 
-  // conic = (c, -b, a) / det  ->  dL/d(a, b, c)
+  // conic K = (c, -b, a) / det = cov2d^-1  ->  dL/dcov2d = -K dL/dK K, formed from
+  // K's own entries: the form over det^2 overflowed (det^2 past 3.4e38, then 0 x inf)
+  // for a splat of ~1e5 pixels, as a large Gaussian a hundredth from the camera is.
+  const float ka = c / det, kb = -b / det, kc = a / det;
   float dA = d_conic.x, dB = d_conic.y, dC = d_conic.z;
-  float ga = id2 * (-c * c * dA + b * c * dB + (det - a * c) * dC);
-  float gc = id2 * ((det - a * c) * dA + a * b * dB - a * a * dC);
-  float gb = id2 * (2.f * b * c * dA - (det + 2.f * b * b) * dB + 2.f * a * b * dC);
+  float ga = -(ka * ka * dA + ka * kb * dB + kb * kb * dC);
+  float gc = -(kb * kb * dA + kb * kc * dB + kc * kc * dC);
+  float gb = -(2.f * ka * kb * dA + (ka * kc + kb * kb) * dB + 2.f * kb * kc * dC);
   if (d_opacity_scale != 0.f)
     antialias_compensation_backward(sc, antialias_compensation(sc), d_opacity_scale, ga, gb, gc);
   // Symmetric G with cov2d = T Sigma T^T: dL/dcov2d = [[ga, gb/2], [gb/2, gc]].
