@@ -126,9 +126,10 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
 
 
 def step_wall_ms(train, state, cfg, backend: str, fields: dict, steps: int = 200) -> float:
-    """Wall milliseconds per view step at the state's size, timing off: steps past
-    densification and opacity resets, the loss read once at the end (a step of
-    train.batch_views views counts as that many)."""
+    """Wall milliseconds per step (a call of Trainer.step: train.batch_views views) at the
+    state's size, timing off: steps past densification and opacity resets, the loss read
+    once at the end. Per step, as the ts_* labels are, so that the ratio of the two is
+    the host's share at any batch_views."""
     start = max(cfg.densify_until, 1) + 10
     tr = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, **fields), state, step=start)
     for _ in range(20):  # warm: kernels, buffers, the pair capacity
@@ -138,7 +139,7 @@ def step_wall_ms(train, state, cfg, backend: str, fields: dict, steps: int = 200
     for _ in range(steps - 1):
         tr.step(read_loss=False)
     tr.step(read_loss=True)
-    return (time.perf_counter() - t0) / (steps * cfg.batch_views) * 1e3
+    return (time.perf_counter() - t0) / steps * 1e3
 
 
 def step_breakdown(train, trainer, cfg, backend: str, fields=None, steps: int = 6) -> dict:
