@@ -558,16 +558,13 @@ def main(argv=None) -> int:
     if not marks or marks[0] < 1:
         raise SystemExit("real.py: error: --steps: need positive step counts")
     overrides = parse_sets(args.set)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gate import parse_backend_field
     BACKEND_FIELDS.clear()
     for item in args.backend_set:
-        key, sep, value = item.partition("=")
-        if not sep or key not in splat.BackendConfig.fields() or key == "backend":
-            raise SystemExit(f"real.py: error: --backend-set {item}: expected FIELD=VALUE with a BackendConfig "
-                             "field other than backend (--backend)")
-        try:
-            splat.BackendConfig(**{key: value})
-        except ValueError as exc:
-            raise SystemExit(f"real.py: error: --backend-set {item}: {exc}") from None
+        key, value = parse_backend_field(p, "--backend-set", item)
+        if key == "backend":
+            p.error(f"--backend-set {item}: the backend is --backend")
         BACKEND_FIELDS[key] = value
     variants = parse_variants(args.variant)
     if variants and args.no_splat:
@@ -583,7 +580,6 @@ def main(argv=None) -> int:
     scenes = find_scenes(args.paths, args.root or default_root(), args.scenes.split(",") if args.scenes else None)
     backend = splat.resolve_backend(args.backend)
     budget = Budget(args.max_seconds)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
