@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "gpu_device.h"
-#include "grid.h"
 #include "splat/errors.h"
 
 namespace splat::gpu {

@@ -5,7 +5,6 @@
 // data-parallel ranks exchange gpu_ranks.cpp.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "gpu_device.h"

@@ -5,8 +5,6 @@
 // and each view's projection backward, statistics and accumulation then run
 // in view order, as a batch trained one view after another sums them.
 #include "gpu_device.h"
-#include "grid.h"
-#include "splat/errors.h"
 
 namespace splat::gpu {
 
