@@ -26,8 +26,8 @@ import pytest
 
 import splat
 from splat import _core, reference
-from _parity import (GRAD_TOL, GRADS, assert_images_close, cpu_rasterizer, loss_gradients, reference_of, rel_err,
-                     scene_for, separate_depths, to_splat)
+from _parity import (GRAD_TOL, GRADS, assert_images_close, cpu_rasterizer, loss_gradients, near_plane_scene,
+                     reference_of, rel_err, scene_for, separate_depths, to_splat)
 from _scenes import make_rng, random_scene
 
 __all__ = [
@@ -175,8 +175,7 @@ def test_large_splats_at_the_near_plane_match_reference_and_cpu(backend, antiali
     float32's range: finite gradients equal to the CPU's and the float64 reference's
     (test_parity_cpu.py's scene; a training run once diverged on such a Gaussian)."""
     rng, seed = make_rng()
-    scene = random_scene(rng, n=6, sh_degree=1, width=40, height=30, depth=(0.0101, 0.02),
-                         pixel_sigma=(1e5, 1e6), spread=0.8)
+    scene = near_plane_scene(rng)
     g, cam = to_splat(scene)
     bg = rng.uniform(0, 1, 3).astype(np.float32)
     r, cpu = rasterizer(backend), cpu_rasterizer()

@@ -149,3 +149,11 @@ def scene_for(rng, n, width, height, degree):
         put_behind_camera(scene, rng)
         separate_depths(scene)
     return scene
+
+
+def near_plane_scene(rng):
+    """Six splats of 1e5-1e6 pixels a hundredth from the camera (a Gaussian of
+    scene scale passing by a training camera), where det(cov2d)^2 passes
+    float32's range: the scene of the near-plane parity tests."""
+    return random_scene(rng, n=6, sh_degree=1, width=40, height=30, depth=(0.0101, 0.02),
+                        pixel_sigma=(1e5, 1e6), spread=0.8)

@@ -11,8 +11,8 @@ import pytest
 
 import splat
 from splat import reference
-from _parity import (GRAD_TOL, GRADS, assert_images_close, loss_gradients, reference_of, rel_err, scene_for,
-                     separate_depths, to_splat)
+from _parity import (GRAD_TOL, GRADS, assert_images_close, loss_gradients, near_plane_scene, reference_of, rel_err,
+                     scene_for, separate_depths, to_splat)
 from _scenes import make_rng, random_scene
 
 
@@ -56,8 +56,7 @@ def test_large_splats_at_the_near_plane(antialiased):
     passing by a training camera): det(cov2d)^2 passes float32's range there, and the
     conic's gradient once came out as 0 x inf, NaN in means, log_scales and quats."""
     rng, seed = make_rng()
-    scene = random_scene(rng, n=6, sh_degree=1, width=40, height=30, depth=(0.0101, 0.02),
-                         pixel_sigma=(1e5, 1e6), spread=0.8)
+    scene = near_plane_scene(rng)
     g, cam = to_splat(scene)
     bg = rng.uniform(0, 1, 3).astype(np.float32)
     r = splat.Rasterizer(splat.BackendConfig(backend="cpu"))

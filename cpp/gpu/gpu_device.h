@@ -211,7 +211,7 @@ class GpuDevice final : public Device {
   // Throws unless `view` is an uploaded image of `cam`'s size.
   void check_view(const CameraParams& cam, uint32_t view) const;
   // The loss's launch pair over `image` against the view's pixels: the loss
-  // partials into kLossPartials / kTileSums (sized by the caller), d_image,
+  // partials into kLossPartials / kTileSums (sized here from lp), d_image,
   // and the loss into kLoss.
   void launch_loss(const LossParams& lp, BufferRef image, BufferRef target, BufferRef mask, BufferRef d_image);
   // The densification statistics of the last backward seen from `cam`: radii

@@ -209,11 +209,7 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
   // The loss against the resident uint8 image of `view`, and d_image.
   begin(TimingLabel::Ssim);
   const size_t pixels = static_cast<size_t>(cam.width) * cam.height;
-  const uint32_t num_tiles = cam.tiles_x * cam.tiles_y;
   const LossParams lp = loss_params(cam, slot, ssim_weight, 0, 1);
-  ensure(kLossPartials, 9 * 4 * pixels);
-  ensure(kTileSums, 8 * size_t{num_tiles});
-  ensure(kLoss, 16);
   const BufferRef d_image = ensure(kDImage, 12 * pixels);
   // Exposure: the loss sees the view's corrected render (train_exposure.h).
   ExposureParams xp{};
@@ -275,7 +271,11 @@ LossParams GpuDevice::loss_params(const CameraParams& cam, const ImageSlot& slot
 
 void GpuDevice::launch_loss(const LossParams& lp, BufferRef image, BufferRef target, BufferRef mask,
                             BufferRef d_image) {
-  const BufferRef partials = ref(kLossPartials), tile_sums = ref(kTileSums);
+  // reserve_pixels sizes these for the largest view up front: no growth here in a run.
+  const size_t pixels = static_cast<size_t>(lp.width) * lp.height;
+  const BufferRef partials = ensure(kLossPartials, 9 * 4 * pixels);
+  const BufferRef tile_sums = ensure(kTileSums, 8 * size_t{lp.num_tiles});
+  ensure(kLoss, 16);
   launch(Kernel::SsimForward, lp.num_tiles,
          {KernelArg::value(lp), KernelArg::buf(image), KernelArg::buf(target), KernelArg::buf(mask),
           KernelArg::buf(partials), KernelArg::buf(tile_sums)});

@@ -31,10 +31,6 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   // Each view's loss against its image, into its part of d_image; loss[0]
   // ends as the views' mean (LossParams::views).
   begin(TimingLabel::Ssim);
-  const uint32_t view_tiles = cams[0].tiles_x * cams[0].tiles_y;
-  ensure(kLossPartials, 9 * 4 * per_view);
-  ensure(kTileSums, 8 * size_t{view_tiles});
-  ensure(kLoss, 16);
   const BufferRef d_image = ensure(kDImage, 12 * per_view * count);
   for (uint32_t k = 0; k < count; ++k) {
     const auto [target, mask] = view_pixels(views[k]);
