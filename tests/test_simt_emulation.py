@@ -299,6 +299,9 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         assert int(got["skip_changed"]) == 0, (got, n, seed)
         # The SH gradient in full (data-parallel) steps as its factors do, to the bit.
         assert int(got["full_differ"]) == 0, (got, n, seed)
+        # Three views' factor sets (several views a step) step as their expansions
+        # summed view by view (accumulate_view) and given in full, to the bit.
+        assert int(got["views_differ"]) == 0, (got, n, k_count, seed)
         # bfloat16 moments, packed: the kernel's words and parameters are the reference's
         # (adam_update_bf16 with each element's noise), to the bit; the v halves moved
         # (v is 0.01 x uniform, g ~ N(0, 1): (1 - beta2) g^2 is a visible change in most;
@@ -390,18 +393,21 @@ def test_scan_and_radix_sort_match_the_standard_library(compiler, tmp_path, key_
 @pytest.mark.parametrize("sh_stride", [1, 4, 9, 16])
 def test_sh_gradient_expansion_matches_its_factors(compiler, tmp_path, sh_stride):
     """expand_sh_grad_body (project.h: a thread per 16-byte quad of d_sh, the partial
-    last quad float by float) against sh_factor_grad over every element: the same bits,
+    last quad float by float) against sh_factor_grad over every element (with several
+    views' factor sets, their values summed by accumulate_view): the same bits,
     zeros past the active coefficients, nothing written past the array; Gaussian counts
     whose arrays end on every remainder of a quad."""
     exe = compile_check(compiler, [SH_GRAD_SOURCE], str(tmp_path / "sh_grad_check"))
     rng, seed = make_rng()
     for n in (1, 2, 3, int(rng.integers(4, 900))):
         k_count = int(rng.integers(1, sh_stride + 1))
-        got = run_check(exe, int(rng.integers(0, 2 ** 31)), n, sh_stride, k_count)
-        assert int(got["values"]) == 3 * n * sh_stride, got
-        assert int(got["differ"]) == 0, (got, n, k_count, seed)
-        assert int(got["past_end"]) == 0, (got, n, seed)
-        assert int(got["nonzero"]) > 0, (got, seed)
+        # One factor set, and several views' sets (their mean, as accumulate_view sums them).
+        for views in ((), (1,), (2,), (int(rng.integers(3, 9)),)):
+            got = run_check(exe, int(rng.integers(0, 2 ** 31)), n, sh_stride, k_count, *views)
+            assert int(got["values"]) == 3 * n * sh_stride, got
+            assert int(got["differ"]) == 0, (got, n, k_count, views, seed)
+            assert int(got["past_end"]) == 0, (got, n, views, seed)
+            assert int(got["nonzero"]) > 0, (got, views, seed)
 
 
 @pytest.mark.parametrize("sh_width", [3, 48])

@@ -442,7 +442,11 @@ void GpuDevice::backward_raster(BufferRef d_image, const BufferRef* d_alpha, Buf
 void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]) {
   const size_t n = num_gaussians_;
   const ParamRefs& p = forward_params_;
-  BufferRef factors = ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
+  // View v's SH factors at set v (views together: the caller sized every set,
+  // so this ensure is no reallocation past view 0's).
+  const BufferRef factors =
+      v == 0 ? ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true) : ref(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n * v);
+  if (v == 0) sh_factor_views_ = 1;  // a batch's views together set it after their last
   // View v's records, radii, pair ranges and (per record, not per pair slot)
   // accumulators; the deterministic variant's pair slots are global.
   const size_t acc_offset = config_.deterministic ? 0 : sizeof(float) * SPLAT_PAIR_GRAD * n * v;
@@ -457,7 +461,7 @@ void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const Buff
 void GpuDevice::expand_sh_grad(BufferRef out) {
   const size_t n = num_gaussians_;
   ShGradParams sp{static_cast<uint32_t>(n), rp_.sh_stride,
-                  static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(rp_.sh_degree))), 0u};
+                  static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(rp_.sh_degree))), sh_factor_views_};
   const size_t total = n * 3 * size_t{rp_.sh_stride};
   if (total > (size_t{1} << 32) - 4) throw BackendError("[gpu] too many SH coefficients for one dispatch");
   launch(Kernel::ExpandShGrad, div_up(div_up(total, 4), kGroup),  // a thread per 16-byte quad

@@ -194,8 +194,9 @@ class GpuDevice final : public Device {
   void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]);
   // mcmc_regularize without the lock (the regularisers' gradients added to kGrad0..).
   void mcmc_regularize_grads(const McmcStepSettings& s);
-  // accumulate_gradients without the lock; with_loss: also the views' loss.
-  void accumulate_view_gradients(uint32_t k, uint32_t views, bool with_loss);
+  // accumulate_gradients without the lock; with_loss: also the views' loss;
+  // without with_sh the SH gradient is left to its factor sets (views together).
+  void accumulate_view_gradients(uint32_t k, uint32_t views, bool with_loss, bool with_sh = true);
   // Submits; waits only when `sync` or when timing (then records ts_*).
   void finish_op(bool sync);
   ParamRefs state_params() const;
@@ -307,6 +308,9 @@ class GpuDevice final : public Device {
   bool have_loss_ = false;
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
   bool sh_grad_full_ = false;     // set_gradients gave the SH gradient in full (kGrad0 + 4), not factored
+  // Factor sets in kShFactors that the SH gradient is the mean of: the views
+  // of a batch trained together (gpu_views.cpp), else 1.
+  uint32_t sh_factor_views_ = 1;
   std::vector<uint32_t> scan_offsets_;  // scanned_total's read-back (grow-only)
 };
 

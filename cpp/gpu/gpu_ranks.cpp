@@ -104,12 +104,12 @@ void GpuDevice::accumulate_gradients(uint32_t k, uint32_t views) {
   finish_op(false);
 }
 
-void GpuDevice::accumulate_view_gradients(uint32_t k, uint32_t views, bool with_loss) {
+void GpuDevice::accumulate_view_gradients(uint32_t k, uint32_t views, bool with_loss, bool with_sh) {
   const size_t n = count_;
   if (!n) return;
-  ensure_full_sh_grad();  // a sum of views' rank-one SH factors is not rank one
+  if (with_sh) ensure_full_sh_grad();  // a sum of views' rank-one SH factors is not rank one
   begin(TimingLabel::Adam);
-  for (int a = 0; a < 5; ++a) {
+  for (int a = 0; a < (with_sh ? 5 : 4); ++a) {
     const size_t len = n * param_width(a, sh_stride_);
     if (len >= (size_t{1} << 32)) throw BackendError("[gpu] accumulate_gradients: too many values for one dispatch");
     // The means' launch also sums the views' losses (the batch's loss is their mean).
@@ -119,7 +119,7 @@ void GpuDevice::accumulate_view_gradients(uint32_t k, uint32_t views, bool with_
             KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(kLoss))});
   }
   end(TimingLabel::Adam);
-  if (k + 1 == views) sh_grad_full_ = true;  // the next adam_step reads the mean, sh in full
+  if (with_sh && k + 1 == views) sh_grad_full_ = true;  // the next adam_step reads the mean, sh in full
 }
 
 void GpuDevice::join_ranks(const std::string& unique_id, int rank, int ranks) {

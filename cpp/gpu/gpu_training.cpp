@@ -330,6 +330,7 @@ void GpuDevice::adam_step(const AdamSettings& s) {
   p.sh_k_count = static_cast<uint32_t>(sh_num_coeffs(static_cast<int>(train_sh_degree_)));
   p.visible_only = s.visible_only ? 1u : 0u;
   p.sh_grad_full = sh_grad_full_ ? 1u : 0u;
+  p.sh_views = sh_factor_views_;
   p.bf16_moments = options_.bf16_moments ? 1u : 0u;
   p.moment_key = adam_moment_key(s.moment_seed, s.step);
   const int v0 = options_.bf16_moments ? kM0 : kV0;  // not read when packed

@@ -40,6 +40,12 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   end(TimingLabel::Ssim);
 
   backward_raster(d_image, nullptr, BufferRef{});
+  // Each view's SH factors kept in its own set: Adam (and any expansion) takes
+  // their mean (sh_factor_grad_views), where expanding and summing each view
+  // moved ~0.8 KB a Gaussian a view.
+  if (uint64_t{SPLAT_SH_FACTOR_FLOATS} * n * count >= (uint64_t{1} << 32))
+    throw BackendError("[gpu] train_views_together: too many SH factors for one dispatch");
+  ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n * count, true);
   const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2), ref(kGrad0 + 3), BufferRef{},
                              ref(kGradMeans2d)};
   for (uint32_t k = 0; k < count; ++k) {
@@ -48,9 +54,10 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
     end(TimingLabel::ProjectBack);
     if (mcmc) mcmc_regularize_grads(*mcmc);
     if (track_stats[k]) grad_stats(cams[k], ref(kRadius, 4 * n * k), ref(kGradMeans2d));
-    sh_grad_full_ = false;  // view k's SH gradient is factored
-    accumulate_view_gradients(k, count, false);
+    accumulate_view_gradients(k, count, false, false);
   }
+  sh_grad_full_ = false;  // the SH gradient: the mean of the views' factor sets
+  sh_factor_views_ = count;
   last_absgrad_ = false;
   train_sh_degree_ = sh_degree;
   have_forward_ = false;

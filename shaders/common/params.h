@@ -225,7 +225,10 @@ struct AdamParams {
   // 1: each group's m array holds both moments packed in bfloat16 (adam.h,
   // adam_update_bf16) and its v array is not read.
   uint32_t bf16_moments;
-  uint32_t pad0, pad1, pad2;
+  // Factored SH gradient of several views a step (sh_factor_grad_views, sh.h):
+  // this many factor sets, SPLAT_SH_FACTOR_FLOATS count floats apart; 0 or 1: one.
+  uint32_t sh_views;
+  uint32_t pad1, pad2;
 };
 SPLAT_STATIC_ASSERT(sizeof(AdamParams) == 80, "AdamParams layout");
 
@@ -242,7 +245,7 @@ struct ShGradParams {
   uint32_t count;      // Gaussians
   uint32_t sh_stride;  // coefficients per Gaussian in the layout
   uint32_t k_count;    // active coefficients ((degree + 1)^2)
-  uint32_t pad;
+  uint32_t views;      // factor sets (AdamParams::sh_views): the expansion is their mean
 };
 SPLAT_STATIC_ASSERT(sizeof(ShGradParams) == 16, "ShGradParams layout");
 

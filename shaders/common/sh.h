@@ -131,6 +131,20 @@ SPLAT_FUNC float sh_factor_grad(SPLAT_DEVICE_MEM const float* f, uint32_t k, uin
   return k < k_count ? f[k] * f[SPLAT_MAX_SH_COEFFS + c] : 0.f;
 }
 
+// The mean SH gradient of several views a step, from each view's factors
+// (`views` sets, `view_stride` floats apart; fewer than 2: the one set's
+// value). The views' values are summed in view order and divided as
+// accumulate_view (adam.h) sums them expanded, so the bits are those of
+// expanding and accumulating each view, without storing either.
+SPLAT_FUNC float sh_factor_grad_views(SPLAT_DEVICE_MEM const float* f, uint32_t view_stride, uint32_t views, uint32_t k,
+                                      uint32_t c, uint32_t k_count) {
+  const float first = sh_factor_grad(f, k, c, k_count);
+  if (views < 2u) return first;
+  float sum = first;
+  for (uint32_t v = 1u; v + 1u < views; ++v) sum += sh_factor_grad(f + v * view_stride, k, c, k_count);
+  return (sum + sh_factor_grad(f + (views - 1u) * view_stride, k, c, k_count)) / (float)views;
+}
+
 // Backward of sh_color: the SH gradient's factors, and dL/d mean through the
 // view direction (returned).
 SPLAT_FUNC vec3 sh_color_backward(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh,

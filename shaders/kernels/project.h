@@ -133,8 +133,8 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   d_means2d[2 * i + 1] = s[1];
 }
 
-// The SH gradient d_sh[n, stride, 3] expanded from its factors, for callers
-// that read the gradient itself: one thread per 16-byte quad of the flat array
+// The SH gradient d_sh[n, stride, 3] expanded from its factors (p.views sets:
+// their mean), for callers that read the gradient itself: one thread per 16-byte quad of the flat array
 // (d_sh 16-byte aligned), its four floats stored at once; the array's partial
 // last quad float by float. A thread per float wrote the same values with four
 // times the threads and threadgroups for one 4-byte store each.
@@ -148,7 +148,9 @@ SPLAT_FUNC void expand_sh_grad_body(SimtThread t, SPLAT_CONST_MEM const ShGradPa
   uint32_t i = e / width, j = e - i * width;
   float v[4];
   SPLAT_UNROLL for (uint32_t c = 0; c < 4u; ++c) {
-    v[c] = e + c < total ? sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.k_count) : 0.f;
+    v[c] = e + c < total ? sh_factor_grad_views(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, SPLAT_SH_FACTOR_FLOATS * p.count,
+                                                p.views, j / 3u, j % 3u, p.k_count)
+                         : 0.f;
     if (++j == width) {
       j = 0;
       ++i;

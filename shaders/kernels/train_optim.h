@@ -15,8 +15,9 @@
 // it, so the thread does one integer division (its first float's Gaussian and
 // column) and steps through the quad from there. SH DC (the first 3 floats of a Gaussian's sh)
 // and the rest have their own rates. The SH gradient is expanded from its
-// factors (sh.h), never stored; with p.sh_grad_full, `sh_factors` holds it in
-// full instead (the ranks' mean, data-parallel). With p.visible_only, a
+// factors (sh.h), never stored (several views a step: the mean of p.sh_views
+// views' factors, sh_factor_grad_views); with p.sh_grad_full, `sh_factors`
+// holds it in full instead (the ranks' mean, data-parallel). With p.visible_only, a
 // Gaussian the step's view did not see (radius <= 0) keeps its parameters and
 // moments, and a quad of such Gaussians alone reads and writes nothing. With
 // p.bf16_moments each group's m array holds both moments, packed (adam.h), and
@@ -80,7 +81,9 @@ SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPL
       const bool in = r < count;
       if (in && (p.visible_only == 0u || radius[i] > 0)) seen |= 1u << r;
       if (factored)
-        grad[r] = in ? sh_factor_grad(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, j / 3u, j % 3u, p.sh_k_count) : 0.f;
+        grad[r] = in ? sh_factor_grad_views(sh_factors + SPLAT_SH_FACTOR_FLOATS * i, SPLAT_SH_FACTOR_FLOATS * n,
+                                            p.sh_views, j / 3u, j % 3u, p.sh_k_count)
+                     : 0.f;
       if (sh_group && j < 3u) dc |= 1u << r;
       if (++j == width) j = 0u, ++i;
     }

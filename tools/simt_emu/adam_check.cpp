@@ -6,7 +6,9 @@
 // for tests/test_simt_emulation.py. With VISIBLE (0..1), p.visible_only: that
 // share of the Gaussians at random have a radius > 0, and the reference steps
 // only theirs (the others' parameters and moments stay to the bit). Also
-// p.bf16_moments (both moments packed in one word) against adam_update_bf16.
+// p.bf16_moments (both moments packed in one word) against adam_update_bf16,
+// and p.sh_views (several views' SH factor sets) against their expansions
+// summed by accumulate_view.
 //
 //   adam_check SEED GAUSSIANS SH_WIDTH ACTIVE_COEFFS [VISIBLE]
 #include "simt_emu.h"
@@ -145,6 +147,34 @@ int main(int argc, char** argv) {
       full_differ += count_bit_differences(copy[k].param, want[k].param) + count_bit_differences(copy[k].m, want[k].m) +
                      count_bit_differences(copy[k].v, want[k].v);
   }
+  // Several views a step (p.sh_views): the SH gradient as the mean of three
+  // views' factor sets, against the same views expanded and summed by
+  // accumulate_view (the per-view path's grad_accumulate) and given in full:
+  // the same update to the bit.
+  size_t views_differ = 0;
+  {
+    const uint32_t views = 3u;
+    const size_t set = (size_t)SPLAT_SH_FACTOR_FLOATS * n;
+    std::vector<float> sets(set * views);
+    for (float& f : sets) f = normal(rng);
+    std::vector<float> full((size_t)n * sh_width), sum((size_t)n * sh_width);
+    for (uint32_t k = 0; k < views; ++k)
+      for (size_t e = 0; e < full.size(); ++e) {
+        full[e] = sh_factor_grad(&sets[k * set + (size_t)SPLAT_SH_FACTOR_FLOATS * (e / sh_width)],
+                                 (uint32_t)(e % sh_width) / 3u, (uint32_t)(e % sh_width) % 3u, k_count);
+        accumulate_view(k, views, full[e], sum[e]);
+      }
+    AdamParams pf = p, pv = p;
+    pf.sh_grad_full = 1u;
+    pv.sh_views = views;
+    Group a[5], b[5];
+    for (int k = 0; k < 5; ++k) a[k] = b[k] = groups[k];
+    adam(pf, a, full.data(), radius.data());
+    adam(pv, b, sets.data(), radius.data());
+    for (int k = 0; k < 5; ++k)
+      views_differ += count_bit_differences(a[k].param, b[k].param) + count_bit_differences(a[k].m, b[k].m) +
+                      count_bit_differences(a[k].v, b[k].v);
+  }
   // p.bf16_moments: each group's m array holds both moments packed (its v
   // array is bound to the same buffer, as GpuDevice binds it, and never read);
   // the reference steps each element with adam_update_bf16 and its own noise.
@@ -188,7 +218,8 @@ int main(int argc, char** argv) {
   }
   size_t unseen = 0;
   for (int32_t r : radius) unseen += r <= 0;
-  printf("values %zu\ndiffer %zu\nunseen %zu\nskip_changed %zu\nfull_differ %zu\nbf16_differ %zu\nbf16_v_changed %zu\n",
-         values, differ, unseen, skip_changed, full_differ, bf16_differ, bf16_v_changed);
+  printf("values %zu\ndiffer %zu\nunseen %zu\nskip_changed %zu\nfull_differ %zu\nbf16_differ %zu\nbf16_v_changed %zu\n"
+         "views_differ %zu\n",
+         values, differ, unseen, skip_changed, full_differ, bf16_differ, bf16_v_changed, views_differ);
   return 0;
 }
