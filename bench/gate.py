@@ -227,8 +227,12 @@ def main(argv=None) -> int:
         ap.error(str(exc))
     if set(overrides) - {"train"}:
         ap.error("--set takes train.* keys")
-    if not (args.data / "lego_400").is_dir():
-        ap.error(f"no lego_400 under {args.data}")
+    scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
+    missing = [s for s in scenes if not (args.data / s).is_dir()]
+    if not scenes or missing:
+        ap.error(f"--scenes: no {', '.join(missing) or 'scene named'} under {args.data}")
+    if "lego_800" in scenes and not (args.data / "lego_400").is_dir():
+        ap.error(f"--scenes lego_800 is scored on lego_400's test views: no lego_400 under {args.data}")
     ok, why = splat.backend_available(args.backend)
     if not ok:
         ap.error(f"backend {args.backend} is not available: {why}")
@@ -238,11 +242,14 @@ def main(argv=None) -> int:
 
     t_all = time.perf_counter()
     all_rows, breakdowns = [], {}
-    for scene in [s.strip() for s in args.scenes.split(",") if s.strip()]:
+    for scene in scenes:
         for name, fields, train in variants:
-            rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log,
-                                    dict(overrides.get("train") or {}, **train) or None,
-                                    args.test_frames, dict(base_fields, **fields), name)
+            try:
+                rows, ts, n = run_scene(scene, args.data, args.steps, args.backend, log,
+                                        dict(overrides.get("train") or {}, **train) or None,
+                                        args.test_frames, dict(base_fields, **fields), name)
+            except splat.DatasetError as exc:
+                ap.error(f"--scenes {scene}: {exc}")
             all_rows += rows
             breakdowns[scene if len(variants) == 1 else f"{scene} [{name}]"] = (ts, n)
 
