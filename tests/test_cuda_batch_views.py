@@ -105,3 +105,27 @@ def test_views_together_equal_one_after_another_to_the_bit(views, strategy):
     for name in a:
         np.testing.assert_array_equal(b[name], a[name], err_msg=f"{name}; seed {seed}")
     assert got_losses == want_losses, seed
+
+
+def test_a_label_opened_once_a_view_counts_every_view():
+    """Per-kernel timing sums every bracket of a label between two reads: the views of a
+    batch trained together run their projection backwards one after another under
+    ts_project_back within one op, the same launches as the views one after another in
+    as many ops, so the two total about the same GPU time (when only a label's last
+    bracket counted, the together path read about a quarter)."""
+    rng, seed = make_rng()
+    ds = make_dataset(rng, random_gaussians(rng, 80), n_views=4, width=64, height=48)
+    initial = random_gaussians(rng, 20000)
+    cfg = small_config(steps=40, densify_from=10_000, densify_until=10_000, batch_views=4)
+    totals = {}
+    for launches in ("together", "per_view"):
+        tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda", timing="per_kernel",
+                                                                     view_launches=launches), initial=initial)
+        tr.step()   # kernels, buffers
+        tr._native.timings(reset=True)
+        for _ in range(8):
+            tr.step(read_loss=False)
+        rec = tr._native.timings(reset=True)["ts_project_back"]
+        assert rec["calls"] >= 8, (launches, rec, seed)   # an op a step together, a view apart
+        totals[launches] = rec["gpu_ms"]
+    assert 0.6 < totals["together"] / totals["per_view"] < 1.7, (totals, seed)

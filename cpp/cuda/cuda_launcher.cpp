@@ -104,8 +104,8 @@ CudaLauncher::~CudaLauncher() {
     }
     if (stream_) cu_->cuStreamSynchronize(stream_);
     if (own_stream_ && own_stream_ != stream_) cu_->cuStreamSynchronize(own_stream_);
-    for (CUevent e : events_)
-      if (e) cu_->cuEventDestroy(e);
+    for (const std::vector<CUevent>& label : events_)
+      for (CUevent e : label) cu_->cuEventDestroy(e);
     for (auto& m : modules_) cu_->cuModuleUnload(m.second);
     if (own_stream_) cu_->cuStreamDestroy(own_stream_);
     cu_->cuCtxPopCurrent(&popped);
@@ -367,27 +367,28 @@ void CudaLauncher::synchronize() {
   wait_stream("running the queued kernels (cuStreamSynchronize)");
 }
 
-void CudaLauncher::set_timing(bool enabled) {
-  timing_ = enabled;
-  if (!enabled) return;
-  Scope scope(*this);
-  for (CUevent& e : events_)
-    if (!e) check(cu_->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-}
+void CudaLauncher::set_timing(bool enabled) { timing_ = enabled; }
 
 void CudaLauncher::begin_label(gpu::TimingLabel label) {
   if (!timing_) return;
   Scope scope(*this);
-  size_t i = static_cast<size_t>(label);
-  check(cu_->cuEventRecord(events_[2 * i], stream_), "cuEventRecord");
+  std::vector<CUevent>& events = events_[static_cast<size_t>(label)];
+  const size_t at = 2 * brackets_[static_cast<size_t>(label)];
+  while (events.size() < at + 2) {
+    CUevent e = nullptr;
+    check(cu_->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    events.push_back(e);
+  }
+  check(cu_->cuEventRecord(events[at], stream_), "cuEventRecord");
 }
 
 void CudaLauncher::end_label(gpu::TimingLabel label) {
   if (!timing_) return;
   Scope scope(*this);
-  size_t i = static_cast<size_t>(label);
-  check(cu_->cuEventRecord(events_[2 * i + 1], stream_), "cuEventRecord");
-  recorded_[i] = true;
+  const size_t i = static_cast<size_t>(label);
+  if (events_[i].size() < 2 * brackets_[i] + 2) return;  // not begun since timing was switched on
+  check(cu_->cuEventRecord(events_[i][2 * brackets_[i] + 1], stream_), "cuEventRecord");
+  ++brackets_[i];
 }
 
 std::vector<double> CudaLauncher::take_timings() {
@@ -395,12 +396,16 @@ std::vector<double> CudaLauncher::take_timings() {
   if (!timing_) return out;
   Scope scope(*this);
   for (size_t i = 0; i < gpu::kTimingLabelCount; ++i) {
-    if (!recorded_[i]) continue;
-    recorded_[i] = false;
-    check(cu_->cuEventSynchronize(events_[2 * i + 1]), "cuEventSynchronize");
-    float ms = 0.f;
-    check(cu_->cuEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]), "cuEventElapsedTime");
-    out[i] = ms;
+    if (brackets_[i] == 0) continue;
+    double sum = 0.0;
+    for (size_t b = 0; b < brackets_[i]; ++b) {
+      check(cu_->cuEventSynchronize(events_[i][2 * b + 1]), "cuEventSynchronize");
+      float ms = 0.f;
+      check(cu_->cuEventElapsedTime(&ms, events_[i][2 * b], events_[i][2 * b + 1]), "cuEventElapsedTime");
+      sum += ms;
+    }
+    brackets_[i] = 0;
+    out[i] = sum;
   }
   return out;
 }

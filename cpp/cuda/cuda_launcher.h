@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "../gpu/launcher.h"
 #include "cuda_api.h"
@@ -89,8 +90,11 @@ class CudaLauncher final : public gpu::Launcher {
   ncclComm_t comm_ = nullptr;
 
   bool timing_ = false;
-  std::array<CUevent, 2 * gpu::kTimingLabelCount> events_{};
-  std::array<bool, gpu::kTimingLabelCount> recorded_{};
+  // Per label, a (begin, end) event pair per bracket since the last
+  // take_timings, which sums them: the views of a batch open a label once
+  // each. Created as first needed, then reused.
+  std::array<std::vector<CUevent>, gpu::kTimingLabelCount> events_{};
+  std::array<size_t, gpu::kTimingLabelCount> brackets_{};
 };
 
 }  // namespace splat::cuda

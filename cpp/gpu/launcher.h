@@ -114,8 +114,8 @@ class Launcher {
   virtual void set_timing(bool enabled) = 0;
   virtual void begin_label(TimingLabel label) = 0;
   virtual void end_label(TimingLabel label) = 0;
-  // After synchronize(): milliseconds per label since the last call (labels
-  // not run report -1).
+  // After synchronize(): milliseconds per label since the last call, summed
+  // over the label's brackets (labels not run report -1).
   virtual std::vector<double> take_timings() = 0;
 
   // Host memory that upload() can copy from asynchronously (CUDA:
