@@ -395,6 +395,8 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
 void GpuDevice::backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out) {
   backward_raster(d_image, d_alpha, abs_out);
   begin(TimingLabel::ProjectBack);
+  ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * num_gaussians_, true);
+  sh_factor_views_ = 1;  // one view's factors (views together: gpu_views.cpp)
   backward_project(0, cam_, out);
   if (out[4].handle) expand_sh_grad(out[4]);
   end(TimingLabel::ProjectBack);
@@ -442,11 +444,8 @@ void GpuDevice::backward_raster(BufferRef d_image, const BufferRef* d_alpha, Buf
 void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]) {
   const size_t n = num_gaussians_;
   const ParamRefs& p = forward_params_;
-  // View v's SH factors at set v (views together: the caller sized every set,
-  // so this ensure is no reallocation past view 0's).
-  const BufferRef factors =
-      v == 0 ? ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true) : ref(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n * v);
-  if (v == 0) sh_factor_views_ = 1;  // a batch's views together set it after their last
+  // View v's SH factors at set v of kShFactors, which the caller sized.
+  const BufferRef factors = ref(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n * v);
   // View v's records, radii, pair ranges and (per record, not per pair slot)
   // accumulators; the deterministic variant's pair slots are global.
   const size_t acc_offset = config_.deterministic ? 0 : sizeof(float) * SPLAT_PAIR_GRAD * n * v;

@@ -189,7 +189,8 @@ class GpuDevice final : public Device {
   void backward_pass(BufferRef d_image, const BufferRef* d_alpha, const BufferRef out[6], BufferRef abs_out = {});
   // Its two halves: the raster backward over every view's pairs into the
   // per-record (deterministic: per pair slot) accumulators, and view v's
-  // projection backward from them into out.
+  // projection backward from them into out (its SH factors into set v of
+  // kShFactors, which the caller sizes and counts in sh_factor_views_).
   void backward_raster(BufferRef d_image, const BufferRef* d_alpha, BufferRef abs_out);
   void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]);
   // mcmc_regularize without the lock (the regularisers' gradients added to kGrad0..).
