@@ -190,9 +190,12 @@ class GpuDevice final : public Device {
   // Its two halves: the raster backward over every view's pairs into the
   // per-record (deterministic: per pair slot) accumulators, and view v's
   // projection backward from them into out (its SH factors into set v of
-  // kShFactors, which the caller sizes and counts in sh_factor_views_).
+  // kShFactors, which the caller sizes and counts in sh_factor_views_). With
+  // summed_views > 1 the four parameter gradients go into the batch's sums
+  // kGradSum0..3 (sized by the caller) as grad_accumulate adds them, and out[0..3]
+  // get the mean at the last view (RasterParams::grad_views).
   void backward_raster(BufferRef d_image, const BufferRef* d_alpha, BufferRef abs_out);
-  void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]);
+  void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6], uint32_t summed_views = 0);
   // mcmc_regularize without the lock (the regularisers' gradients added to kGrad0..).
   void mcmc_regularize_grads(const McmcStepSettings& s);
   // accumulate_gradients without the lock; with_loss: also the views' loss;

@@ -48,13 +48,20 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n * count, true);
   const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2), ref(kGrad0 + 3), BufferRef{},
                              ref(kGradMeans2d)};
+  // Each view's projection backward adds its four parameter gradients to the
+  // batch's sums itself (RasterParams::grad_views), where a launch per array
+  // and view did (32 at eight views). MCMC's regularisers are added to a
+  // view's gradients between the two, so its views keep the launches.
+  const bool summed = mcmc == nullptr;
+  if (summed)
+    for (int a = 0; a < 4; ++a) ensure(kGradSum0 + a, 4 * n * param_width(a, sh_stride_), true);
   for (uint32_t k = 0; k < count; ++k) {
     begin(TimingLabel::ProjectBack);
-    backward_project(k, cams[k], outs);
+    backward_project(k, cams[k], outs, summed ? count : 0u);
     end(TimingLabel::ProjectBack);
     if (mcmc) mcmc_regularize_grads(*mcmc);
     if (track_stats[k]) grad_stats(cams[k], ref(kRadius, 4 * n * k), ref(kGradMeans2d));
-    accumulate_view_gradients(k, count, false, false);
+    if (!summed) accumulate_view_gradients(k, count, false, false);
   }
   sh_grad_full_ = false;  // the SH gradient: the mean of the views' factor sets
   sh_factor_views_ = count;

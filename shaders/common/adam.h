@@ -14,11 +14,18 @@
 // it), and at the last view the mean, (sum + value) / views, where the update
 // reads it: the views summed in order (grad_accumulate_body on the GPU, the CPU
 // backend's accumulate_grads).
+// `view_value` is view k's value, which the caller may hold in a register
+// (the projection backward of views rasterized together) or in `value`.
+SPLAT_FUNC void accumulate_view_value(uint32_t k, uint32_t views, float view_value, SPLAT_DEVICE_MEM float& value,
+                                      SPLAT_DEVICE_MEM float& sum) {
+  if (k == 0u) sum = view_value;
+  else if (k + 1u == views) value = (sum + view_value) / (float)views;
+  else sum += view_value;
+}
+
 SPLAT_FUNC void accumulate_view(uint32_t k, uint32_t views, SPLAT_DEVICE_MEM float& value,
                                 SPLAT_DEVICE_MEM float& sum) {
-  if (k == 0u) sum = value;
-  else if (k + 1u == views) value = (sum + value) / (float)views;
-  else sum += value;
+  accumulate_view_value(k, views, value, value, sum);
 }
 
 struct AdamStep {

@@ -41,7 +41,10 @@ struct RasterParams {
   // its tiles follow the views' before it (view_tile_base). 0: one view.
   uint32_t view_records;
   uint32_t record_base;  // projection: the first record (and depth id) of this launch
-  uint32_t pad0, pad1;
+  // Projection backward of view grad_view of grad_views > 1 rasterized
+  // together: the four parameter gradients go into the batch's sums as
+  // accumulate_view sums them (adam.h), with no launch of their own. 0: stored.
+  uint32_t grad_view, grad_views;
 };
 SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 48, "RasterParams layout");
 

@@ -1,6 +1,7 @@
 // Per-Gaussian projection + spherical-harmonics colour, and its backward.
 // The math is shaders/common (projection.h, sh.h), shared with the CPU backend.
 #pragma once
+#include "adam.h"  // accumulate_view_value
 #include "projection.h"
 #include "sh.h"
 #include "simt_util.h"
@@ -72,6 +73,33 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   store_float4(r, 3u * i + 2u, color.z, pg.depth, sigmoid_opacity, 0.f);
 }
 
+// The four parameter gradient arrays a projection backward writes (means,
+// log scales, quats, opacity logits) or, for views rasterized together, their
+// running sums over the batch's views.
+struct SplatParamGrads {
+  SPLAT_DEVICE_MEM float* means;
+  SPLAT_DEVICE_MEM float* log_scales;
+  SPLAT_DEVICE_MEM float* quats;
+  SPLAT_DEVICE_MEM float* opacity_logits;
+};
+#define SPLAT_PARAM_GRADS 11  // 3 + 3 + 4 + 1 floats a Gaussian
+
+// View rp.grad_view's gradients of Gaussian i, g (means, log scales, quats,
+// opacity), summed as grad_accumulate sums each array (accumulate_view_value):
+// the same floats in the same order, so the same bits as storing them and
+// launching the accumulation.
+SPLAT_FUNC void sum_param_grads(SPLAT_CONST_MEM const RasterParams& rp, SplatParamGrads grads, SplatParamGrads sums,
+                                uint32_t i, SPLAT_THREAD const float* g) {
+  for (uint32_t c = 0; c < 3u; ++c) {
+    accumulate_view_value(rp.grad_view, rp.grad_views, g[c], grads.means[3 * i + c], sums.means[3 * i + c]);
+    accumulate_view_value(rp.grad_view, rp.grad_views, g[3 + c], grads.log_scales[3 * i + c],
+                          sums.log_scales[3 * i + c]);
+  }
+  for (uint32_t c = 0; c < 4u; ++c)
+    accumulate_view_value(rp.grad_view, rp.grad_views, g[6 + c], grads.quats[4 * i + c], sums.quats[4 * i + c]);
+  accumulate_view_value(rp.grad_view, rp.grad_views, g[10], grads.opacity_logits[i], sums.opacity_logits[i]);
+}
+
 // Gradients of every parameter of Gaussian i from its accumulated blend
 // gradients: accum[9 i ..] (atomics), or, deterministic, the sum of its pairs'
 // partial gradients pair_grad[9 e ..] over its emission range (pair_ranges,
@@ -86,16 +114,25 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
                                       SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* d_means,
                                       SPLAT_DEVICE_MEM float* d_log_scales, SPLAT_DEVICE_MEM float* d_quats,
                                       SPLAT_DEVICE_MEM float* d_opacity_logits, SPLAT_DEVICE_MEM float* sh_factors,
-                                      SPLAT_DEVICE_MEM float* d_means2d) {
+                                      SPLAT_DEVICE_MEM float* d_means2d, SplatParamGrads sums) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
+  const SplatParamGrads grads = {d_means, d_log_scales, d_quats, d_opacity_logits};
+  // A skipped step's gradients are stored (zeros) and its sums left alone, as
+  // grad_accumulate leaves them: the batch runs again from its first view.
+  const bool summed = rp.grad_views > 1u && !step_skipped(radius);
   if (radius[i] <= 0) {  // unseen, or a skipped step's -1 (tile_bin.h)
     for (uint32_t q = 0; q < SPLAT_SH_FACTOR_QUADS; ++q)
       store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + q, 0.f, 0.f, 0.f, 0.f);
-    store_vec3(d_means, i, make_vec3(0.f, 0.f, 0.f));
-    store_vec3(d_log_scales, i, make_vec3(0.f, 0.f, 0.f));
-    for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = 0.f;
-    d_opacity_logits[i] = 0.f;
+    if (summed) {
+      float zeros[SPLAT_PARAM_GRADS] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      sum_param_grads(rp, grads, sums, i, zeros);
+    } else {
+      store_vec3(d_means, i, make_vec3(0.f, 0.f, 0.f));
+      store_vec3(d_log_scales, i, make_vec3(0.f, 0.f, 0.f));
+      for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = 0.f;
+      d_opacity_logits[i] = 0.f;
+    }
     d_means2d[2 * i] = 0.f;
     d_means2d[2 * i + 1] = 0.f;
     return;
@@ -123,12 +160,20 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
                                                  quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
                                                  make_vec3(s[2], s[3], s[4]),
                                                  rp.antialiased != 0u ? s[5] * records[i].sigmoid_opacity : 0.f);
-  store_vec3(d_means, i, pg.mean + d_mean_color);
-  store_vec3(d_log_scales, i, pg.log_scale);
-  for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = pg.quat[c];
   // opacity = k sigmoid(logit): d/dlogit = k sigmoid (1 - sigmoid) = opacity (1 - sigmoid).
   float o = records[i].opacity;
-  d_opacity_logits[i] = s[5] * o * (1.f - records[i].sigmoid_opacity);
+  const float d_opacity = s[5] * o * (1.f - records[i].sigmoid_opacity);
+  const vec3 d_mean = pg.mean + d_mean_color;
+  if (summed) {
+    float g[SPLAT_PARAM_GRADS] = {d_mean.x,    d_mean.y,    d_mean.z,    pg.log_scale.x, pg.log_scale.y, pg.log_scale.z,
+                                  pg.quat[0], pg.quat[1], pg.quat[2], pg.quat[3],      d_opacity};
+    sum_param_grads(rp, grads, sums, i, g);
+  } else {
+    store_vec3(d_means, i, d_mean);
+    store_vec3(d_log_scales, i, pg.log_scale);
+    for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = pg.quat[c];
+    d_opacity_logits[i] = d_opacity;
+  }
   d_means2d[2 * i] = s[0];
   d_means2d[2 * i + 1] = s[1];
 }

@@ -13,9 +13,12 @@ kernel void splat_project_backward(constant CameraParams& cam [[buffer(0)]], con
                                    device const uint32_t* pair_ranges [[buffer(9)]], device float* d_means [[buffer(10)]],
                                    device float* d_log_scales [[buffer(11)]], device float* d_quats [[buffer(12)]],
                                    device float* d_opacity_logits [[buffer(13)]], device float* sh_factors [[buffer(14)]],
-                                   device float* d_means2d [[buffer(15)]], SPLAT_THREAD_ATTRS) {
+                                   device float* d_means2d [[buffer(15)]], device float* sum_means [[buffer(16)]],
+                                   device float* sum_log_scales [[buffer(17)]], device float* sum_quats [[buffer(18)]],
+                                   device float* sum_opacity_logits [[buffer(19)]], SPLAT_THREAD_ATTRS) {
+  SplatParamGrads sums = {sum_means, sum_log_scales, sum_quats, sum_opacity_logits};
   project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, pair_ranges,
-                        d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
+                        d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d, sums);
 }
 
 kernel void splat_expand_sh_grad(constant ShGradParams& p [[buffer(0)]], device const float* sh_factors [[buffer(1)]],
