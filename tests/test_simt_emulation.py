@@ -36,6 +36,7 @@ SH_GRAD_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sh_grad_check.cpp")
 EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
 ACCUMULATE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "accumulate_check.cpp")
 PROJECT_SUM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "project_sum_check.cpp")
+LOSS_VIEWS_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "loss_views_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
 CHUNK = 256
@@ -450,6 +451,21 @@ def test_projection_backward_sums_the_views_as_the_accumulation(compiler, tmp_pa
         assert got["differ"] == got["skip_differ"] == 0, (got, seed)
         # Most gradients are live (a fifth of the Gaussians unseen in each view).
         assert got["nonzero"] > got["values"] // 2 or count == 1, (got, seed)
+
+
+@pytest.mark.parametrize("views,group", [(2, 2), (5, 2), (8, 8), (3, 1)])
+def test_loss_of_views_together_is_each_views_launch(compiler, tmp_path, views, group):
+    """The loss of views rasterized together, a launch pair for up to GROUP views
+    (threadgroup 0 reducing their losses in view order), against a launch pair a
+    view, to the bit: d_image of every view and the four loss values, with targets
+    and masks at scattered offsets of one buffer, some views masked, one maybe
+    entirely, and partial edge tiles."""
+    exe = compile_check(compiler, [LOSS_VIEWS_SOURCE], str(tmp_path / "loss_views_check"))
+    rng, seed = make_rng()
+    width, height = int(rng.integers(20, 60)), int(rng.integers(20, 60))
+    got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), width, height, views, group).items()}
+    assert got["differ"] == got["loss_differ"] == 0, (got, seed)
+    assert got["values"] == 3 * width * height * views and got["nonzero"] > got["values"] // 4, (got, seed)
 
 
 def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):

@@ -219,6 +219,10 @@ class GpuDevice final : public Device {
   // partials into kLossPartials / kTileSums (sized here from lp), d_image,
   // and the loss into kLoss.
   void launch_loss(const LossParams& lp, BufferRef image, BufferRef target, BufferRef mask, BufferRef d_image);
+  // The loss of `count` views rasterized together (one size; their renders and
+  // d_image one after another): a launch pair a group of up to
+  // SPLAT_LOSS_MAX_VIEWS views, the same values as a launch pair a view.
+  void launch_loss_views(const CameraParams* cams, const uint32_t* views, uint32_t count, float ssim_weight);
   // The densification statistics of the last backward seen from `cam`: radii
   // at `radius`, the screen-space gradient (or absgrad's sums) at `means2d`.
   void grad_stats(const CameraParams& cam, BufferRef radius, BufferRef means2d);

@@ -6,6 +6,8 @@
 // in view order, as a batch trained one view after another sums them.
 #include "gpu_device.h"
 
+#include <algorithm>
+
 namespace splat::gpu {
 
 bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats,
@@ -32,11 +34,7 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   // ends as the views' mean (LossParams::views).
   begin(TimingLabel::Ssim);
   const BufferRef d_image = ensure(kDImage, 12 * per_view * count);
-  for (uint32_t k = 0; k < count; ++k) {
-    const auto [target, mask] = view_pixels(views[k]);
-    const LossParams lp = loss_params(cams[k], images_.views[views[k]], ssim_weight, k, count);
-    launch_loss(lp, ref(kImage, 12 * per_view * k), target, mask, ref(kDImage, 12 * per_view * k));
-  }
+  launch_loss_views(cams, views, count, ssim_weight);
   end(TimingLabel::Ssim);
 
   backward_raster(d_image, nullptr, BufferRef{});
@@ -72,6 +70,40 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   have_train_step_ = true;
   finish_op(false);
   return true;
+}
+
+void GpuDevice::launch_loss_views(const CameraParams* cams, const uint32_t* views, uint32_t count, float ssim_weight) {
+  const size_t per_view = static_cast<size_t>(cams[0].width) * cams[0].height;
+  const uint32_t tiles = cams[0].tiles_x * cams[0].tiles_y;
+  // Views a launch: enough tiles for several waves of the GPU (a 400x400
+  // view's 625 tiles fill about half of one on an H200), at most
+  // SPLAT_LOSS_MAX_VIEWS; the partials (36 bytes a pixel) are sized for them.
+  const uint32_t group = std::max(1u, std::min({count, uint32_t{SPLAT_LOSS_MAX_VIEWS}, 8192u / std::max(tiles, 1u)}));
+  const BufferRef partials = ensure(kLossPartials, 9 * 4 * per_view * group);
+  const BufferRef tile_sums = ensure(kTileSums, 8 * size_t{tiles} * group);
+  ensure(kLoss, 16);
+  // Targets and masks by their offsets into the resident images' buffers
+  // (views together never stream); without masks the images stand in.
+  const BufferRef targets{arena_[kImages].handle, 0};
+  const BufferRef masks = arena_[kMasks].handle ? BufferRef{arena_[kMasks].handle, 0} : targets;
+  for (uint32_t first = 0; first < count; first += group) {
+    LossViewsParams b{};
+    b.base = loss_params(cams[first], images_.views[views[first]], ssim_weight, first, count);
+    b.count = std::min(group, count - first);
+    for (uint32_t v = 0; v < b.count; ++v) {
+      const ImageSlot& slot = images_.views[views[first + v]];
+      const LossParams lp = loss_params(cams[first + v], slot, ssim_weight, first + v, count);
+      b.views[v] = LossView{slot.rgb_offset, slot.has_mask ? slot.mask_offset : 0u, lp.d_l1, lp.d_map,
+                            lp.ssim_weight, lp.inv_count, lp.has_mask, 0u};
+    }
+    const BufferRef image = ref(kImage, 12 * per_view * first), d_image = ref(kDImage, 12 * per_view * first);
+    launch(Kernel::SsimForwardViews, b.count * tiles,
+           {KernelArg::value(b), KernelArg::buf(image), KernelArg::buf(targets), KernelArg::buf(masks),
+            KernelArg::buf(partials), KernelArg::buf(tile_sums)});
+    launch(Kernel::SsimBackwardViews, b.count * tiles,
+           {KernelArg::value(b), KernelArg::buf(image), KernelArg::buf(targets), KernelArg::buf(masks),
+            KernelArg::buf(partials), KernelArg::buf(tile_sums), KernelArg::buf(d_image), KernelArg::buf(ref(kLoss))});
+  }
 }
 
 }  // namespace splat::gpu

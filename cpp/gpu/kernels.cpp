@@ -37,6 +37,8 @@ const std::vector<KernelInfo>& table() {
        {SC::BwdReduce, SC::BwdRange, SC::BwdSparse, SC::BwdAtomic, SC::Deterministic, SC::Absgrad}, kBwd},
       {Kernel::SsimForward, "splat_ssim_forward", "train.cu", "train.metal", {}, kG},
       {Kernel::SsimBackward, "splat_ssim_backward", "train.cu", "train.metal", {}, kG},
+      {Kernel::SsimForwardViews, "splat_ssim_forward_views", "train.cu", "train.metal", {}, kG},
+      {Kernel::SsimBackwardViews, "splat_ssim_backward_views", "train.cu", "train.metal", {}, kG},
       {Kernel::Adam, "splat_adam", "train.cu", "train.metal", {}, kG},
       {Kernel::GradAccumulate, "splat_grad_accumulate", "train.cu", "train.metal", {}, kG},
       {Kernel::GradStats, "splat_grad_stats", "train.cu", "train.metal", {}, kG},

@@ -34,6 +34,8 @@ enum class Kernel : uint8_t {
   // The training step (shaders/kernels/train_*.h).
   SsimForward,
   SsimBackward,
+  SsimForwardViews,  // the loss of views rasterized together, one launch pair
+  SsimBackwardViews,
   Adam,
   GradAccumulate,
   GradStats,

@@ -212,6 +212,27 @@ struct LossParams {
 };
 SPLAT_STATIC_ASSERT(sizeof(LossParams) == 48, "LossParams layout");
 
+// Views rasterized together: one loss launch pair over up to
+// SPLAT_LOSS_MAX_VIEWS views of one size (train_loss.h, ssim_*_views_body).
+// What differs between the views: where each target (and mask) lies in the
+// images' (masks') buffer, in bytes, and the means its valid pixels give.
+#define SPLAT_LOSS_MAX_VIEWS 8
+struct LossView {
+  uint64_t target_offset, mask_offset;
+  float d_l1, d_map, ssim_weight, inv_count;
+  uint32_t has_mask, pad0;
+};
+SPLAT_STATIC_ASSERT(sizeof(LossView) == 40, "LossView layout");
+struct LossViewsParams {
+  // The views' size and tiles; views: the batch's views; view_k: the batch
+  // index of this launch's first view (its views are view_k .. view_k + count - 1).
+  LossParams base;
+  uint32_t count;
+  uint32_t pad0, pad1, pad2;
+  LossView views[SPLAT_LOSS_MAX_VIEWS];
+};
+SPLAT_STATIC_ASSERT(sizeof(LossViewsParams) == 64 + 40 * SPLAT_LOSS_MAX_VIEWS, "LossViewsParams layout");
+
 // One fused Adam step over every parameter group: the five arrays are one
 // virtual array of count * (11 + sh_width) floats.
 struct AdamParams {

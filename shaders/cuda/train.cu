@@ -29,6 +29,26 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_ssim_forward_views(LossViewsParams b, const float* image, const splat_byte* targets, const splat_byte* masks,
+                             float* partials, float* tile_sums) {
+  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+  SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
+  ssim_forward_views_body(SPLAT_THREAD_CTX(), b, image, targets, masks, partials, tile_sums, s_in, s_h, s_red);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_ssim_backward_views(LossViewsParams b, const float* image, const splat_byte* targets,
+                              const splat_byte* masks, const float* partials, const float* tile_sums, float* d_image,
+                              float* loss) {
+  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+  SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
+  ssim_backward_views_body(SPLAT_THREAD_CTX(), b, image, targets, masks, partials, tile_sums, d_image, loss, s_in, s_h,
+                           s_red);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_adam(AdamParams p, float* means, float* log_scales, float* quats, float* opacity, float* sh,
                float* m_means, float* m_log_scales, float* m_quats, float* m_opacity, float* m_sh, float* v_means,
                float* v_log_scales, float* v_quats, float* v_opacity, float* v_sh, const float* g_means,

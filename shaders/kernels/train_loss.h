@@ -18,6 +18,11 @@
 // produce the same bits; the per-pixel math is shaders/common/ssim.h.
 // With a mask (p.has_mask), a masked pixel is read as outside the image (render
 // and target 0), adds nothing to the sums and gets a zero gradient.
+// Views rasterized together (ssim_*_views_body): one launch pair for up to
+// SPLAT_LOSS_MAX_VIEWS views of one size, threadgroup g on view g / T's tile
+// g % T, each view's own image, target, mask and means (LossViewsParams), the
+// per-tile work and sums of one view's launch, and threadgroup 0 reducing the
+// views' losses one after another as their launches would: the same bits.
 #pragma once
 #include "adam.h"  // accumulate_view
 #include "ssim.h"
@@ -53,8 +58,27 @@ SPLAT_FUNC float loss_block_sum(SimtThread t, float v, SPLAT_TG_MEM float* red) 
   return s;
 }
 
+// A LossParams held by the thread, from one in constant memory, field by
+// field (a struct is not copied across address spaces on Metal).
+SPLAT_FUNC LossParams loss_params_of(SPLAT_CONST_MEM const LossParams& s) {
+  LossParams p;
+  p.width = s.width;
+  p.height = s.height;
+  p.tiles_x = s.tiles_x;
+  p.num_tiles = s.num_tiles;
+  p.d_l1 = s.d_l1;
+  p.d_map = s.d_map;
+  p.ssim_weight = s.ssim_weight;
+  p.inv_count = s.inv_count;
+  p.has_mask = s.has_mask;
+  p.view_k = s.view_k;
+  p.views = s.views;
+  p.pad0 = s.pad0;
+  return p;
+}
+
 // Whether pixel `i` (row-major) counts in the loss.
-SPLAT_FUNC bool loss_counts(SPLAT_CONST_MEM const LossParams& p, SPLAT_DEVICE_MEM const splat_byte* mask, uint32_t i) {
+SPLAT_FUNC bool loss_counts(SPLAT_THREAD const LossParams& p, SPLAT_DEVICE_MEM const splat_byte* mask, uint32_t i) {
   return p.has_mask == 0u || mask[i] != 0;
 }
 
@@ -65,9 +89,9 @@ struct LossTile {
   bool inside;
 };
 
-SPLAT_FUNC LossTile loss_tile(SimtThread t, SPLAT_CONST_MEM const LossParams& p) {
+SPLAT_FUNC LossTile loss_tile(SimtThread t, SPLAT_THREAD const LossParams& p, uint32_t tile) {
   LossTile g;
-  g.tile = t.group;
+  g.tile = tile;
   g.ox = (int)((g.tile % p.tiles_x) * SPLAT_TILE_SIZE);
   g.oy = (int)((g.tile / p.tiles_x) * SPLAT_TILE_SIZE);
   g.W = (int)p.width;
@@ -80,19 +104,18 @@ SPLAT_FUNC LossTile loss_tile(SimtThread t, SPLAT_CONST_MEM const LossParams& p)
 }
 
 // A thread's pixel: inside the image and counted (not masked).
-SPLAT_FUNC bool loss_pixel_counts(SPLAT_CONST_MEM const LossParams& p, SPLAT_DEVICE_MEM const splat_byte* mask,
+SPLAT_FUNC bool loss_pixel_counts(SPLAT_THREAD const LossParams& p, SPLAT_DEVICE_MEM const splat_byte* mask,
                                   LossTile g) {
   return g.inside && loss_counts(p, mask, g.pix);
 }
 
-SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams& p,
+// One tile of one view (p: that view's; tile_sums: its tiles').
+SPLAT_FUNC void ssim_forward_tile(SimtThread t, LossParams p, uint32_t tile_index,
                                   SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const splat_byte* target,
                                   SPLAT_DEVICE_MEM const splat_byte* mask,
                                   SPLAT_DEVICE_MEM float* partials, SPLAT_DEVICE_MEM float* tile_sums,
-                                  SPLAT_TG_MEM float* s_in,   // SPLAT_LOSS_FWD_IN
-                                  SPLAT_TG_MEM float* s_h,    // SPLAT_LOSS_FWD_H
-                                  SPLAT_TG_MEM float* s_red) {  // SPLAT_LOSS_RED
-  const LossTile g = loss_tile(t, p);
+                                  SPLAT_TG_MEM float* s_in, SPLAT_TG_MEM float* s_h, SPLAT_TG_MEM float* s_red) {
+  const LossTile g = loss_tile(t, p, tile_index);
   const uint32_t tile = g.tile;
   const int ox = g.ox, oy = g.oy, W = g.W, H = g.H;
   const uint32_t plane = g.plane, pix = g.pix;
@@ -172,15 +195,12 @@ SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams
   }
 }
 
-SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParams& p,
+// d_image over one tile of one view.
+SPLAT_FUNC void ssim_backward_tile(SimtThread t, LossParams p, uint32_t tile_index,
                                    SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const splat_byte* target,
-                                   SPLAT_DEVICE_MEM const splat_byte* mask,
-                                   SPLAT_DEVICE_MEM const float* partials, SPLAT_DEVICE_MEM const float* tile_sums,
-                                   SPLAT_DEVICE_MEM float* d_image, SPLAT_DEVICE_MEM float* loss,
-                                   SPLAT_TG_MEM float* s_in,   // SPLAT_LOSS_BWD_IN
-                                   SPLAT_TG_MEM float* s_h,    // SPLAT_LOSS_BWD_H
-                                   SPLAT_TG_MEM float* s_red) {  // SPLAT_LOSS_RED
-  const LossTile g = loss_tile(t, p);
+                                   SPLAT_DEVICE_MEM const splat_byte* mask, SPLAT_DEVICE_MEM const float* partials,
+                                   SPLAT_DEVICE_MEM float* d_image, SPLAT_TG_MEM float* s_in, SPLAT_TG_MEM float* s_h) {
+  const LossTile g = loss_tile(t, p, tile_index);
   const int ox = g.ox, oy = g.oy, W = g.W, H = g.H;
   const uint32_t plane = g.plane, pix = g.pix;
   const bool inside = g.inside, counts = loss_pixel_counts(p, mask, g);
@@ -219,9 +239,13 @@ SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParam
     }
     sp_group_barrier();
   }
-  if (t.group != 0) return;
-  // The loss: the tiles' sums in a fixed order (each thread a strided run,
-  // then the threadgroup sum), so it is the same on every run.
+}
+
+// One view's loss from its tiles' sums, by one whole threadgroup: the sums in
+// a fixed order (each thread a strided run, then the threadgroup sum), so it
+// is the same on every run.
+SPLAT_FUNC void ssim_loss_reduce(SimtThread t, LossParams p, SPLAT_DEVICE_MEM const float* tile_sums,
+                                 SPLAT_DEVICE_MEM float* loss, SPLAT_TG_MEM float* s_red) {
   float l1 = 0.f, ssim_sum = 0.f;
   for (uint32_t k = t.tid; k < p.num_tiles; k += SPLAT_GROUP_SIZE) {
     l1 += tile_sums[2u * k];
@@ -236,4 +260,74 @@ SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParam
     loss[1] = mean_l1;
     loss[2] = mean_ssim;
   }
+}
+
+SPLAT_FUNC void ssim_forward_body(SimtThread t, SPLAT_CONST_MEM const LossParams& p,
+                                  SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const splat_byte* target,
+                                  SPLAT_DEVICE_MEM const splat_byte* mask,
+                                  SPLAT_DEVICE_MEM float* partials, SPLAT_DEVICE_MEM float* tile_sums,
+                                  SPLAT_TG_MEM float* s_in,   // SPLAT_LOSS_FWD_IN
+                                  SPLAT_TG_MEM float* s_h,    // SPLAT_LOSS_FWD_H
+                                  SPLAT_TG_MEM float* s_red) {  // SPLAT_LOSS_RED
+  ssim_forward_tile(t, loss_params_of(p), t.group, image, target, mask, partials, tile_sums, s_in, s_h, s_red);
+}
+
+// Threadgroup 0 also writes the loss (after its tile: every threadgroup of
+// the forward has written its sums).
+SPLAT_FUNC void ssim_backward_body(SimtThread t, SPLAT_CONST_MEM const LossParams& p,
+                                   SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const splat_byte* target,
+                                   SPLAT_DEVICE_MEM const splat_byte* mask,
+                                   SPLAT_DEVICE_MEM const float* partials, SPLAT_DEVICE_MEM const float* tile_sums,
+                                   SPLAT_DEVICE_MEM float* d_image, SPLAT_DEVICE_MEM float* loss,
+                                   SPLAT_TG_MEM float* s_in,   // SPLAT_LOSS_BWD_IN
+                                   SPLAT_TG_MEM float* s_h,    // SPLAT_LOSS_BWD_H
+                                   SPLAT_TG_MEM float* s_red) {  // SPLAT_LOSS_RED
+  const LossParams lp = loss_params_of(p);
+  ssim_backward_tile(t, lp, t.group, image, target, mask, partials, d_image, s_in, s_h);
+  if (t.group == 0) ssim_loss_reduce(t, lp, tile_sums, loss, s_red);
+}
+
+// View v of a batched launch: its LossParams (the batch's size and weight,
+// its own means and mask; view_k its place in the batch).
+SPLAT_FUNC LossParams loss_view_params(SPLAT_CONST_MEM const LossViewsParams& b, uint32_t v) {
+  LossParams p = loss_params_of(b.base);
+  p.d_l1 = b.views[v].d_l1;
+  p.d_map = b.views[v].d_map;
+  p.inv_count = b.views[v].inv_count;
+  p.ssim_weight = b.views[v].ssim_weight;
+  p.has_mask = b.views[v].has_mask;
+  p.view_k = b.base.view_k + v;
+  return p;
+}
+
+SPLAT_FUNC void ssim_forward_views_body(SimtThread t, SPLAT_CONST_MEM const LossViewsParams& b,
+                                        SPLAT_DEVICE_MEM const float* image, SPLAT_DEVICE_MEM const splat_byte* targets,
+                                        SPLAT_DEVICE_MEM const splat_byte* masks, SPLAT_DEVICE_MEM float* partials,
+                                        SPLAT_DEVICE_MEM float* tile_sums, SPLAT_TG_MEM float* s_in,
+                                        SPLAT_TG_MEM float* s_h, SPLAT_TG_MEM float* s_red) {
+  const uint32_t tiles = b.base.num_tiles, v = t.group / tiles;
+  const uint64_t plane = (uint64_t)b.base.width * b.base.height;
+  ssim_forward_tile(t, loss_view_params(b, v), t.group - v * tiles, image + 3u * plane * v,
+                    targets + b.views[v].target_offset, masks + b.views[v].mask_offset, partials + 9u * plane * v,
+                    tile_sums + 2u * tiles * v, s_in, s_h, s_red);
+}
+
+// Threadgroup 0 writes the views' losses in view order after its tile, as
+// each view's own launch would (loss[0] the views' mean at the batch's last).
+SPLAT_FUNC void ssim_backward_views_body(SimtThread t, SPLAT_CONST_MEM const LossViewsParams& b,
+                                         SPLAT_DEVICE_MEM const float* image,
+                                         SPLAT_DEVICE_MEM const splat_byte* targets,
+                                         SPLAT_DEVICE_MEM const splat_byte* masks,
+                                         SPLAT_DEVICE_MEM const float* partials,
+                                         SPLAT_DEVICE_MEM const float* tile_sums, SPLAT_DEVICE_MEM float* d_image,
+                                         SPLAT_DEVICE_MEM float* loss, SPLAT_TG_MEM float* s_in,
+                                         SPLAT_TG_MEM float* s_h, SPLAT_TG_MEM float* s_red) {
+  const uint32_t tiles = b.base.num_tiles, v = t.group / tiles;
+  const uint64_t plane = (uint64_t)b.base.width * b.base.height;
+  ssim_backward_tile(t, loss_view_params(b, v), t.group - v * tiles, image + 3u * plane * v,
+                     targets + b.views[v].target_offset, masks + b.views[v].mask_offset, partials + 9u * plane * v,
+                     d_image + 3u * plane * v, s_in, s_h);
+  if (t.group != 0) return;
+  for (uint32_t k = 0; k < b.count; ++k)
+    ssim_loss_reduce(t, loss_view_params(b, k), tile_sums + 2u * tiles * k, loss, s_red);
 }

@@ -29,6 +29,29 @@ kernel void splat_ssim_backward(constant LossParams& p [[buffer(0)]], device con
   ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
 }
 
+kernel void splat_ssim_forward_views(constant LossViewsParams& b [[buffer(0)]], device const float* image [[buffer(1)]],
+                                     device const uchar* targets [[buffer(2)]], device const uchar* masks [[buffer(3)]],
+                                     device float* partials [[buffer(4)]], device float* tile_sums [[buffer(5)]],
+                                     SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+  SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
+  ssim_forward_views_body(SPLAT_THREAD_CTX(), b, image, targets, masks, partials, tile_sums, s_in, s_h, s_red);
+}
+
+kernel void splat_ssim_backward_views(constant LossViewsParams& b [[buffer(0)]],
+                                      device const float* image [[buffer(1)]],
+                                      device const uchar* targets [[buffer(2)]], device const uchar* masks [[buffer(3)]],
+                                      device const float* partials [[buffer(4)]],
+                                      device const float* tile_sums [[buffer(5)]], device float* d_image [[buffer(6)]],
+                                      device float* loss [[buffer(7)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+  SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
+  SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
+  ssim_backward_views_body(SPLAT_THREAD_CTX(), b, image, targets, masks, partials, tile_sums, d_image, loss, s_in, s_h,
+                           s_red);
+}
+
 kernel void splat_adam(constant AdamParams& p [[buffer(0)]], device float* means [[buffer(1)]],
                        device float* log_scales [[buffer(2)]], device float* quats [[buffer(3)]],
                        device float* opacity [[buffer(4)]], device float* sh [[buffer(5)]],
