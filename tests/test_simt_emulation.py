@@ -35,7 +35,7 @@ FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
 SH_GRAD_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sh_grad_check.cpp")
 EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
 ACCUMULATE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "accumulate_check.cpp")
-PROJECT_SUM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "project_sum_check.cpp")
+PROJECT_VIEWS_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "project_views_check.cpp")
 LOSS_VIEWS_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "loss_views_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
@@ -437,17 +437,19 @@ def test_gradient_accumulation_is_the_views_mean(compiler, tmp_path, views):
         assert got["differ"] == got["sum_touched"] == got["loss_differ"] == 0 and got["count"] == count, (got, seed)
 
 
-@pytest.mark.parametrize("views", [2, 3, 8])
-def test_projection_backward_sums_the_views_as_the_accumulation(compiler, tmp_path, views):
-    """Views rasterized together: each view's projection backward adding its
-    parameter gradients to the batch's sums (RasterParams::grad_views) against
-    storing them and dispatching grad_accumulate per array, to the bit: the
-    means, the sums, the SH factors and the 2D gradients, also after a view
-    whose forward overflowed (both leave the sums alone) and its batch again."""
-    exe = compile_check(compiler, [PROJECT_SUM_SOURCE], str(tmp_path / "project_sum_check"))
+@pytest.mark.parametrize("views,group", [(2, 8), (3, 8), (8, 8), (11, 8), (5, 2)])
+def test_projection_backward_of_views_together_is_each_views_launches(compiler, tmp_path, views, group):
+    """Views rasterized together: their projection backward in launches of up to
+    GROUP views (a thread a Gaussian walking the views, the gradient sums in
+    registers, carried between launches) against a projection backward, four
+    grad_accumulate launches and (views that track them) grad_stats a view, to
+    the bit: the means, every view's SH factors, the last 2D gradient and the
+    densification statistics, also after a forward that overflowed (both leave
+    the sums and statistics alone) and its batch again."""
+    exe = compile_check(compiler, [PROJECT_VIEWS_SOURCE], str(tmp_path / "project_views_check"))
     rng, seed = make_rng()
-    for count in (1, int(rng.integers(300, 1500))):
-        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views).items()}
+    for count in (1, int(rng.integers(300, 1200))):
+        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views, group).items()}
         assert got["differ"] == got["skip_differ"] == 0, (got, seed)
         # Most gradients are live (a fifth of the Gaussians unseen in each view).
         assert got["nonzero"] > got["values"] // 2 or count == 1, (got, seed)

@@ -95,7 +95,8 @@ Pipeline GpuDevice::pipeline(Kernel k) {
   if (!p) {
     Specialization spec;
     if (k == Kernel::RasterizeBackward) spec = backward_spec_;
-    if (k == Kernel::ProjectBackward || k == Kernel::EmitPairs) spec = deterministic_spec_;
+    if (k == Kernel::ProjectBackward || k == Kernel::ProjectBackwardViews || k == Kernel::EmitPairs)
+      spec = deterministic_spec_;
     p = launcher_->pipeline(k, spec);
   }
   return p;
@@ -441,27 +442,20 @@ void GpuDevice::backward_raster(BufferRef d_image, const BufferRef* d_alpha, Buf
   end(TimingLabel::BackwardRaster);
 }
 
-void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6], uint32_t summed_views) {
+void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]) {
   const size_t n = num_gaussians_;
   const ParamRefs& p = forward_params_;
-  RasterParams rp = view_params(v);
-  rp.grad_view = summed_views > 1 ? v : 0u;
-  rp.grad_views = summed_views > 1 ? summed_views : 0u;
-  // The sums' arguments: the outputs themselves when nothing is summed (never touched).
-  BufferRef sums[4];
-  for (int a = 0; a < 4; ++a) sums[a] = summed_views > 1 ? ref(kGradSum0 + a) : out[a];
   // View v's SH factors at set v of kShFactors, which the caller sized.
   const BufferRef factors = ref(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n * v);
   // View v's records, radii, pair ranges and (per record, not per pair slot)
   // accumulators; the deterministic variant's pair slots are global.
   const size_t acc_offset = config_.deterministic ? 0 : sizeof(float) * SPLAT_PAIR_GRAD * n * v;
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
-         {KernelArg::value(cam), KernelArg::value(rp), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
+         {KernelArg::value(cam), KernelArg::value(view_params(v)), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
           KernelArg::buf(p.p[2]), KernelArg::buf(p.p[4]), KernelArg::buf(ref(kRecords, sizeof(SplatRecord) * n * v)),
           KernelArg::buf(ref(kRadius, 4 * n * v)), KernelArg::buf(ref(kGrads, acc_offset)),
           KernelArg::buf(ref(kPairRanges, 8 * n * v)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),
-          KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(factors), KernelArg::buf(out[5]),
-          KernelArg::buf(sums[0]), KernelArg::buf(sums[1]), KernelArg::buf(sums[2]), KernelArg::buf(sums[3])});
+          KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(factors), KernelArg::buf(out[5])});
 }
 
 void GpuDevice::expand_sh_grad(BufferRef out) {

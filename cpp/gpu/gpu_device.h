@@ -190,12 +190,16 @@ class GpuDevice final : public Device {
   // Its two halves: the raster backward over every view's pairs into the
   // per-record (deterministic: per pair slot) accumulators, and view v's
   // projection backward from them into out (its SH factors into set v of
-  // kShFactors, which the caller sizes and counts in sh_factor_views_). With
-  // summed_views > 1 the four parameter gradients go into the batch's sums
-  // kGradSum0..3 (sized by the caller) as grad_accumulate adds them, and out[0..3]
-  // get the mean at the last view (RasterParams::grad_views).
+  // kShFactors, which the caller sizes and counts in sh_factor_views_).
   void backward_raster(BufferRef d_image, const BufferRef* d_alpha, BufferRef abs_out);
-  void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6], uint32_t summed_views = 0);
+  void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]);
+  // Views rasterized together, after backward_raster: every view's projection
+  // backward, gradient sum and (views with track_stats) densification
+  // statistics, a launch for up to SPLAT_VIEWS_BACKWARD_MAX views
+  // (project_backward_views_body); the means into out[0..3], the last view's
+  // 2D gradient into out[5].
+  void backward_project_views(const CameraParams* cams, const bool* track_stats, uint32_t count,
+                              const BufferRef out[6]);
   // mcmc_regularize without the lock (the regularisers' gradients added to kGrad0..).
   void mcmc_regularize_grads(const McmcStepSettings& s);
   // accumulate_gradients without the lock; with_loss: also the views' loss;

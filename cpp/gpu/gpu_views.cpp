@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "grid.h"
+
 namespace splat::gpu {
 
 bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats,
@@ -46,20 +48,21 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n * count, true);
   const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2), ref(kGrad0 + 3), BufferRef{},
                              ref(kGradMeans2d)};
-  // Each view's projection backward adds its four parameter gradients to the
-  // batch's sums itself (RasterParams::grad_views), where a launch per array
-  // and view did (32 at eight views). MCMC's regularisers are added to a
-  // view's gradients between the two, so its views keep the launches.
-  const bool summed = mcmc == nullptr;
-  if (summed)
-    for (int a = 0; a < 4; ++a) ensure(kGradSum0 + a, 4 * n * param_width(a, sh_stride_), true);
-  for (uint32_t k = 0; k < count; ++k) {
+  if (mcmc) {
+    // MCMC's regularisers are added to each view's gradients before they are
+    // summed: a launch pair a view.
+    for (uint32_t k = 0; k < count; ++k) {
+      begin(TimingLabel::ProjectBack);
+      backward_project(k, cams[k], outs);
+      end(TimingLabel::ProjectBack);
+      mcmc_regularize_grads(*mcmc);
+      if (track_stats[k]) grad_stats(cams[k], ref(kRadius, 4 * n * k), ref(kGradMeans2d));
+      accumulate_view_gradients(k, count, false, false);
+    }
+  } else {
     begin(TimingLabel::ProjectBack);
-    backward_project(k, cams[k], outs, summed ? count : 0u);
+    backward_project_views(cams, track_stats, count, outs);
     end(TimingLabel::ProjectBack);
-    if (mcmc) mcmc_regularize_grads(*mcmc);
-    if (track_stats[k]) grad_stats(cams[k], ref(kRadius, 4 * n * k), ref(kGradMeans2d));
-    if (!summed) accumulate_view_gradients(k, count, false, false);
   }
   sh_grad_full_ = false;  // the SH gradient: the mean of the views' factor sets
   sh_factor_views_ = count;
@@ -70,6 +73,38 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   have_train_step_ = true;
   finish_op(false);
   return true;
+}
+
+void GpuDevice::backward_project_views(const CameraParams* cams, const bool* track_stats, uint32_t count,
+                                       const BufferRef out[6]) {
+  const size_t n = num_gaussians_;
+  const ParamRefs& p = forward_params_;
+  // The sums carry a Gaussian's views from one launch to the next (more than
+  // SPLAT_VIEWS_BACKWARD_MAX views).
+  BufferRef sums[4] = {out[0], out[1], out[2], out[3]};  // not read with one launch
+  if (count > SPLAT_VIEWS_BACKWARD_MAX)
+    for (int a = 0; a < 4; ++a) sums[a] = ensure(kGradSum0 + a, 4 * n * param_width(a, sh_stride_), true);
+  const RasterParams rp = view_params(0);
+  for (uint32_t first = 0; first < count; first += SPLAT_VIEWS_BACKWARD_MAX) {
+    ViewsBackwardParams b{};
+    b.first = first;
+    b.count = std::min<uint32_t>(SPLAT_VIEWS_BACKWARD_MAX, count - first);
+    b.views = count;
+    for (uint32_t c = 0; c < b.count; ++c) {
+      b.cams[c] = cams[first + c];
+      if (track_stats[first + c]) b.track_mask |= 1u << c;
+    }
+    // Records, radii, pair ranges and accumulators of every view (the
+    // deterministic variant's pair slots are global).
+    launch(Kernel::ProjectBackwardViews, div_up(n, kGroup),
+           {KernelArg::value(b), KernelArg::value(rp), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
+            KernelArg::buf(p.p[2]), KernelArg::buf(p.p[4]), KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kRadius)),
+            KernelArg::buf(ref(kGrads)), KernelArg::buf(ref(kPairRanges)), KernelArg::buf(out[0]),
+            KernelArg::buf(out[1]), KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(sums[0]),
+            KernelArg::buf(sums[1]), KernelArg::buf(sums[2]), KernelArg::buf(sums[3]), KernelArg::buf(ref(kShFactors)),
+            KernelArg::buf(out[5]), KernelArg::buf(ref(kGradAccum)), KernelArg::buf(ref(kGradCount)),
+            KernelArg::buf(ref(kMaxRadii))});
+  }
 }
 
 void GpuDevice::launch_loss_views(const CameraParams* cams, const uint32_t* views, uint32_t count, float ssim_weight) {

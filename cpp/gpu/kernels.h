@@ -15,6 +15,7 @@ namespace splat::gpu {
 enum class Kernel : uint8_t {
   ProjectForward,
   ProjectBackward,
+  ProjectBackwardViews,  // views rasterized together, one launch
   ExpandShGrad,
   ScanBlockSums,
   ScanRows,

@@ -13,19 +13,20 @@
 // Several views a step: view k's value into the batch's sum (k = 0 starts
 // it), and at the last view the mean, (sum + value) / views, where the update
 // reads it: the views summed in order (grad_accumulate_body on the GPU, the CPU
-// backend's accumulate_grads).
-// `view_value` is view k's value, which the caller may hold in a register
-// (the projection backward of views rasterized together) or in `value`.
-SPLAT_FUNC void accumulate_view_value(uint32_t k, uint32_t views, float view_value, SPLAT_DEVICE_MEM float& value,
-                                      SPLAT_DEVICE_MEM float& sum) {
-  if (k == 0u) sum = view_value;
-  else if (k + 1u == views) value = (sum + view_value) / (float)views;
-  else sum += view_value;
+// backend's accumulate_grads). accumulate_view_in is the rule on a running
+// sum the caller holds (a register): the sum after view k, or at the last view
+// the mean; views rasterized together sum a Gaussian's views so in one thread
+// (project_backward_views_body).
+SPLAT_FUNC float accumulate_view_in(uint32_t k, uint32_t views, float value, float sum) {
+  if (k == 0u) return value;
+  if (k + 1u == views) return (sum + value) / (float)views;
+  return sum + value;
 }
 
 SPLAT_FUNC void accumulate_view(uint32_t k, uint32_t views, SPLAT_DEVICE_MEM float& value,
                                 SPLAT_DEVICE_MEM float& sum) {
-  accumulate_view_value(k, views, value, value, sum);
+  if (k + 1u == views && k > 0u) value = accumulate_view_in(k, views, value, sum);
+  else sum = accumulate_view_in(k, views, value, sum);
 }
 
 struct AdamStep {

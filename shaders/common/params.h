@@ -41,12 +41,20 @@ struct RasterParams {
   // its tiles follow the views' before it (view_tile_base). 0: one view.
   uint32_t view_records;
   uint32_t record_base;  // projection: the first record (and depth id) of this launch
-  // Projection backward of view grad_view of grad_views > 1 rasterized
-  // together: the four parameter gradients go into the batch's sums as
-  // accumulate_view sums them (adam.h), with no launch of their own. 0: stored.
-  uint32_t grad_view, grad_views;
+  uint32_t pad0, pad1;
 };
 SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 48, "RasterParams layout");
+
+// The projection backward of views rasterized together, up to
+// SPLAT_VIEWS_BACKWARD_MAX a launch (project.h, project_backward_views_body):
+// views first .. first + count - 1 of a batch of `views`, their cameras, and
+// which of them (bit c: cams[c]) add to the densification statistics.
+#define SPLAT_VIEWS_BACKWARD_MAX 8
+struct ViewsBackwardParams {
+  CameraParams cams[SPLAT_VIEWS_BACKWARD_MAX];
+  uint32_t first, count, views, track_mask;
+};
+SPLAT_STATIC_ASSERT(sizeof(ViewsBackwardParams) == 108 * SPLAT_VIEWS_BACKWARD_MAX + 16, "ViewsBackwardParams layout");
 
 // The first global tile of record i's view: views share one size, so view v's
 // tiles are [v T, (v + 1) T) with T = tiles_x tiles_y.

@@ -1,7 +1,8 @@
 // Per-Gaussian projection + spherical-harmonics colour, and its backward.
 // The math is shaders/common (projection.h, sh.h), shared with the CPU backend.
 #pragma once
-#include "adam.h"  // accumulate_view_value
+#include "adam.h"     // accumulate_view_in
+#include "densify.h"  // ndc_grad_norm
 #include "projection.h"
 #include "sh.h"
 #include "simt_util.h"
@@ -73,39 +74,95 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
   store_float4(r, 3u * i + 2u, color.z, pg.depth, sigmoid_opacity, 0.f);
 }
 
-// The four parameter gradient arrays a projection backward writes (means,
-// log scales, quats, opacity logits) or, for views rasterized together, their
-// running sums over the batch's views.
-struct SplatParamGrads {
-  SPLAT_DEVICE_MEM float* means;
-  SPLAT_DEVICE_MEM float* log_scales;
-  SPLAT_DEVICE_MEM float* quats;
-  SPLAT_DEVICE_MEM float* opacity_logits;
-};
-#define SPLAT_PARAM_GRADS 11  // 3 + 3 + 4 + 1 floats a Gaussian
+#define SPLAT_SH_FACTOR_QUADS (SPLAT_SH_FACTOR_FLOATS / 4)
+#define SPLAT_PARAM_GRADS 11  // a Gaussian's gradients of means, log scales, quats, opacity logit: 3 + 3 + 4 + 1
 
-// View rp.grad_view's gradients of Gaussian i, g (means, log scales, quats,
-// opacity), summed as grad_accumulate sums each array (accumulate_view_value):
-// the same floats in the same order, so the same bits as storing them and
-// launching the accumulation.
-SPLAT_FUNC void sum_param_grads(SPLAT_CONST_MEM const RasterParams& rp, SplatParamGrads grads, SplatParamGrads sums,
-                                uint32_t i, SPLAT_THREAD const float* g) {
-  for (uint32_t c = 0; c < 3u; ++c) {
-    accumulate_view_value(rp.grad_view, rp.grad_views, g[c], grads.means[3 * i + c], sums.means[3 * i + c]);
-    accumulate_view_value(rp.grad_view, rp.grad_views, g[3 + c], grads.log_scales[3 * i + c],
-                          sums.log_scales[3 * i + c]);
+// A Gaussian's blend gradients (dL/d mean2d, conic, opacity, colour) summed
+// over its pairs: accum[9 r ..] of its record r (atomics), or, deterministic,
+// its pairs' partial gradients pair_grad[9 e ..] over its emission range
+// (pair_ranges, tile_bin.h), in order.
+SPLAT_FUNC void load_blend_grads(SPLAT_DEVICE_MEM const float* accum, SPLAT_DEVICE_MEM const uint32_t* pair_ranges,
+                                 uint64_t r, SPLAT_THREAD float* s) {
+  for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = 0.f;
+  if (SPLAT_SPEC_DETERMINISTIC) {
+    // Per pair (emission index e < 2^31): 9 e in 64 bits.
+    for (uint32_t e = pair_ranges[2 * r]; e < pair_ranges[2 * r] + pair_ranges[2 * r + 1]; ++e)
+      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] += accum[(uint64_t)SPLAT_PAIR_GRAD * e + c];
+  } else {
+    for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = accum[SPLAT_PAIR_GRAD * r + c];
   }
-  for (uint32_t c = 0; c < 4u; ++c)
-    accumulate_view_value(rp.grad_view, rp.grad_views, g[6 + c], grads.quats[4 * i + c], sums.quats[4 * i + c]);
-  accumulate_view_value(rp.grad_view, rp.grad_views, g[10], grads.opacity_logits[i], sums.opacity_logits[i]);
+}
+
+// The SH gradient's factors of one view at factor slot f (sh.h), in 16-byte
+// quads: b in quads 0..3, then (dc, 0). The host keeps every view's slots'
+// floats below 2^32.
+SPLAT_FUNC void store_sh_factors(SPLAT_DEVICE_MEM float* sh_factors, uint32_t f, SPLAT_THREAD const ShGradFactors& sf) {
+  SPLAT_UNROLL for (uint32_t q = 0; q < SPLAT_MAX_SH_COEFFS / 4; ++q)
+    store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * f + q, sf.b[4 * q], sf.b[4 * q + 1], sf.b[4 * q + 2],
+                 sf.b[4 * q + 3]);
+  store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * f + SPLAT_MAX_SH_COEFFS / 4, sf.dc.x, sf.dc.y, sf.dc.z, 0.f);
+}
+
+SPLAT_FUNC void zero_sh_factors(SPLAT_DEVICE_MEM float* sh_factors, uint32_t f) {
+  for (uint32_t q = 0; q < SPLAT_SH_FACTOR_QUADS; ++q)
+    store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * f + q, 0.f, 0.f, 0.f, 0.f);
+}
+
+// What one view's backward needs of Gaussian i that no view changes.
+struct GaussianInputs {
+  vec3 mean, log_scale;
+  float quat[4];
+  ShRow coeffs;
+};
+
+SPLAT_FUNC GaussianInputs load_gaussian_inputs(SPLAT_CONST_MEM const RasterParams& rp,
+                                               SPLAT_DEVICE_MEM const float* means,
+                                               SPLAT_DEVICE_MEM const float* log_scales,
+                                               SPLAT_DEVICE_MEM const float* quats, SPLAT_DEVICE_MEM const float* sh,
+                                               uint32_t i) {
+  GaussianInputs g;
+  g.mean = load_vec3(means, i);
+  g.log_scale = load_vec3(log_scales, i);
+  for (uint32_t c = 0; c < 4u; ++c) g.quat[c] = quats[4 * i + c];
+  g.coeffs = load_sh_row(sh, rp.sh_stride, i, sh_num_coeffs((int)rp.sh_degree));
+  return g;
+}
+
+// One view's gradients of a visible Gaussian from its blend gradients s and
+// its record's opacities: the SH gradient as its factors sf, the others into
+// g (means, log scales, quats, opacity logit).
+SPLAT_FUNC void view_param_grads(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
+                                 SPLAT_THREAD const GaussianInputs& in, float opacity, float sigmoid_opacity,
+                                 SPLAT_THREAD const float* s, SPLAT_THREAD ShGradFactors& sf, SPLAT_THREAD float* g) {
+  vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, in.mean, camera_center(cam), in.coeffs,
+                                        make_vec3(s[6], s[7], s[8]), sf);
+  ProjectionGrads pg = project_gaussian_backward(cam, in.mean, in.log_scale, in.quat[0], in.quat[1], in.quat[2],
+                                                 in.quat[3], make_vec2(s[0], s[1]), make_vec3(s[2], s[3], s[4]),
+                                                 rp.antialiased != 0u ? s[5] * sigmoid_opacity : 0.f);
+  const vec3 d_mean = pg.mean + d_mean_color;
+  g[0] = d_mean.x;
+  g[1] = d_mean.y;
+  g[2] = d_mean.z;
+  g[3] = pg.log_scale.x;
+  g[4] = pg.log_scale.y;
+  g[5] = pg.log_scale.z;
+  for (uint32_t c = 0; c < 4u; ++c) g[6 + c] = pg.quat[c];
+  // opacity = k sigmoid(logit): d/dlogit = k sigmoid (1 - sigmoid) = opacity (1 - sigmoid).
+  g[10] = s[5] * opacity * (1.f - sigmoid_opacity);
+}
+
+SPLAT_FUNC void store_param_grads(SPLAT_DEVICE_MEM float* d_means, SPLAT_DEVICE_MEM float* d_log_scales,
+                                  SPLAT_DEVICE_MEM float* d_quats, SPLAT_DEVICE_MEM float* d_opacity_logits,
+                                  uint32_t i, SPLAT_THREAD const float* g) {
+  store_vec3(d_means, i, make_vec3(g[0], g[1], g[2]));
+  store_vec3(d_log_scales, i, make_vec3(g[3], g[4], g[5]));
+  for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = g[6 + c];
+  d_opacity_logits[i] = g[10];
 }
 
 // Gradients of every parameter of Gaussian i from its accumulated blend
-// gradients: accum[9 i ..] (atomics), or, deterministic, the sum of its pairs'
-// partial gradients pair_grad[9 e ..] over its emission range (pair_ranges,
-// tile_bin.h), in order. The SH gradient leaves as its factors,
+// gradients (load_blend_grads). The SH gradient leaves as its factors,
 // sh_factors[SPLAT_SH_FACTOR_FLOATS i ..] (sh.h), in 16-byte quads.
-#define SPLAT_SH_FACTOR_QUADS (SPLAT_SH_FACTOR_FLOATS / 4)
 SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
                                       SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
@@ -114,68 +171,117 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
                                       SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* d_means,
                                       SPLAT_DEVICE_MEM float* d_log_scales, SPLAT_DEVICE_MEM float* d_quats,
                                       SPLAT_DEVICE_MEM float* d_opacity_logits, SPLAT_DEVICE_MEM float* sh_factors,
-                                      SPLAT_DEVICE_MEM float* d_means2d, SplatParamGrads sums) {
+                                      SPLAT_DEVICE_MEM float* d_means2d) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
-  const SplatParamGrads grads = {d_means, d_log_scales, d_quats, d_opacity_logits};
-  // A skipped step's gradients are stored (zeros) and its sums left alone, as
-  // grad_accumulate leaves them: the batch runs again from its first view.
-  const bool summed = rp.grad_views > 1u && !step_skipped(radius);
+  float g[SPLAT_PARAM_GRADS];
+  for (int c = 0; c < SPLAT_PARAM_GRADS; ++c) g[c] = 0.f;
   if (radius[i] <= 0) {  // unseen, or a skipped step's -1 (tile_bin.h)
-    for (uint32_t q = 0; q < SPLAT_SH_FACTOR_QUADS; ++q)
-      store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + q, 0.f, 0.f, 0.f, 0.f);
-    if (summed) {
-      float zeros[SPLAT_PARAM_GRADS] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      sum_param_grads(rp, grads, sums, i, zeros);
-    } else {
-      store_vec3(d_means, i, make_vec3(0.f, 0.f, 0.f));
-      store_vec3(d_log_scales, i, make_vec3(0.f, 0.f, 0.f));
-      for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = 0.f;
-      d_opacity_logits[i] = 0.f;
-    }
+    zero_sh_factors(sh_factors, i);
+    store_param_grads(d_means, d_log_scales, d_quats, d_opacity_logits, i, g);
     d_means2d[2 * i] = 0.f;
     d_means2d[2 * i + 1] = 0.f;
     return;
   }
   float s[SPLAT_PAIR_GRAD];
-  for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = 0.f;
-  if (SPLAT_SPEC_DETERMINISTIC) {
-    // Per pair (emission index e < 2^31): 9 e in 64 bits.
-    for (uint32_t e = pair_ranges[2 * i]; e < pair_ranges[2 * i] + pair_ranges[2 * i + 1]; ++e)
-      for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] += accum[(uint64_t)SPLAT_PAIR_GRAD * e + c];
-  } else {
-    for (int c = 0; c < SPLAT_PAIR_GRAD; ++c) s[c] = accum[SPLAT_PAIR_GRAD * i + c];
-  }
-  vec3 mean = load_vec3(means, i);
-  ShGradFactors f;
-  ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, sh_num_coeffs((int)rp.sh_degree));
-  vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, mean, camera_center(cam), coeffs,
-                                        make_vec3(s[6], s[7], s[8]), f);
-  // Vector stores: b in quads 0..3, then (dc, 0).
-  SPLAT_UNROLL for (uint32_t q = 0; q < SPLAT_MAX_SH_COEFFS / 4; ++q)
-    store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + q, f.b[4 * q], f.b[4 * q + 1], f.b[4 * q + 2],
-                 f.b[4 * q + 3]);
-  store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * i + SPLAT_MAX_SH_COEFFS / 4, f.dc.x, f.dc.y, f.dc.z, 0.f);
-  ProjectionGrads pg = project_gaussian_backward(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
-                                                 quats[4 * i + 2], quats[4 * i + 3], make_vec2(s[0], s[1]),
-                                                 make_vec3(s[2], s[3], s[4]),
-                                                 rp.antialiased != 0u ? s[5] * records[i].sigmoid_opacity : 0.f);
-  // opacity = k sigmoid(logit): d/dlogit = k sigmoid (1 - sigmoid) = opacity (1 - sigmoid).
-  float o = records[i].opacity;
-  const float d_opacity = s[5] * o * (1.f - records[i].sigmoid_opacity);
-  const vec3 d_mean = pg.mean + d_mean_color;
-  if (summed) {
-    float g[SPLAT_PARAM_GRADS] = {d_mean.x,    d_mean.y,    d_mean.z,    pg.log_scale.x, pg.log_scale.y, pg.log_scale.z,
-                                  pg.quat[0], pg.quat[1], pg.quat[2], pg.quat[3],      d_opacity};
-    sum_param_grads(rp, grads, sums, i, g);
-  } else {
-    store_vec3(d_means, i, d_mean);
-    store_vec3(d_log_scales, i, pg.log_scale);
-    for (uint32_t c = 0; c < 4u; ++c) d_quats[4 * i + c] = pg.quat[c];
-    d_opacity_logits[i] = d_opacity;
-  }
+  load_blend_grads(accum, pair_ranges, i, s);
+  const GaussianInputs in = load_gaussian_inputs(rp, means, log_scales, quats, sh, i);
+  ShGradFactors sf;
+  view_param_grads(cam, rp, in, records[i].opacity, records[i].sigmoid_opacity, s, sf, g);
+  store_sh_factors(sh_factors, i, sf);
+  store_param_grads(d_means, d_log_scales, d_quats, d_opacity_logits, i, g);
   d_means2d[2 * i] = s[0];
   d_means2d[2 * i + 1] = s[1];
+}
+
+// Views rasterized together (docs/architecture.md, "Several views a step"):
+// the projection backward of views first .. first + count - 1 of a batch of
+// b.views in one launch, a thread a Gaussian walking them in order. It does
+// what a launch a view of project_backward_body, then grad_accumulate over the
+// four parameter arrays and (views in track_mask) grad_stats did, with the same
+// float operations in the same order, so the same bits: each view's SH factors
+// into its set, the parameter gradients summed in registers as
+// accumulate_view sums them (carried between launches in `sums`; the mean
+// into the gradients at the batch's last view), the densification statistics
+// added view by view, and the last view's 2D gradient left in d_means2d. The
+// Gaussian's parameters are read once, not once a view.
+SPLAT_FUNC void project_backward_views_body(
+    SimtThread t, SPLAT_CONST_MEM const ViewsBackwardParams& b, SPLAT_CONST_MEM const RasterParams& rp,
+    SPLAT_DEVICE_MEM const float* means, SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
+    SPLAT_DEVICE_MEM const float* sh, SPLAT_DEVICE_MEM const SplatRecord* records,
+    SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const float* accum,
+    SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* d_means, SPLAT_DEVICE_MEM float* d_log_scales,
+    SPLAT_DEVICE_MEM float* d_quats, SPLAT_DEVICE_MEM float* d_opacity_logits, SPLAT_DEVICE_MEM float* sum_means,
+    SPLAT_DEVICE_MEM float* sum_log_scales, SPLAT_DEVICE_MEM float* sum_quats,
+    SPLAT_DEVICE_MEM float* sum_opacity_logits, SPLAT_DEVICE_MEM float* sh_factors,
+    SPLAT_DEVICE_MEM float* d_means2d, SPLAT_DEVICE_MEM float* grad_accum, SPLAT_DEVICE_MEM float* grad_count,
+    SPLAT_DEVICE_MEM float* max_radii) {
+  const uint32_t i = global_index(t), n = rp.num_gaussians;
+  if (i >= n) return;
+  // An overflowing forward set every record's radius to -1: as a launch a view
+  // then, gradients stored as zeros, sums and statistics left alone (the
+  // batch runs again from its first view).
+  const bool skipped = step_skipped(radius);
+  const bool last = b.first + b.count == b.views;
+  const GaussianInputs in = load_gaussian_inputs(rp, means, log_scales, quats, sh, i);
+  float sum[SPLAT_PARAM_GRADS];
+  for (int c = 0; c < SPLAT_PARAM_GRADS; ++c) sum[c] = 0.f;
+  if (b.first > 0u && !skipped) {
+    for (uint32_t c = 0; c < 3u; ++c) {
+      sum[c] = sum_means[3 * i + c];
+      sum[3 + c] = sum_log_scales[3 * i + c];
+    }
+    for (uint32_t c = 0; c < 4u; ++c) sum[6 + c] = sum_quats[4 * i + c];
+    sum[10] = sum_opacity_logits[i];
+  }
+  const bool tracks = b.track_mask != 0u && !skipped;
+  float stat_grad = 0.f, stat_count = 0.f, stat_radius = 0.f;
+  if (tracks) {
+    stat_grad = grad_accum[i];
+    stat_count = grad_count[i];
+    stat_radius = max_radii[i];
+  }
+  float s0 = 0.f, s1 = 0.f;  // the view's 2D gradient
+  for (uint32_t c = 0; c < b.count; ++c) {
+    const uint32_t k = b.first + c;
+    const uint32_t r = k * n + i;  // the view's record of Gaussian i (20 n views < 2^32: the host's bound)
+    float g[SPLAT_PARAM_GRADS];
+    for (int e = 0; e < SPLAT_PARAM_GRADS; ++e) g[e] = 0.f;
+    const int32_t rad = radius[r];
+    s0 = 0.f;
+    s1 = 0.f;
+    if (rad <= 0) {
+      zero_sh_factors(sh_factors, r);
+    } else {
+      float s[SPLAT_PAIR_GRAD];
+      load_blend_grads(accum, pair_ranges, r, s);
+      ShGradFactors sf;
+      view_param_grads(b.cams[c], rp, in, records[r].opacity, records[r].sigmoid_opacity, s, sf, g);
+      store_sh_factors(sh_factors, r, sf);
+      s0 = s[0];
+      s1 = s[1];
+    }
+    if (!skipped)
+      for (int e = 0; e < SPLAT_PARAM_GRADS; ++e) sum[e] = accumulate_view_in(k, b.views, g[e], sum[e]);
+    if (tracks && (b.track_mask >> c & 1u) != 0u && rad > 0) {
+      stat_grad += ndc_grad_norm(s0, s1, b.cams[c].width, b.cams[c].height);
+      stat_count += 1.f;
+      stat_radius = sp_max(stat_radius, (float)rad);
+    }
+  }
+  if (skipped || last) {
+    for (int e = 0; e < SPLAT_PARAM_GRADS; ++e) sum[e] = skipped ? 0.f : sum[e];
+    store_param_grads(d_means, d_log_scales, d_quats, d_opacity_logits, i, sum);
+    d_means2d[2 * i] = s0;
+    d_means2d[2 * i + 1] = s1;
+  } else {
+    store_param_grads(sum_means, sum_log_scales, sum_quats, sum_opacity_logits, i, sum);
+  }
+  if (tracks) {
+    grad_accum[i] = stat_grad;
+    grad_count[i] = stat_count;
+    max_radii[i] = stat_radius;
+  }
 }
 
 // The SH gradient d_sh[n, stride, 3] expanded from its factors (p.views sets:
