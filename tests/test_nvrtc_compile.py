@@ -10,7 +10,8 @@ import pytest
 from splat import _core
 
 KERNELS = {
-    "splat_project_forward", "splat_project_backward", "splat_project_backward_views", "splat_expand_sh_grad",
+    "splat_project_forward", "splat_project_forward_views", "splat_project_backward", "splat_project_backward_views",
+    "splat_expand_sh_grad",
     "splat_scan_block_sums",
     "splat_scan_rows", "splat_gather_pair_counts",
     "splat_scan_apply", "splat_radix_histogram", "splat_radix_scatter", "splat_emit_pairs", "splat_pair_total",

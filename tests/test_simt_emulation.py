@@ -438,19 +438,22 @@ def test_gradient_accumulation_is_the_views_mean(compiler, tmp_path, views):
 
 
 @pytest.mark.parametrize("views,group", [(2, 8), (3, 8), (8, 8), (11, 8), (5, 2)])
-def test_projection_backward_of_views_together_is_each_views_launches(compiler, tmp_path, views, group):
-    """Views rasterized together: their projection backward in launches of up to
-    GROUP views (a thread a Gaussian walking the views, the gradient sums in
-    registers, carried between launches) against a projection backward, four
-    grad_accumulate launches and (views that track them) grad_stats a view, to
-    the bit: the means, every view's SH factors, the last 2D gradient and the
-    densification statistics, also after a forward that overflowed (both leave
-    the sums and statistics alone) and its batch again."""
+def test_projection_of_views_together_is_each_views_launches(compiler, tmp_path, views, group):
+    """Views rasterized together, their per-Gaussian kernels in launches of up to
+    GROUP views, to the bit: the projection (a thread a view and Gaussian) against
+    a launch a view at its records' offset (records, covers, radii, pair counts,
+    depth keys and ids); the projection backward (a thread a Gaussian walking the
+    views, the gradient sums in registers, carried between launches) against a
+    projection backward, four grad_accumulate launches and (views that track them)
+    grad_stats a view (the means, every view's SH factors, the last 2D gradient and
+    the densification statistics), also after a forward that overflowed (both
+    leave the sums and statistics alone) and its batch again."""
     exe = compile_check(compiler, [PROJECT_VIEWS_SOURCE], str(tmp_path / "project_views_check"))
     rng, seed = make_rng()
     for count in (1, int(rng.integers(300, 1200))):
         got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views, group).items()}
-        assert got["differ"] == got["skip_differ"] == 0, (got, seed)
+        assert got["forward_differ"] == got["differ"] == got["skip_differ"] == 0, (got, seed)
+        assert got["visible"] > count * views // 2 or count == 1, (got, seed)
         # Most gradients are live (a fifth of the Gaussians unseen in each view).
         assert got["nonzero"] > got["values"] // 2 or count == 1, (got, seed)
 

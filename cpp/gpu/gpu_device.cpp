@@ -256,17 +256,27 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
   ensure(kDepthKeysB, 4 * total, true);
   ensure(kDepthIdsA, 4 * total, true);
   ensure(kDepthIdsB, 4 * total, true);
-  // A launch per view, each writing its records (and depth ids v n + i) at
-  // its offset of the arrays the binning then sorts together.
-  for (uint32_t v = 0; v < views; ++v) {
-    RasterParams pv = view_params(v);
+  // One view: its records (depth ids i). Several: a launch for up to
+  // SPLAT_VIEWS_LAUNCH_MAX views, view v's records (and depth ids) at v n + i
+  // of the arrays the binning then sorts together.
+  if (views == 1) {
     launch(Kernel::ProjectForward, div_up(n, kGroup),
-           {KernelArg::value(cams[v]), KernelArg::value(pv), KernelArg::buf(params.p[0]),
+           {KernelArg::value(cams[0]), KernelArg::value(view_params(0)), KernelArg::buf(params.p[0]),
             KernelArg::buf(params.p[1]), KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]),
-            KernelArg::buf(params.p[4]), KernelArg::buf(ref(kRecords, sizeof(SplatRecord) * n * v)),
-            KernelArg::buf(ref(kRadius, 4 * n * v)), KernelArg::buf(ref(kCovers, sizeof(CoverRecord) * n * v)),
-            KernelArg::buf(ref(kPairCount, 4 * n * v)), KernelArg::buf(ref(kDepthKeysA, 4 * n * v)),
-            KernelArg::buf(ref(kDepthIdsA, 4 * n * v))});
+            KernelArg::buf(params.p[4]), KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(covers),
+            KernelArg::buf(counts), KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA))});
+  }
+  for (uint32_t first = 0; views > 1 && first < views; first += SPLAT_VIEWS_LAUNCH_MAX) {
+    ViewsParams b{};
+    b.first = first;
+    b.count = std::min<uint32_t>(SPLAT_VIEWS_LAUNCH_MAX, views - first);
+    b.views = views;
+    for (uint32_t c = 0; c < b.count; ++c) b.cams[c] = cams[first + c];
+    launch(Kernel::ProjectForwardViews, div_up(size_t{b.count} * n, kGroup),
+           {KernelArg::value(b), KernelArg::value(view_params(0)), KernelArg::buf(params.p[0]),
+            KernelArg::buf(params.p[1]), KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]),
+            KernelArg::buf(params.p[4]), KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(covers),
+            KernelArg::buf(counts), KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA))});
   }
   end(TimingLabel::FwdProject);
   n = total;  // the binning sorts and emits every view's records as one set

@@ -195,7 +195,7 @@ class GpuDevice final : public Device {
   void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]);
   // Views rasterized together, after backward_raster: every view's projection
   // backward, gradient sum and (views with track_stats) densification
-  // statistics, a launch for up to SPLAT_VIEWS_BACKWARD_MAX views
+  // statistics, a launch for up to SPLAT_VIEWS_LAUNCH_MAX views
   // (project_backward_views_body); the means into out[0..3], the last view's
   // 2D gradient into out[5].
   void backward_project_views(const CameraParams* cams, const bool* track_stats, uint32_t count,

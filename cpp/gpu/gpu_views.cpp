@@ -80,15 +80,15 @@ void GpuDevice::backward_project_views(const CameraParams* cams, const bool* tra
   const size_t n = num_gaussians_;
   const ParamRefs& p = forward_params_;
   // The sums carry a Gaussian's views from one launch to the next (more than
-  // SPLAT_VIEWS_BACKWARD_MAX views).
+  // SPLAT_VIEWS_LAUNCH_MAX views).
   BufferRef sums[4] = {out[0], out[1], out[2], out[3]};  // not read with one launch
-  if (count > SPLAT_VIEWS_BACKWARD_MAX)
+  if (count > SPLAT_VIEWS_LAUNCH_MAX)
     for (int a = 0; a < 4; ++a) sums[a] = ensure(kGradSum0 + a, 4 * n * param_width(a, sh_stride_), true);
   const RasterParams rp = view_params(0);
-  for (uint32_t first = 0; first < count; first += SPLAT_VIEWS_BACKWARD_MAX) {
-    ViewsBackwardParams b{};
+  for (uint32_t first = 0; first < count; first += SPLAT_VIEWS_LAUNCH_MAX) {
+    ViewsParams b{};
     b.first = first;
-    b.count = std::min<uint32_t>(SPLAT_VIEWS_BACKWARD_MAX, count - first);
+    b.count = std::min<uint32_t>(SPLAT_VIEWS_LAUNCH_MAX, count - first);
     b.views = count;
     for (uint32_t c = 0; c < b.count; ++c) {
       b.cams[c] = cams[first + c];

@@ -12,6 +12,7 @@ constexpr uint32_t kG = SPLAT_GROUP_SIZE, kBwd = SPLAT_BWD_THREADS, kChunk = SPL
 const std::vector<KernelInfo>& table() {
   static const std::vector<KernelInfo> t = {
       {Kernel::ProjectForward, "splat_project_forward", "project.cu", "project.metal", {}, kG},
+      {Kernel::ProjectForwardViews, "splat_project_forward_views", "project.cu", "project.metal", {}, kG},
       {Kernel::ProjectBackward, "splat_project_backward", "project_backward.cu", "project_backward.metal",
        {SC::Deterministic}, kG},
       {Kernel::ProjectBackwardViews, "splat_project_backward_views", "project_backward.cu",

@@ -14,6 +14,7 @@ namespace splat::gpu {
 
 enum class Kernel : uint8_t {
   ProjectForward,
+  ProjectForwardViews,  // views rasterized together, one launch
   ProjectBackward,
   ProjectBackwardViews,  // views rasterized together, one launch
   ExpandShGrad,

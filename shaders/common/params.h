@@ -45,16 +45,17 @@ struct RasterParams {
 };
 SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 48, "RasterParams layout");
 
-// The projection backward of views rasterized together, up to
-// SPLAT_VIEWS_BACKWARD_MAX a launch (project.h, project_backward_views_body):
-// views first .. first + count - 1 of a batch of `views`, their cameras, and
-// which of them (bit c: cams[c]) add to the densification statistics.
-#define SPLAT_VIEWS_BACKWARD_MAX 8
-struct ViewsBackwardParams {
-  CameraParams cams[SPLAT_VIEWS_BACKWARD_MAX];
+// Views rasterized together, up to SPLAT_VIEWS_LAUNCH_MAX a launch of the
+// per-Gaussian kernels (project.h, project_forward_views_body and
+// project_backward_views_body): views first .. first + count - 1 of a batch
+// of `views`, their cameras, and (the backward) which of them (bit c: cams[c])
+// add to the densification statistics.
+#define SPLAT_VIEWS_LAUNCH_MAX 8
+struct ViewsParams {
+  CameraParams cams[SPLAT_VIEWS_LAUNCH_MAX];
   uint32_t first, count, views, track_mask;
 };
-SPLAT_STATIC_ASSERT(sizeof(ViewsBackwardParams) == 108 * SPLAT_VIEWS_BACKWARD_MAX + 16, "ViewsBackwardParams layout");
+SPLAT_STATIC_ASSERT(sizeof(ViewsParams) == 108 * SPLAT_VIEWS_LAUNCH_MAX + 16, "ViewsParams layout");
 
 // The first global tile of record i's view: views share one size, so view v's
 // tiles are [v T, (v + 1) T) with T = tiles_x tiles_y.

@@ -14,7 +14,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_project_backward_views(ViewsBackwardParams b, RasterParams rp, const float* means, const float* log_scales,
+    splat_project_backward_views(ViewsParams b, RasterParams rp, const float* means, const float* log_scales,
                                  const float* quats, const float* sh, const SplatRecord* records, const int32_t* radius,
                                  const float* accum, const uint32_t* pair_ranges, float* d_means, float* d_log_scales,
                                  float* d_quats, float* d_opacity_logits, float* sum_means, float* sum_log_scales,

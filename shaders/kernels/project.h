@@ -33,6 +33,49 @@ SPLAT_FUNC ShRow load_sh_row(SPLAT_DEVICE_MEM const float* sh, uint32_t stride, 
   return row;
 }
 
+// Gaussian i (its parameters at index i) projected into `cam` as record r
+// (its outputs at index r), whose id among every view's records is depth_id.
+SPLAT_FUNC void project_gaussian_record(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
+                                        uint32_t i, uint32_t r, uint32_t depth_id, SPLAT_DEVICE_MEM const float* means,
+                                        SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
+                                        SPLAT_DEVICE_MEM const float* opacity_logits, SPLAT_DEVICE_MEM const float* sh,
+                                        SPLAT_DEVICE_MEM SplatRecord* records, SPLAT_DEVICE_MEM int32_t* radius,
+                                        SPLAT_DEVICE_MEM CoverRecord* covers, SPLAT_DEVICE_MEM uint32_t* pair_count,
+                                        SPLAT_DEVICE_MEM uint32_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids) {
+  // The depth order of the Gaussians (tile_bin.h): depth > 0, so its bits
+  // sort as the float; Gaussians without pairs go last.
+  depth_ids[r] = depth_id;
+  depth_keys[r] = 0xffffffffu;
+  vec3 mean = load_vec3(means, i);
+  ProjectedGaussian pg;
+  bool visible = project_gaussian(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
+                                  quats[4 * i + 2], quats[4 * i + 3], rp.antialiased != 0u, pg);
+  radius[r] = pg.radius;
+  if (!visible) {
+    pair_count[r] = 0u;
+    return;
+  }
+  const float sigmoid_opacity = sp_sigmoid(opacity_logits[i]);
+  float opacity = sigmoid_opacity * pg.opacity_scale;
+  TileCover tc = tile_cover(pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x, pg.tile_max_y);
+  pair_count[r] = tile_cover_count(tc);
+  store_cover_record(covers, r, pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x,
+                     pg.tile_max_y);
+  depth_keys[r] = sp_float_bits(pg.depth);
+  const int k_count = sh_num_coeffs((int)rp.sh_degree);
+  ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, k_count);
+  vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), coeffs);
+  // The record's three quads (rasterize_forward.h reads it so): (mean2d,
+  // conic.xy), (conic.z, opacity, colour.rg), (colour.b, depth, sigmoid
+  // opacity, pad).
+  SPLAT_DEVICE_MEM float* rf = (SPLAT_DEVICE_MEM float*)records;
+  store_float4(rf, 3u * r, pg.mean2d.x, pg.mean2d.y, pg.conic.x, pg.conic.y);
+  store_float4(rf, 3u * r + 1u, pg.conic.z, opacity, color.x, color.y);
+  store_float4(rf, 3u * r + 2u, color.z, pg.depth, sigmoid_opacity, 0.f);
+}
+
+// One view: a thread a Gaussian, its outputs at offset arrays (the view's
+// records), its depth ids from rp.record_base.
 SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                      SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
                                      SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
@@ -42,36 +85,29 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
                                      SPLAT_DEVICE_MEM uint32_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
-  // The depth order of the Gaussians (tile_bin.h): depth > 0, so its bits
-  // sort as the float; Gaussians without pairs go last.
-  depth_ids[i] = rp.record_base + i;  // the record's id among every view's
-  depth_keys[i] = 0xffffffffu;
-  vec3 mean = load_vec3(means, i);
-  ProjectedGaussian pg;
-  bool visible = project_gaussian(cam, mean, load_vec3(log_scales, i), quats[4 * i], quats[4 * i + 1],
-                                  quats[4 * i + 2], quats[4 * i + 3], rp.antialiased != 0u, pg);
-  radius[i] = pg.radius;
-  if (!visible) {
-    pair_count[i] = 0u;
-    return;
-  }
-  const float sigmoid_opacity = sp_sigmoid(opacity_logits[i]);
-  float opacity = sigmoid_opacity * pg.opacity_scale;
-  TileCover tc = tile_cover(pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x, pg.tile_max_y);
-  pair_count[i] = tile_cover_count(tc);
-  store_cover_record(covers, i, pg.mean2d, pg.conic, opacity, pg.tile_min_x, pg.tile_min_y, pg.tile_max_x,
-                     pg.tile_max_y);
-  depth_keys[i] = sp_float_bits(pg.depth);
-  const int k_count = sh_num_coeffs((int)rp.sh_degree);
-  ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, k_count);
-  vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), coeffs);
-  // The record's three quads (rasterize_forward.h reads it so): (mean2d,
-  // conic.xy), (conic.z, opacity, colour.rg), (colour.b, depth, sigmoid
-  // opacity, pad).
-  SPLAT_DEVICE_MEM float* r = (SPLAT_DEVICE_MEM float*)records;
-  store_float4(r, 3u * i, pg.mean2d.x, pg.mean2d.y, pg.conic.x, pg.conic.y);
-  store_float4(r, 3u * i + 1u, pg.conic.z, opacity, color.x, color.y);
-  store_float4(r, 3u * i + 2u, color.z, pg.depth, sigmoid_opacity, 0.f);
+  project_gaussian_record(cam, rp, i, i, rp.record_base + i, means, log_scales, quats, opacity_logits, sh, records,
+                          radius, covers, pair_count, depth_keys, depth_ids);
+}
+
+// Views rasterized together: views first .. first + count - 1 in one launch,
+// a thread a (view, Gaussian), view-major, writing record k n + i of view k
+// (the arrays of every view's records), as a launch a view at its offset did.
+SPLAT_FUNC void project_forward_views_body(SimtThread t, SPLAT_CONST_MEM const ViewsParams& b,
+                                           SPLAT_CONST_MEM const RasterParams& rp,
+                                           SPLAT_DEVICE_MEM const float* means,
+                                           SPLAT_DEVICE_MEM const float* log_scales,
+                                           SPLAT_DEVICE_MEM const float* quats,
+                                           SPLAT_DEVICE_MEM const float* opacity_logits,
+                                           SPLAT_DEVICE_MEM const float* sh, SPLAT_DEVICE_MEM SplatRecord* records,
+                                           SPLAT_DEVICE_MEM int32_t* radius, SPLAT_DEVICE_MEM CoverRecord* covers,
+                                           SPLAT_DEVICE_MEM uint32_t* pair_count,
+                                           SPLAT_DEVICE_MEM uint32_t* depth_keys,
+                                           SPLAT_DEVICE_MEM uint32_t* depth_ids) {
+  const uint32_t n = rp.num_gaussians, g = global_index(t);
+  if (g >= b.count * n) return;
+  const uint32_t c = g / n, i = g - c * n, r = (b.first + c) * n + i;
+  project_gaussian_record(b.cams[c], rp, i, r, r, means, log_scales, quats, opacity_logits, sh, records, radius, covers,
+                          pair_count, depth_keys, depth_ids);
 }
 
 #define SPLAT_SH_FACTOR_QUADS (SPLAT_SH_FACTOR_FLOATS / 4)
@@ -206,7 +242,7 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
 // added view by view, and the last view's 2D gradient left in d_means2d. The
 // Gaussian's parameters are read once, not once a view.
 SPLAT_FUNC void project_backward_views_body(
-    SimtThread t, SPLAT_CONST_MEM const ViewsBackwardParams& b, SPLAT_CONST_MEM const RasterParams& rp,
+    SimtThread t, SPLAT_CONST_MEM const ViewsParams& b, SPLAT_CONST_MEM const RasterParams& rp,
     SPLAT_DEVICE_MEM const float* means, SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
     SPLAT_DEVICE_MEM const float* sh, SPLAT_DEVICE_MEM const SplatRecord* records,
     SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const float* accum,

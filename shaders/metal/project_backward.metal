@@ -20,7 +20,7 @@ kernel void splat_project_backward(constant CameraParams& cam [[buffer(0)]], con
 }
 
 kernel void splat_project_backward_views(
-    constant ViewsBackwardParams& b [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
+    constant ViewsParams& b [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
     device const float* means [[buffer(2)]], device const float* log_scales [[buffer(3)]],
     device const float* quats [[buffer(4)]], device const float* sh [[buffer(5)]],
     device const SplatRecord* records [[buffer(6)]], device const int32_t* radius [[buffer(7)]],

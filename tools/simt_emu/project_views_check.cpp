@@ -1,6 +1,8 @@
-// Several views rasterized together: their projection backward in one launch
-// for up to SPLAT_VIEWS_BACKWARD_MAX views (shaders/kernels/project.h,
-// project_backward_views_body: a thread a Gaussian walking the views), on the
+// Several views rasterized together: their projection in one launch for up to
+// SPLAT_VIEWS_LAUNCH_MAX views (shaders/kernels/project.h,
+// project_forward_views_body: a thread a (view, Gaussian)) against a launch a
+// view at its records' offset, and their projection backward likewise
+// (project_backward_views_body: a thread a Gaussian walking the views), on the
 // SIMT emulator, against the launches it replaces, view by view: the
 // projection backward (project_backward_body), grad_accumulate_body over each
 // parameter array (train_optim.h) and, for the views that track them, the
@@ -9,9 +11,10 @@
 // 0); one pass where view BAD overflows its pair buffers (every radius -1):
 // both ways must leave the same state there, and the batch run again from its
 // first view the same means, SH factor sets, 2D gradient and statistics.
-// Prints `differ` (values whose bits differ at the end), `skip_differ` (the
-// same after the overflowing pass), `nonzero` (gradient values not zero) and
-// `values`.
+// Prints `forward_differ` and `visible` (the projection's outputs whose bits
+// differ, and the records visible), `differ` (the backward's values whose
+// bits differ at the end), `skip_differ` (the same after the overflowing
+// pass), `nonzero` (gradient values not zero) and `values`.
 //
 //   project_views_check SEED GAUSSIANS VIEWS GROUP
 #include "simt_emu.h"
@@ -22,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace {
@@ -30,7 +34,7 @@ constexpr uint32_t kStride = 16;  // SH coefficients stored per Gaussian (degree
 constexpr uint32_t kWidths[4] = {3, 3, 4, 1};
 
 struct Scene {
-  std::vector<float> means, log_scales, quats, sh;
+  std::vector<float> means, log_scales, quats, opacity_logits, sh;
   std::vector<CameraParams> cams;
   // Every view's records one view after another (record k n + i: Gaussian i
   // in view k), their radii, and the raster backward's per-record accumulators.
@@ -76,6 +80,7 @@ Scene make_scene(std::mt19937& rng, uint32_t n, uint32_t views) {
     s.means.push_back(4.f + normal(rng));
     for (int c = 0; c < 3; ++c) s.log_scales.push_back(-3.f + 0.5f * normal(rng));
     for (int c = 0; c < 4; ++c) s.quats.push_back(normal(rng));
+    s.opacity_logits.push_back(2.f * normal(rng));
   }
   s.sh.resize((size_t)n * 3 * kStride);
   for (float& v : s.sh) v = 0.3f * normal(rng);
@@ -153,7 +158,7 @@ void views_together(const Scene& s, uint32_t n, uint32_t views, uint32_t group, 
   const RasterParams rp = raster_params(n, antialiased);
   const uint32_t groups = (n + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE;
   for (uint32_t first = 0; first < views; first += group) {
-    ViewsBackwardParams b{};
+    ViewsParams b{};
     b.first = first;
     b.count = std::min(group, views - first);
     b.views = views;
@@ -169,6 +174,65 @@ void views_together(const Scene& s, uint32_t n, uint32_t views, uint32_t group, 
                                   out.means2d.data(), out.stats[0].data(), out.stats[1].data(), out.stats[2].data());
     });
   }
+}
+
+// The projection's outputs for every view's records.
+struct Projected {
+  std::vector<SplatRecord> records;
+  std::vector<int32_t> radius;
+  std::vector<CoverRecord> covers;
+  std::vector<uint32_t> pair_count, depth_keys, depth_ids;
+  explicit Projected(size_t records_) : records(records_), radius(records_, 99), covers(records_),
+                                        pair_count(records_, 99), depth_keys(records_), depth_ids(records_) {}
+};
+
+size_t byte_differences(const void* a, const void* b, size_t count, size_t size) {
+  size_t d = 0;
+  for (size_t e = 0; e < count; ++e) d += memcmp((const char*)a + e * size, (const char*)b + e * size, size) != 0;
+  return d;
+}
+
+// A launch a view at its records' offset, against launches of GROUP views.
+size_t forward_differences(const Scene& s, uint32_t n, uint32_t views, uint32_t group, bool antialiased,
+                           size_t* visible) {
+  const size_t total = (size_t)n * views;
+  Projected a(total), b(total);
+  RasterParams rp = raster_params(n, antialiased);
+  for (uint32_t k = 0; k < views; ++k) {
+    rp.record_base = k * n;
+    const size_t o = (size_t)k * n;
+    simt_emu::dispatch((n + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+      project_forward_body(t, s.cams[k], rp, s.means.data(), s.log_scales.data(), s.quats.data(),
+                           s.opacity_logits.data(), s.sh.data(), a.records.data() + o, a.radius.data() + o,
+                           a.covers.data() + o, a.pair_count.data() + o, a.depth_keys.data() + o,
+                           a.depth_ids.data() + o);
+    });
+  }
+  rp.record_base = 0;
+  for (uint32_t first = 0; first < views; first += group) {
+    ViewsParams v{};
+    v.first = first;
+    v.count = std::min(group, views - first);
+    v.views = views;
+    for (uint32_t c = 0; c < v.count; ++c) v.cams[c] = s.cams[first + c];
+    simt_emu::dispatch((v.count * n + SPLAT_GROUP_SIZE - 1) / SPLAT_GROUP_SIZE, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+      project_forward_views_body(t, v, rp, s.means.data(), s.log_scales.data(), s.quats.data(),
+                                 s.opacity_logits.data(), s.sh.data(), b.records.data(), b.radius.data(),
+                                 b.covers.data(), b.pair_count.data(), b.depth_keys.data(), b.depth_ids.data());
+    });
+  }
+  *visible = 0;
+  for (int32_t r : a.radius) *visible += r > 0;
+  // Records and covers of invisible Gaussians are not written: compare the visible ones.
+  size_t d = byte_differences(a.radius.data(), b.radius.data(), total, 4) +
+             byte_differences(a.pair_count.data(), b.pair_count.data(), total, 4) +
+             byte_differences(a.depth_keys.data(), b.depth_keys.data(), total, 4) +
+             byte_differences(a.depth_ids.data(), b.depth_ids.data(), total, 4);
+  for (size_t e = 0; e < total; ++e)
+    if (a.radius[e] > 0)
+      d += byte_differences(&a.records[e], &b.records[e], 1, sizeof(SplatRecord)) +
+           byte_differences(&a.covers[e], &b.covers[e], 1, sizeof(CoverRecord));
+  return d;
 }
 
 // Values whose bits differ; the sums only where both ways keep them (more
@@ -197,6 +261,9 @@ int main(int argc, char** argv) {
   std::vector<int32_t> radius, overflow((size_t)n * views, -1);
   for (const auto& r : s.radius) radius.insert(radius.end(), r.begin(), r.end());
 
+  size_t visible = 0;
+  const size_t forward_differ = forward_differences(s, n, views, group, antialiased, &visible);
+
   Outputs launched(n, views), together(n, views);
   // An overflowing forward (every radius -1): the state both ways leave.
   for (uint32_t k = 0; k < views; ++k)
@@ -212,7 +279,7 @@ int main(int argc, char** argv) {
     for (float g : together.grads[a]) nonzero += g != 0.f && std::isfinite(g);
     values += together.grads[a].size();
   }
-  printf("differ %zu\nskip_differ %zu\nnonzero %zu\nvalues %zu\n", differences(launched, together, false),
-         skip_differ, nonzero, values);
+  printf("forward_differ %zu\nvisible %zu\ndiffer %zu\nskip_differ %zu\nnonzero %zu\nvalues %zu\n", forward_differ,
+         visible, differences(launched, together, false), skip_differ, nonzero, values);
   return 0;
 }
