@@ -1,9 +1,12 @@
 // Several views a step rasterized together (docs/architecture.md, "Several
-// views a step"): the batch's projections write one set of records, one
-// binning and one raster forward cover every view's tiles, each view's loss
-// fills its part of d_image, one raster backward runs over all the pairs,
-// and each view's projection backward, statistics and accumulation then run
-// in view order, as a batch trained one view after another sums them.
+// views a step"): the batch's projection writes one set of records, one
+// binning and one raster forward cover every view's tiles, the views' loss
+// fills their parts of d_image, one raster backward runs over all the pairs,
+// and the projection backward then takes each Gaussian through the views in
+// order, its statistics and gradient sums as a batch trained one view after
+// another gives them. The per-Gaussian kernels and the loss launch once for up
+// to eight views (their cameras and images' offsets in the launch's
+// arguments: nothing uploaded a step).
 #include "gpu_device.h"
 
 #include <algorithm>
