@@ -95,3 +95,15 @@ def pytest_report_header(config):
     import importlib.util
     spec = importlib.util.find_spec("splat")
     return f"splat from {spec.origin if spec else 'nowhere (not importable)'}"
+
+
+@pytest.fixture(scope="session")
+def compiler():
+    """The C++ compiler the SIMT emulator's checks build with (tests/_simt.py)."""
+    from _simt import find_compiler
+    if sys.platform == "win32":
+        pytest.skip("the SIMT emulator uses POSIX ucontext")
+    cxx = find_compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler ($CXX, c++, g++ or clang++) on PATH")
+    return cxx

@@ -7,26 +7,25 @@ and the chunked backward, and against the sequential blend of
 shaders/common/blend.h over the same lists. This checks the kernels' logic
 (chunks, chaining, walks, checkpoints, lane roles, skips, reductions, the
 deterministic pair slots) for every backward variant, and over several views
-binned together as a batch of views is, with the host's arithmetic; the GPUs' own arithmetic is the cuda / metal suites' job. Needs a
-C++17 compiler (the one that builds the package) and POSIX ucontext.
+binned together as a batch of views is, with the host's arithmetic; the
+GPUs' own arithmetic is the cuda / metal suites' job. Needs a C++17 compiler
+(the one that builds the package) and POSIX ucontext (tests/_simt.py). The
+other kernels of several views a step: tests/test_simt_views.py.
 The fused loss's kernels run there too, against the CPU backend's schedule,
 the fused Adam against adam_update element by element, the binning's
 prefix sum and radix sort against the C++ standard library, the count of
 non-finite parameters against std::isfinite, densification's gather against
 numpy's repeat, and the MCMC strategy's kernels against splat.reference.mcmc."""
 import os
-import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from _parity import assert_images_close, rel_err
 from _scenes import make_rng
+from _simt import ROOT, compile_check, run_check
 
-# The source tree (SPLAT_SOURCE_ROOT when this folder was copied out of it).
-ROOT = os.environ.get("SPLAT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
 ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
 SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
@@ -34,9 +33,6 @@ EMIT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "emit_check.cpp")
 FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
 SH_GRAD_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sh_grad_check.cpp")
 EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
-ACCUMULATE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "accumulate_check.cpp")
-PROJECT_VIEWS_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "project_views_check.cpp")
-LOSS_VIEWS_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "loss_views_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
 CHUNK = 256
@@ -68,42 +64,6 @@ VARIANTS = {
     "absgrad_deterministic_compact": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1", "SPLAT_SPEC_ABSGRAD=1",
                                                 "SPLAT_BWD_COMPACT=1"],
 }
-
-
-def find_compiler():
-    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
-@pytest.fixture(scope="module")
-def compiler():
-    if sys.platform == "win32":
-        pytest.skip("the SIMT emulator uses POSIX ucontext")
-    cxx = find_compiler()
-    if cxx is None:
-        pytest.skip("no C++ compiler ($CXX, c++, g++ or clang++) on PATH")
-    return cxx
-
-
-def compile_check(cxx, sources, exe, defines=()):
-    """Builds an emulator check. No FMA contraction: the host's arithmetic is
-    then the plain IEEE operations the GPU kernels run (NVRTC --fmad=false)."""
-    folders = ("tools/simt_emu", "shaders/common", "shaders/kernels", "cpp/cpu")
-    includes = [f"-I{os.path.join(ROOT, d)}" for d in folders]
-    cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", *includes, *[f"-D{d}" for d in defines], *sources,
-           "-pthread", "-o", exe]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-4000:]
-    return exe
-
-
-def run_check(exe, *args) -> dict:
-    """Runs an emulator check with `args` (turned into strings); its `name value` lines."""
-    p = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-4000:]
-    return dict(line.split() for line in p.stdout.splitlines())
 
 
 def build(cxx, variant, out_dir):
@@ -425,52 +385,6 @@ def test_nonfinite_count_kernels_match_isfinite(compiler, tmp_path, sh_width):
         for a in range(5):
             assert got[f"got{a}"] == got[f"want{a}"], (a, got, n, groups, seed)
             assert int(got[f"want{a}"]) > 0, (a, got, seed)   # the check plants one in every array
-@pytest.mark.parametrize("views", [2, 3, 5])
-def test_gradient_accumulation_is_the_views_mean(compiler, tmp_path, views):
-    """grad_accumulate_body (several views a step) against the views' float32 sum in
-    view order divided by their number, to the bit (the loss likewise), with one view
-    overflowing its pair buffers (it adds nothing) and the batch run again from it."""
-    exe = compile_check(compiler, [ACCUMULATE_SOURCE], str(tmp_path / "accumulate_check"))
-    rng, seed = make_rng()
-    for count in (1, int(rng.integers(300, 3000))):
-        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views).items()}
-        assert got["differ"] == got["sum_touched"] == got["loss_differ"] == 0 and got["count"] == count, (got, seed)
-
-
-@pytest.mark.parametrize("views,group", [(2, 8), (3, 8), (8, 8), (11, 8), (5, 2)])
-def test_projection_of_views_together_is_each_views_launches(compiler, tmp_path, views, group):
-    """Views rasterized together, their per-Gaussian kernels in launches of up to
-    GROUP views, to the bit: the projection (a thread a view and Gaussian) against
-    a launch a view at its records' offset (records, covers, radii, pair counts,
-    depth keys and ids); the projection backward (a thread a Gaussian walking the
-    views, the gradient sums in registers, carried between launches) against a
-    projection backward, four grad_accumulate launches and (views that track them)
-    grad_stats a view (the means, every view's SH factors, the last 2D gradient and
-    the densification statistics), also after a forward that overflowed (both
-    leave the sums and statistics alone) and its batch again."""
-    exe = compile_check(compiler, [PROJECT_VIEWS_SOURCE], str(tmp_path / "project_views_check"))
-    rng, seed = make_rng()
-    for count in (1, int(rng.integers(300, 1200))):
-        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views, group).items()}
-        assert got["forward_differ"] == got["differ"] == got["skip_differ"] == 0, (got, seed)
-        assert got["visible"] > count * views // 2 or count == 1, (got, seed)
-        # Most gradients are live (a fifth of the Gaussians unseen in each view).
-        assert got["nonzero"] > got["values"] // 2 or count == 1, (got, seed)
-
-
-@pytest.mark.parametrize("views,group", [(2, 2), (5, 2), (8, 8), (3, 1)])
-def test_loss_of_views_together_is_each_views_launch(compiler, tmp_path, views, group):
-    """The loss of views rasterized together, a launch pair for up to GROUP views
-    (threadgroup 0 reducing their losses in view order), against a launch pair a
-    view, to the bit: d_image of every view and the four loss values, with targets
-    and masks at scattered offsets of one buffer, some views masked, one maybe
-    entirely, and partial edge tiles."""
-    exe = compile_check(compiler, [LOSS_VIEWS_SOURCE], str(tmp_path / "loss_views_check"))
-    rng, seed = make_rng()
-    width, height = int(rng.integers(20, 60)), int(rng.integers(20, 60))
-    got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), width, height, views, group).items()}
-    assert got["differ"] == got["loss_differ"] == 0, (got, seed)
-    assert got["values"] == 3 * width * height * views and got["nonzero"] > got["values"] // 4, (got, seed)
 
 
 def test_scan_total_is_exact_past_two_to_the_32(compiler, tmp_path):
