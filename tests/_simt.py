@@ -25,7 +25,7 @@ def find_compiler():
 def compile_check(cxx, sources, exe, defines=()):
     """Builds an emulator check. No FMA contraction: the host's arithmetic is
     then the plain IEEE operations the GPU kernels run (NVRTC --fmad=false)."""
-    folders = ("tools/simt_emu", "shaders/common", "shaders/kernels", "cpp/cpu")
+    folders = ("tools/simt_emu", "shaders/common", "shaders/kernels", "cpp/cpu", "cpp/include")
     includes = [f"-I{os.path.join(ROOT, d)}" for d in folders]
     cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", *includes, *[f"-D{d}" for d in defines], *sources,
            "-pthread", "-o", exe]

@@ -2,13 +2,15 @@
 the kernels of views rasterized together, and the per-view path's gradient
 sum, against the launches they replace or the views' float32 mean, to the bit
 (docs/architecture.md, "Several views a step")."""
+import os
+
 import pytest
 
 from _scenes import make_rng
-from _simt import compile_check, run_check, simt_source
+from _simt import ROOT, compile_check, run_check, simt_source
 
 ACCUMULATE_SOURCE = simt_source("accumulate_check.cpp")
-PROJECT_VIEWS_SOURCE = simt_source("project_views_check.cpp")
+PROJECT_VIEWS_SOURCES = [simt_source("project_views_check.cpp"), os.path.join(ROOT, "cpp", "core", "camera_params.cpp")]
 LOSS_VIEWS_SOURCE = simt_source("loss_views_check.cpp")
 
 
@@ -35,7 +37,7 @@ def test_projection_of_views_together_is_each_views_launches(compiler, tmp_path,
     grad_stats a view (the means, every view's SH factors, the last 2D gradient and
     the densification statistics), also after a forward that overflowed (both
     leave the sums and statistics alone) and its batch again."""
-    exe = compile_check(compiler, [PROJECT_VIEWS_SOURCE], str(tmp_path / "project_views_check"))
+    exe = compile_check(compiler, PROJECT_VIEWS_SOURCES, str(tmp_path / "project_views_check"))
     rng, seed = make_rng()
     for count in (1, int(rng.integers(300, 1200))):
         got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views, group).items()}

@@ -17,11 +17,14 @@
 // pass), `nonzero` (gradient values not zero) and `values`.
 //
 //   project_views_check SEED GAUSSIANS VIEWS GROUP
+// (built with cpp/core/camera_params.cpp)
 #include "simt_emu.h"
 #include "bit_compare.h"
 // The kernel bodies, after the emulator.
 #include "project.h"
 #include "train_optim.h"  // grad_accumulate_body, grad_stats_body
+
+#include "splat/types.h"  // make_camera_params (cpp/core/camera_params.cpp)
 
 #include <algorithm>
 #include <cmath>
@@ -43,31 +46,11 @@ struct Scene {
   std::vector<float> accum;
 };
 
-// A camera at `eye` looking down +z (world = camera axes), W x H pixels.
+// A camera at `eye` looking down +z (world = camera axes), W x H pixels, as
+// the host derives one (cpp/core/camera_params.cpp).
 CameraParams camera(float ex, float ey, float ez, uint32_t w, uint32_t h, float f) {
-  CameraParams c{};
-  const float r[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) c.w2c[4 * i + j] = r[3 * i + j];
-  }
-  c.w2c[3] = -ex;
-  c.w2c[7] = -ey;
-  c.w2c[11] = -ez;
-  c.center[0] = ex;
-  c.center[1] = ey;
-  c.center[2] = ez;
-  c.fx = c.fy = f;
-  c.cx = 0.5f * (float)w;
-  c.cy = 0.5f * (float)h;
-  c.tan_fovx = 0.5f * (float)w / f;
-  c.tan_fovy = 0.5f * (float)h / f;
-  c.width = w;
-  c.height = h;
-  c.tiles_x = (w + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
-  c.tiles_y = (h + SPLAT_TILE_SIZE - 1) / SPLAT_TILE_SIZE;
-  c.near_plane = SPLAT_NEAR_PLANE;
-  c.far_plane = SPLAT_FAR_PLANE;
-  return c;
+  const float w2c[16] = {1, 0, 0, -ex, 0, 1, 0, -ey, 0, 0, 1, -ez, 0, 0, 0, 1};
+  return splat::make_camera_params(w2c, f, f, 0.5f * (float)w, 0.5f * (float)h, w, h);
 }
 
 Scene make_scene(std::mt19937& rng, uint32_t n, uint32_t views) {
