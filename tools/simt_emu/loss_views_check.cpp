@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   for (uint32_t k = 0; k < views; ++k)
     for (size_t e = 0; e < 3 * pixels; ++e) {
       const float t = (float)targets[target_at[k] + e] * (1.f / 255.f);
-      image[3 * pixels * k + e] = uniform(rng) < 0.05f ? t : std::min(1.f, std::max(0.f, t + 0.2f * (uniform(rng) - 0.5f)));
+      const float near = std::min(1.f, std::max(0.f, t + 0.2f * (uniform(rng) - 0.5f)));
+      image[3 * pixels * k + e] = uniform(rng) < 0.05f ? t : near;
     }
 
   // Each view's LossParams, as GpuDevice::loss_params gives them.
