@@ -31,9 +31,9 @@ from pathlib import Path
 import splat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from floaters import floater_fields, print_floaters  # noqa: E402
 from gate import default_data  # noqa: E402
-from real import (default_root, floater_fields, parse_variants, print_floaters,  # noqa: E402
-                  seed_summary as real_seed_summary)
+from real import default_root, parse_variants, seed_summary as real_seed_summary  # noqa: E402
 
 # gsplat 1.5.3 on the H200 (the benchmark data's README and the gate): (seconds, PSNR) at 7000
 # and 30000 steps; None where it was not measured. The fast preset's targets: gsplat's 30000-step

@@ -67,9 +67,13 @@ from pathlib import Path
 
 import numpy as np
 
-
 import splat
 from splat import _core
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # floaters, gate
+# The floater diagnostics (--floaters) live in floaters.py; near_camera_gaussians and
+# views_seeing are named here too, as the tests and earlier scripts read them.
+from floaters import floater_fields, near_camera_gaussians, print_floaters, views_seeing  # noqa: E402,F401
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_STEPS = (7000, 30000)
@@ -143,77 +147,19 @@ def with_seed(overrides: dict, seed) -> dict:
     return dict(overrides, train=dict(overrides.get("train", {}), seed=int(seed)))
 
 
-NEAR_FRACTION = 0.1  # of the median depth in the view
-NEAR_MARGIN = 50.0   # pixels beyond the image edge still counted as in view
-
-
-def _in_view(means, camera, margin):
-    """(in view, depth) per Gaussian: centre in front of `camera` and projected within
-    `margin` pixels of its image."""
-    w2c = np.asarray(camera.world_to_camera, np.float64)
-    p = means @ w2c[:3, :3].T + w2c[:3, 3]
-    z = p[:, 2]
-    front = z > 1e-6
-    zs = np.where(front, z, 1.0)
-    x = camera.fx * p[:, 0] / zs + camera.cx
-    y = camera.fy * p[:, 1] / zs + camera.cy
-    return front & (x >= -margin) & (x < camera.width + margin) & (y >= -margin) & (y < camera.height + margin), z
-
-
-def near_camera_gaussians(means, opacity_logits, cameras, fraction=NEAR_FRACTION, margin=NEAR_MARGIN):
-    """Per camera (count, summed opacity) of the Gaussians in its view (centre in
-    front, projected within `margin` pixels of the image) nearer than
-    `fraction` x the median depth of all the Gaussians in its view."""
-    means = np.asarray(means, np.float64)
-    opacity = 1.0 / (1.0 + np.exp(-np.asarray(opacity_logits, np.float64).ravel()))
-    out = []
-    for c in cameras:
-        seen, z = _in_view(means, c, margin)
-        if not seen.any():
-            out.append((0, 0.0))
-            continue
-        near = seen & (z < fraction * float(np.median(z[seen])))
-        out.append((int(near.sum()), float(opacity[near].sum())))
-    return out
-
-
-def views_seeing(means, cameras, margin=NEAR_MARGIN) -> np.ndarray:
-    """Per Gaussian, how many of `cameras` have it in view (as near_camera_gaussians
-    counts a view). Against the training cameras: a Gaussian one view alone sees
-    is fitted to that view with nothing to hold it elsewhere."""
-    means = np.asarray(means, np.float64)
-    count = np.zeros(len(means), np.int64)
-    for c in cameras:
-        count += _in_view(means, c, margin)[0]
-    return count
-
-
-def floater_fields(trainer, train, test, ev) -> dict:
-    st = trainer.state()
-    near = near_camera_gaussians(st["means"], st["opacity_logits"], test.cameras)
-    worst = min(ev.per_view, key=lambda v: v["psnr"]) if ev.per_view else None
-    return dict(near_total=sum(n for n, _ in near), near_max=max((n for n, _ in near), default=0),
-                near_opacity=sum(o for _, o in near),
-                one_view=int((views_seeing(st["means"], train.cameras) <= 1).sum()),
-                worst_view=None if worst is None else worst["name"],
-                worst_psnr=None if worst is None else float(worst["psnr"]))
-
-
-# BackendConfig fields of every splat run (--backend-set), e.g. deterministic=true.
-BACKEND_FIELDS: dict = {}
-
-
 def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakdowns=None, floaters=False,
-              label="splat", fit_exposure=False, concurrent=1):
+              label="splat", fit_exposure=False, concurrent=1, backend_fields=None):
     """concurrent > 1: the run shares the device with others (--jobs), so its seconds
-    are not its own and the process-wide memory peak is not reported."""
+    are not its own and the process-wide memory peak is not reported. backend_fields:
+    BackendConfig fields of the run (--backend-set), e.g. deterministic=True."""
     cfg = train_config(marks[-1], overrides)
+    bcfg = splat.BackendConfig(backend=backend, **(backend_fields or {}))
     if backend != "cpu":
         from splat.warmup import warm_up  # every kernel of the run, before its clock starts
-        warm_up(train, splat.BackendConfig(backend=backend, **BACKEND_FIELDS), cfg)
+        warm_up(train, bcfg, cfg)
     if concurrent == 1:
         _memory_peak_reset(backend)
-    trainer = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend=backend, **BACKEND_FIELDS))
+    trainer = splat.Trainer.from_dataset(train, cfg, bcfg)
     rows, seconds = [], 0.0
     for mark in marks:
         t0 = time.perf_counter()
@@ -248,7 +194,7 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
 
 
 def run_splat_seeds(scene, train, test, marks, overrides, seeds, variants, backend, budget, log, breakdowns,
-                    floaters, fit_exposure, jobs, skipped) -> list[dict]:
+                    floaters, fit_exposure, jobs, skipped, backend_fields=None) -> list[dict]:
     """Every seed's default run and its variants, in that order, up to `jobs` at a time
     in threads of this process (each trainer has its own device queue, so their
     kernels overlap; one at a time by default). A variant that takes the default run's
@@ -263,7 +209,8 @@ def run_splat_seeds(scene, train, test, marks, overrides, seeds, variants, backe
             skipped.append(f"{label(seed)} splat (--max-seconds reached)")
             return []
         return run_splat(scene, train, test, marks, with_seed(overrides, seed), backend, budget, log,
-                         breakdowns, floaters, fit_exposure=fit_exposure, concurrent=jobs)
+                         breakdowns, floaters, fit_exposure=fit_exposure, concurrent=jobs,
+                         backend_fields=backend_fields)
 
     def variant_run(seed, name, extra, wants_count, default):
         default_rows = default.result() if wants_count else None
@@ -274,7 +221,8 @@ def run_splat_seeds(scene, train, test, marks, overrides, seeds, variants, backe
             return []
         vrun = variant_overrides(with_seed(overrides, seed), extra, default_count)
         return run_splat(scene, train, test, marks, vrun, backend, budget, log, None, floaters,
-                         label=f"splat:{name}", fit_exposure=fit_exposure, concurrent=jobs)
+                         label=f"splat:{name}", fit_exposure=fit_exposure, concurrent=jobs,
+                         backend_fields=backend_fields)
 
     # Submitted in order, so a variant waiting for its seed's default run finds it started.
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -296,27 +244,6 @@ def print_breakdowns(breakdowns, out=sys.stdout):
             print(f"  {k:<30} {ts[k][0]:9.3f}  ({ts[k][1]})", file=out)
         total = sum(ts[k][0] for k in TS_ORDER if k in ts and k != "ts_densify")
         print(f"  {'sum of a step (w/o densify)':<30} {total:9.3f}", file=out)
-
-
-def print_floaters(rows, out=None):
-    out = sys.stdout if out is None else out   # bound at the call: a caller may have replaced sys.stdout
-    rows = [r for r in rows if "near_total" in r]
-    if not rows:
-        return
-    recipe = any("recipe" in r for r in rows)   # bench/fast.py's rows name their recipe
-    head = (f"{'scene':<10} " + (f"{'recipe':<16} " if recipe else "") +
-            f"{'seed':>5} {'steps':>6} {'PSNR':>6} {'worst view':<16} {'its PSNR':>8} "
-            f"{'near total':>10} {'near max':>8} {'opacity':>8} {'one view':>9}")
-    print(f"\nfloaters: the worst test view; Gaussians nearer a test camera than {NEAR_FRACTION} x the median "
-          "depth in its view (total over the views, the largest view, their summed opacity); Gaussians that "
-          "at most one training view has in view", file=out)
-    print(head, file=out)
-    print("-" * len(head), file=out)
-    for r in rows:
-        print(f"{r['scene']:<10} " + (f"{str(r.get('recipe', '')):<16.16} " if recipe else "") +
-              f"{r.get('seed')!s:>5} {r['steps']:>6} {r['psnr']:>6.2f} {str(r['worst_view']):<16.16} "
-              f"{r['worst_psnr'] if r['worst_psnr'] is not None else float('nan'):>8.2f} {r['near_total']:>10} "
-              f"{r['near_max']:>8} {r['near_opacity']:>8.2f} {r['one_view']:>9}", file=out)
 
 
 def print_per_view(rows, out=None):
@@ -558,14 +485,13 @@ def main(argv=None) -> int:
     if not marks or marks[0] < 1:
         raise SystemExit("real.py: error: --steps: need positive step counts")
     overrides = parse_sets(args.set)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gate import parse_backend_field
-    BACKEND_FIELDS.clear()
+    backend_fields = {}
     for item in args.backend_set:
         key, value = parse_backend_field(p, "--backend-set", item)
         if key == "backend":
             p.error(f"--backend-set {item}: the backend is --backend")
-        BACKEND_FIELDS[key] = value
+        backend_fields[key] = value
     variants = parse_variants(args.variant)
     if variants and args.no_splat:
         raise SystemExit("real.py: error: --variant trains splat: drop --no-splat")
@@ -602,7 +528,8 @@ def main(argv=None) -> int:
             f"{train.background}; loaded in {time.perf_counter() - t0:.1f} s")
         if not args.no_splat:
             rows += run_splat_seeds(path.name, train, test, marks, overrides, seeds, variants, backend, budget,
-                                    log, breakdowns, args.floaters, args.fit_exposure, args.jobs, skipped)
+                                    log, breakdowns, args.floaters, args.fit_exposure, args.jobs, skipped,
+                                    backend_fields)
         for seed in seeds:
             label = path.name if seed is None else f"{path.name} seed {seed}"
             run = with_seed(overrides, seed)
