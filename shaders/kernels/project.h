@@ -305,8 +305,7 @@ SPLAT_FUNC void project_backward_views_body(
       stat_radius = sp_max(stat_radius, (float)rad);
     }
   }
-  if (skipped || last) {
-    for (int e = 0; e < SPLAT_PARAM_GRADS; ++e) sum[e] = skipped ? 0.f : sum[e];
+  if (skipped || last) {  // skipped: `sum` is still its zeros
     store_param_grads(d_means, d_log_scales, d_quats, d_opacity_logits, i, sum);
     d_means2d[2 * i] = s0;
     d_means2d[2 * i + 1] = s1;
