@@ -280,9 +280,8 @@ void CpuTraining::forward_backward(const CameraParams& cam, uint32_t view_index,
   pool_.parallel_for(count_, 4096, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) {
       if (radii_[i] <= 0) continue;
-      grad_accum_[i] += ndc_grad_norm(g2d[2 * i], g2d[2 * i + 1], cam.width, cam.height);
-      grad_count_[i] += 1.f;
-      max_radii_[i] = std::max(max_radii_[i], static_cast<float>(radii_[i]));
+      densify_stats_add(g2d[2 * i], g2d[2 * i + 1], cam.width, cam.height, radii_[i], grad_accum_[i], grad_count_[i],
+                        max_radii_[i]);
     }
   });
 }

@@ -16,6 +16,17 @@ SPLAT_FUNC float ndc_grad_norm(float d_mean2d_x, float d_mean2d_y, uint32_t widt
   return sp_sqrt(gx * gx + gy * gy);
 }
 
+// One view's statistics of a Gaussian it saw (radius r > 0) added to the
+// Gaussian's running ones: the NDC norm of its 2D mean gradient, one more
+// visible view, the largest screen radius. Every backend's statistics pass
+// and the views-together projection backward add them so.
+SPLAT_FUNC void densify_stats_add(float d_mean2d_x, float d_mean2d_y, uint32_t width, uint32_t height, int32_t r,
+                                  SPLAT_THREAD float& grad, SPLAT_THREAD float& count, SPLAT_THREAD float& max_radius) {
+  grad += ndc_grad_norm(d_mean2d_x, d_mean2d_y, width, height);
+  count += 1.f;
+  max_radius = sp_max(max_radius, (float)r);
+}
+
 SPLAT_FUNC uint32_t densify_classify(float grad_accum, float grad_count, float max_log_scale, float threshold,
                                      float clone_max_scale) {
   float mean_grad = grad_count > 0.f ? grad_accum / grad_count : 0.f;

@@ -2,7 +2,7 @@
 // The math is shaders/common (projection.h, sh.h), shared with the CPU backend.
 #pragma once
 #include "adam.h"     // accumulate_view_in
-#include "densify.h"  // ndc_grad_norm
+#include "densify.h"  // densify_stats_add
 #include "projection.h"
 #include "sh.h"
 #include "simt_util.h"
@@ -299,11 +299,8 @@ SPLAT_FUNC void project_backward_views_body(
     }
     if (!skipped)
       for (int e = 0; e < SPLAT_PARAM_GRADS; ++e) sum[e] = accumulate_view_in(k, b.views, g[e], sum[e]);
-    if (tracks && (b.track_mask >> c & 1u) != 0u && rad > 0) {
-      stat_grad += ndc_grad_norm(s0, s1, b.cams[c].width, b.cams[c].height);
-      stat_count += 1.f;
-      stat_radius = sp_max(stat_radius, (float)rad);
-    }
+    if (tracks && (b.track_mask >> c & 1u) != 0u && rad > 0)
+      densify_stats_add(s0, s1, b.cams[c].width, b.cams[c].height, rad, stat_grad, stat_count, stat_radius);
   }
   if (skipped || last) {  // skipped: `sum` is still its zeros
     store_param_grads(d_means, d_log_scales, d_quats, d_opacity_logits, i, sum);

@@ -173,9 +173,11 @@ SPLAT_FUNC void grad_stats_body(SimtThread t, SPLAT_CONST_MEM const ElementParam
   if (i >= p.count) return;
   int32_t r = radius[i];
   if (r <= 0) return;
-  grad_accum[i] += ndc_grad_norm(d_means2d[2u * i], d_means2d[2u * i + 1u], p.width, p.height);
-  grad_count[i] += 1.f;
-  max_radii[i] = sp_max(max_radii[i], (float)r);
+  float grad = grad_accum[i], count = grad_count[i], max_radius = max_radii[i];
+  densify_stats_add(d_means2d[2u * i], d_means2d[2u * i + 1u], p.width, p.height, r, grad, count, max_radius);
+  grad_accum[i] = grad;
+  grad_count[i] = count;
+  max_radii[i] = max_radius;
 }
 
 // opacity_logit = min(opacity_logit, value) (the moments are zeroed by the host).
