@@ -1,6 +1,7 @@
 // Real spherical harmonics of degree 0..3 (the standard 3DGS basis): colour
 // of a Gaussian seen from the camera, and its backward.
 #pragma once
+#include "adam.h"    // accumulate_view_in
 #include "compat.h"
 #include "params.h"  // SPLAT_MAX_SH_COEFFS
 
@@ -133,16 +134,16 @@ SPLAT_FUNC float sh_factor_grad(SPLAT_DEVICE_MEM const float* f, uint32_t k, uin
 
 // The mean SH gradient of several views a step, from each view's factors
 // (`views` sets, `view_stride` floats apart; fewer than 2: the one set's
-// value). The views' values are summed in view order and divided as
-// accumulate_view (adam.h) sums them expanded, so the bits are those of
-// expanding and accumulating each view, without storing either.
+// value). The views' values are summed by accumulate_view's rule (adam.h,
+// accumulate_view_in), so the bits are those of expanding and accumulating
+// each view, without storing either.
 SPLAT_FUNC float sh_factor_grad_views(SPLAT_DEVICE_MEM const float* f, uint32_t view_stride, uint32_t views, uint32_t k,
                                       uint32_t c, uint32_t k_count) {
-  const float first = sh_factor_grad(f, k, c, k_count);
-  if (views < 2u) return first;
-  float sum = first;
-  for (uint32_t v = 1u; v + 1u < views; ++v) sum += sh_factor_grad(f + v * view_stride, k, c, k_count);
-  return (sum + sh_factor_grad(f + (views - 1u) * view_stride, k, c, k_count)) / (float)views;
+  if (views < 2u) return sh_factor_grad(f, k, c, k_count);
+  float sum = 0.f;
+  for (uint32_t v = 0u; v < views; ++v)
+    sum = accumulate_view_in(v, views, sh_factor_grad(f + v * view_stride, k, c, k_count), sum);
+  return sum;
 }
 
 // Backward of sh_color: the SH gradient's factors, and dL/d mean through the
