@@ -26,7 +26,7 @@ import pytest
 
 import splat
 from splat import _core, reference
-from _parity import (GRAD_TOL, GRADS, assert_images_close, cpu_rasterizer, loss_gradients, near_plane_scene,
+from _parity import (GRAD_TOL, GRADS, assert_images_close, cpu_rasterizer, deep_scene, loss_gradients, near_plane_scene,
                      reference_of, rel_err, scene_for, separate_depths, to_splat)
 from _scenes import make_rng, random_scene
 
@@ -264,6 +264,32 @@ def test_deterministic_is_bitwise_reproducible(backend):
         grads = r.backward(d_image)
         runs.append([out.image.tobytes()] + [getattr(grads, n).tobytes() for n in GRADS])
     assert runs[0] == runs[1] == runs[2], seed
+
+
+@pytest.mark.parametrize("chunks", ["all", "skip_saturated"])
+def test_the_chunked_stop_matches_reference_and_cpu(backend, chunks):
+    # blend_stop="chunk" (training's default) on lists many chunks deep: the
+    # chunk pass applies the 3DGS stop in every chunk and no pixel walks.
+    rng, seed = make_rng()
+    g, cam = to_splat(deep_scene(rng))
+    bg = rng.uniform(0, 1, 3).astype(np.float32)
+    r = rasterizer(backend, raster_forward_chunks=chunks)
+    out = r.forward(g, cam, 1, bg, blend_stop="chunk")
+    cpu = cpu_rasterizer()
+    cpu_out = cpu.forward(g, cam, 1, bg, blend_stop="chunk")
+    ref = reference_of(g, cam, 1, bg, blend_stop="chunk")
+    assert np.count_nonzero(ref.final_T < 1e-4) > 0.5 * ref.final_T.size, seed
+    for what, want in (("cpu", cpu_out), ("reference", ref)):
+        assert_images_close(out.image, want.image, f"image vs {what}", seed)
+        assert_images_close(out.alpha[..., None], want.alpha[..., None], f"alpha vs {what}", seed)
+    d_image, d_alpha = loss_gradients(rng, out, cpu_out, ref)
+    grads = r.backward(d_image, d_alpha)
+    cpu_grads = cpu.backward(d_image, d_alpha)
+    ref_grads = reference.backward(ref, d_image, d_alpha)
+    for name in GRADS:
+        for what, want in (("cpu", cpu_grads), ("reference", ref_grads)):
+            e = rel_err(getattr(grads, name), getattr(want, name))
+            assert e <= GRAD_TOL, f"{name} vs {what}: relative error {e:.3g}; seed {seed}"
 
 
 def test_skipping_saturated_chunks_changes_no_bit(backend):

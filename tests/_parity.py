@@ -35,9 +35,29 @@ def cpu_rasterizer():
     return splat.Rasterizer(splat.BackendConfig(backend="cpu"))
 
 
-def reference_of(g, cam, degree, bg):
+def reference_of(g, cam, degree, bg, blend_stop="splat"):
     return reference.forward(g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam.world_to_camera,
-                             cam.fx, cam.fy, cam.cx, cam.cy, cam.width, cam.height, degree, bg)
+                             cam.fx, cam.fy, cam.cx, cam.cy, cam.width, cam.height, degree, bg,
+                             blend_stop=blend_stop, tile_cover=binned_tiles if blend_stop == "chunk" else None)
+
+
+def binned_tiles(means2d, conics, opacities, rects, tiles_x, tiles_y):
+    """The tiles binning gives each splat of the reference's projection
+    (shaders/common/tile_cover.h through _core.tile_cover_mask): the lists whose
+    positions the chunked stop's chunks count."""
+    from splat import _core
+    f = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+    r = np.ascontiguousarray(np.clip(rects[:, [0, 2, 1, 3]], 0, None), dtype=np.int32)
+    return _core.tile_cover_mask(f(means2d), f(conics), f(opacities), r, tiles_x, tiles_y)
+
+
+def deep_scene(rng, n=3000, width=40, height=36):
+    """Faint, wide splats over a small image: tile lists of 1500-3000 entries whose
+    pixels reach T < 1e-4 only after several 256-entry chunks (the chunked stop's case)."""
+    scene = random_scene(rng, n=n, sh_degree=1, width=width, height=height, depth=(2.0, 6.0),
+                         pixel_sigma=(4.0, 12.0), logits=(-4.5, -2.5), spread=0.9)
+    separate_depths(scene)
+    return scene
 
 
 def assert_images_close(got, want, what, seed):

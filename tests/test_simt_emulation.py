@@ -70,10 +70,11 @@ def build(cxx, variant, out_dir):
     return compile_check(cxx, [SOURCE], os.path.join(out_dir, f"raster_check_{variant}"), VARIANTS[variant])
 
 
-def run(exe, seed, splats, with_d_alpha, out, faint=False, skip=False, views=1):
-    """views > 1: `splats` a view, the views binned together and stacked one below another."""
+def run(exe, seed, splats, with_d_alpha, out, faint=False, skip=False, views=1, chunked=False):
+    """views > 1: `splats` a view, the views binned together and stacked one below another;
+    chunked: the chunked stop, against its own sequential blend."""
     p = subprocess.run([exe, str(seed), str(splats), str(int(with_d_alpha)), out, str(int(faint)), str(int(skip)),
-                        str(views)], capture_output=True, text=True, timeout=600)
+                        str(views), str(int(chunked))], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     data = np.fromfile(out, np.uint8)
     width, height, n, pairs, deepest, skipped, walks = (int(v) for v in data[:28].view(np.uint32))
@@ -185,6 +186,39 @@ def test_stopping_in_the_first_chunk_without_a_walk_changes_no_bit(compiler, tmp
     if skip:
         assert a["skipped"] >= b["skipped"] > 0, f"skipped {a['skipped']} against {b['skipped']}; seed {seed}"
     assert_matches_sequential_blend(a, pairs, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant,skip,views", [("default", False, 1), ("default", True, 1),
+                                                ("deterministic", False, 3)])
+def test_the_chunked_stop_matches_its_sequential_blend(compiler, tmp_path, variant, skip, views):
+    # RasterParams::chunk_stop (train.blend_stop = "chunk"): no walk pass; the
+    # kernels against each chunk blended from T = 1 with the blend's own step
+    # and chained (raster_check.cpp). On the same scene the 3DGS stop ends
+    # most pixels earlier: the two rules must differ where pixels stop past
+    # their first chunk, and agree on the pixels that stop in it.
+    exe = build(compiler, variant, str(tmp_path))
+    rng, seed = make_rng()
+    scene_seed, splats = int(rng.integers(0, 2 ** 31)), int(rng.integers(9000, 11000)) // views
+    chunk, pairs, deepest = run(exe, scene_seed, splats, True, str(tmp_path / "chunk.bin"), skip=skip, views=views,
+                                chunked=True)
+    plain, _, _ = run(exe, scene_seed, splats, True, str(tmp_path / "plain.bin"), skip=skip, views=views)
+    depth = 2 if views == 1 else 1  # chunks past the first the scene's lists reach
+    assert deepest > depth * CHUNK, f"lists of {depth + 1}+ chunks expected (deepest {deepest}); seed {seed}"
+    assert chunk["walks"] == 0 and plain["walks"] > 0, seed
+    assert_matches_sequential_blend(chunk, pairs, seed)
+    later = plain["ref_n_contrib"] > CHUNK
+    first = (plain["ref_n_contrib"] <= CHUNK) & (chunk["ref_n_contrib"] <= CHUNK)
+    moved = int(np.count_nonzero(chunk["ref_n_contrib"][later] != plain["ref_n_contrib"][later]))
+    assert moved > 0.5 * np.count_nonzero(later) > 0, f"{moved} of {np.count_nonzero(later)}; seed {seed}"
+    assert np.array_equal(chunk["n_contrib"][first], plain["n_contrib"][first]), seed
+    # The rules part only where a pixel blends past its 3DGS stop, which the
+    # first chunk never lets it do.
+    same = (chunk["ref_n_contrib"] == plain["ref_n_contrib"]).reshape(chunk["ref_image"].shape[:2])
+    assert np.abs(chunk["ref_image"] - plain["ref_image"])[same].max() <= 1e-6, seed
+    assert np.all(chunk["ref_n_contrib"].reshape(same.shape)[~same] > CHUNK), seed
+    if skip:
+        assert chunk["skipped"] > 0, f"no chunk skipped; seed {seed}"
 
 
 @pytest.mark.slow

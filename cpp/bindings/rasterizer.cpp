@@ -49,7 +49,8 @@ class Rasterizer {
 
   nb::tuple forward(FloatIn means, FloatIn log_scales, FloatIn quats, FloatIn opacity_logits, FloatIn sh,
                     FloatIn w2c, float fx, float fy, float cx, float cy, uint32_t width, uint32_t height,
-                    uint32_t sh_degree, FloatIn background, float near_plane, float far_plane, bool antialiased) {
+                    uint32_t sh_degree, FloatIn background, float near_plane, float far_plane, bool antialiased,
+                    bool chunked_stop) {
     ObjectLock guard(mutex_);
     const RasterArgs a = raster_args(kComponent, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy,
                                      width, height, sh_degree, background, near_plane, far_plane);
@@ -63,6 +64,7 @@ class Rasterizer {
     {
       nb::gil_scoped_release release;
       device_->set_antialiased(antialiased);
+      device_->set_chunked_stop(chunked_stop);
       device_->rasterize_forward(a.gaussians, a.camera, sh_degree, a.background, out);
     }
     last_ = Shape{n, k, width, height, ++forwards_};
@@ -158,7 +160,7 @@ void bind_rasterizer(nb::module_& m) {
            nb::arg("world_to_camera").noconvert(), nb::arg("fx"), nb::arg("fy"), nb::arg("cx"), nb::arg("cy"),
            nb::arg("width"), nb::arg("height"), nb::arg("sh_degree"), nb::arg("background").noconvert(),
            nb::arg("near_plane") = SPLAT_NEAR_PLANE, nb::arg("far_plane") = SPLAT_FAR_PLANE,
-           nb::arg("antialiased") = false)
+           nb::arg("antialiased") = false, nb::arg("chunked_stop") = false)
       .def_prop_ro("last_token", &Rasterizer::last_token)
       .def("backward", &Rasterizer::backward, nb::arg("d_image").noconvert(),
            nb::arg("d_alpha").noconvert().none() = nb::none(), nb::arg("token").none() = nb::none());

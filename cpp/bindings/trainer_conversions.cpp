@@ -149,6 +149,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(random_background);
   SPLAT_READ(max_gaussians);
   SPLAT_READ(antialiased);
+  SPLAT_READ(chunked_stop);
   SPLAT_READ(mcmc);
   SPLAT_READ(mcmc_refine_from);
   SPLAT_READ(mcmc_refine_until);

@@ -43,6 +43,7 @@ Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, 
   }
   views_ = cameras_.size();
   device_->set_antialiased(settings_.antialiased);
+  device_->set_chunked_stop(settings_.chunked_stop);
   device_->upload_images(downscaled_views(images), static_cast<size_t>(settings_.image_budget_bytes));
   device_->set_training_options(TrainingOptions{settings_.absgrad, settings_.exposure, settings_.bf16_moments});
   device_->set_training_state(initial);

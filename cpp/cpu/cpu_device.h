@@ -28,6 +28,7 @@ class CpuDevice final : public Device {
   void rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
                                   const float background[3], const ForwardOutputs& out, uint64_t) override {
     raster_.set_antialiased(antialiased());
+    raster_.set_chunked_stop(chunked_stop());
     raster_.forward(g, cam, sh_degree, background, out);
   }
   void rasterize_backward_external(const float* d_image, const float* d_alpha, const GradientOutputs& grads,
@@ -53,6 +54,7 @@ class CpuDevice final : public Device {
                               float ssim_weight, bool track_stats, uint32_t step) override {
     (void)step;  // pairs are counted on the host: never an overflow to name
     train_raster_.set_antialiased(antialiased());
+    train_raster_.set_chunked_stop(chunked_stop());
     training_.forward_backward(cam, view, sh_degree, background, ssim_weight, track_stats);
   }
   float last_loss() override { return training_.last_loss(); }
@@ -80,6 +82,7 @@ class CpuDevice final : public Device {
   NonFiniteCounts count_nonfinite() override { return training_.count_nonfinite(); }
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) override {
     train_raster_.set_antialiased(antialiased());
+    train_raster_.set_chunked_stop(chunked_stop());
     training_.render(cam, sh_degree, background, image);
   }
   std::vector<TimingRecord> timings(bool reset) override { return timing_.snapshot(reset); }

@@ -252,30 +252,77 @@ void CpuRasterizer::blend(const ForwardOutputs& out) {
 
   // Splat-major inside a tile: each splat visits only the pixels of its box,
   // in depth order, so every pixel sees exactly the sequence the per-pixel
-  // loop would.
+  // loop would. The chunked stop (Device::set_chunked_stop) keeps each
+  // pixel's state at its chunk's start and the chunk's (P, L), chained at the
+  // chunk's end as the GPU's chain does (blend_chain_chunk).
+  const bool chunked = chunked_stop_;
+  constexpr uint32_t kChunk = SPLAT_GROUP_SIZE;
   pool_.parallel_for(num_tiles, 1, [&](size_t lo, size_t hi) {
     BlendForwardState state[kTile * kTile];
+    ChunkBlend chunk[kTile * kTile];
+    uint32_t chunk_last[kTile * kTile];
     for (size_t t = lo; t < hi; ++t) {
       const int x0 = static_cast<int>(t % tiles_x) * kTile, y0 = static_cast<int>(t / tiles_x) * kTile;
       const int x1 = std::min<int>(x0 + kTile, width), y1 = std::min<int>(y0 + kTile, height);
       int alive = (x1 - x0) * (y1 - y0);
-      for (int k = 0; k < kTile * kTile; ++k) state[k] = blend_forward_begin();
+      for (int k = 0; k < kTile * kTile; ++k) {
+        state[k] = blend_forward_begin();
+        chunk[k] = chunk_blend_begin();
+        chunk_last[k] = 0u;
+      }
+      // Chains pixel l's chunk (starting at list position `base`) and ends
+      // the pixel when the chunk stopped it or left T below the stop.
+      const auto close_chunk = [&](int l, uint32_t base, bool stopped) {
+        BlendForwardState& st = state[l];
+        blend_chain_chunk(st, chunk[l].P, chunk[l].L, base, chunk_last[l]);
+        chunk[l] = chunk_blend_begin();
+        chunk_last[l] = 0u;
+        if (stopped || st.T < SPLAT_T_MIN) {
+          st.done = true;
+          --alive;
+        }
+      };
+      const auto close_all = [&](uint32_t base) {
+        for (int y = y0; y < y1; ++y)
+          for (int x = x0; x < x1; ++x)
+            if (!state[(y - y0) * kTile + (x - x0)].done) close_chunk((y - y0) * kTile + (x - x0), base, false);
+      };
       for (uint32_t k = tile_start[t]; k < tile_start[t + 1] && alive > 0; ++k) {
         const uint32_t i = gauss[k];
         const PixelBox box = splat_box(mean2d + 2 * i, extent + 3 * i, x0, x1, y0, y1);
         const BlendSplat s{make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i)};
         const uint32_t position = k - tile_start[t];
+        if (chunked && position > 0u && position % kChunk == 0u) {
+          close_all(position - kChunk);
+          if (alive == 0) break;
+        }
         for (int y = box.y0; y < box.y1; ++y) {
           int xs, xe;
           row_span(s, extent + 3 * i, y, box, xs, xe);
           for (int x = xs; x < xe; ++x) {
-            BlendForwardState& st = state[(y - y0) * kTile + (x - x0)];
+            const int l = (y - y0) * kTile + (x - x0);
+            BlendForwardState& st = state[l];
             if (st.done) continue;
-            blend_forward_step(s, make_vec2(x + 0.5f, y + 0.5f), position, st);
-            alive -= st.done;
+            if (!chunked) {
+              blend_forward_step(s, make_vec2(x + 0.5f, y + 0.5f), position, st);
+              alive -= st.done;
+              continue;
+            }
+            float gauss_unused;
+            bool clamped_unused;
+            const float a = blend_alpha(s.conic, s.mean2d, s.opacity, make_vec2(x + 0.5f, y + 0.5f), gauss_unused,
+                                        clamped_unused);
+            if (chunk_blend_stops(chunk[l], a)) {
+              close_chunk(l, position - position % kChunk, true);
+              continue;
+            }
+            chunk_blend_add(chunk[l], a, s.color);
+            if (a > 0.f) chunk_last[l] = position % kChunk + 1u;
           }
         }
       }
+      if (chunked && alive > 0 && tile_start[t + 1] > tile_start[t])
+        close_all((tile_start[t + 1] - tile_start[t] - 1u) / kChunk * kChunk);
       for (int y = y0; y < y1; ++y)
         for (int x = x0; x < x1; ++x) {
           const BlendForwardState& st = state[(y - y0) * kTile + (x - x0)];

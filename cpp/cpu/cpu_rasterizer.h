@@ -27,6 +27,8 @@ class CpuRasterizer {
   // The mode of every later forward (its backward follows the forward's):
   // the antialiased 2D filter's opacity compensation (projection.h).
   void set_antialiased(bool on) { antialiased_ = on; }
+  // The blend's stop of every later forward (Device::set_chunked_stop).
+  void set_chunked_stop(bool on) { chunked_stop_ = on; }
 
   size_t allocation_count() const { return allocations_; }
   // Sizes the per-pixel and per-tile buffers for views up to `pixels` pixels
@@ -64,6 +66,7 @@ class CpuRasterizer {
   bool have_forward_ = false;  // the last forward completed (a limit error leaves it false)
   bool antialiased_ = false;          // the next forward's mode
   bool forward_antialiased_ = false;  // the last forward's
+  bool chunked_stop_ = false;         // the next forward's blend stop
 
   // Per Gaussian.
   GrowBuffer<float> mean2d_, conic_, depth_, opacity_, color_;

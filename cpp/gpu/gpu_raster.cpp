@@ -50,6 +50,7 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
   rp_.num_tiles = num_tiles;
   for (int c = 0; c < 3; ++c) rp_.background[c] = background[c];
   rp_.antialiased = antialiased() ? 1u : 0u;  // a runtime field: one pipeline for both modes
+  rp_.chunk_stop = chunked_stop() ? 1u : 0u;    // likewise (no walk pass then)
   rp_.view_records = views > 1 ? static_cast<uint32_t>(n) : 0u;
   num_gaussians_ = n;
   views_ = views;
@@ -205,12 +206,14 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(image),
           KernelArg::buf(alpha), KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(chunk_state),
           KernelArg::buf(chunk_last), KernelArg::buf(stop_chunk)});
-  if (pairs) {
+  if (pairs && !rp_.chunk_stop) {
     launch(Kernel::RasterizeWalk, static_cast<uint32_t>(slots),
            {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(sorted),
             KernelArg::buf(records), KernelArg::buf(chunk_tiles), KernelArg::buf(image), KernelArg::buf(alpha),
             KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(chunk_state),
             KernelArg::buf(chunk_last), KernelArg::buf(stop_chunk)});
+  }
+  if (pairs) {
     launch(Kernel::RasterizeCheckpoints, num_tiles,
            {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(final_T),
             KernelArg::buf(n_contrib), KernelArg::buf(chunk_state)});

@@ -140,11 +140,12 @@ class RenderPass:
 
 
 def render(pool, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy, width, height,
-           sh_degree, background, near, far, antialiased=False):
+           sh_degree, background, near, far, antialiased=False, chunked_stop=False):
     """(image, alpha, radii, RenderPass) of one native forward on a native of `pool` (arrays already float32 C-contiguous)."""
     native, lease = pool.take()
     args = (means, log_scales, quats, opacity_logits, sh, w2c, float(fx), float(fy), float(cx), float(cy),
-            int(width), int(height), int(sh_degree), background, float(near), float(far), bool(antialiased))
+            int(width), int(height), int(sh_degree), background, float(near), float(far), bool(antialiased),
+            bool(chunked_stop))
     image, alpha, radii = native.forward(*args)
     return image, alpha, radii, RenderPass(native, args, means.shape[0], sh.shape[1], native.last_token, lease)
 

@@ -11,6 +11,9 @@ from ._validate import as_float32, backend_config, integer
 from .camera import Camera
 from .gaussians import MAX_SH_DEGREE, Gaussians, sh_coeffs
 
+# Where a pixel's blend stops (Rasterizer.forward's blend_stop, [train] blend_stop).
+BLEND_STOPS = ("splat", "chunk")
+
 
 @dataclass(frozen=True)
 class RasterOutput:
@@ -97,13 +100,18 @@ class Rasterizer:
         return self._pool.allocation_count
 
     def forward(self, gaussians: Gaussians, camera: "Camera | Sequence[Camera]", sh_degree: int = 3,
-                background=(0.0, 0.0, 0.0), *, depth: bool = False, antialiased: bool = False) -> RasterOutput:
+                background=(0.0, 0.0, 0.0), *, depth: bool = False, antialiased: bool = False,
+                blend_stop: str = "splat") -> RasterOutput:
         """Renders `gaussians` from `camera`, or from each camera of a sequence (all of one
         size; the outputs gain a leading camera axis). `background` is [3] or, per camera,
         [C,3]. `depth=True` also renders the accumulated depth sum_i w_i z_i.
         `antialiased=True` applies the mip-splatting 2D filter (each splat's opacity times
         sqrt(det(cov2d) / det(cov2d + 0.3 I)), gsplat's rasterize_mode="antialiased"); the
-        backward of this output follows it."""
+        backward of this output follows it. `blend_stop` is where a pixel's blend stops:
+        "splat" (the 3DGS rule: before the splat that would take its transmittance below
+        1e-4) or "chunk" (training's default, `[train] blend_stop`: that rule within each
+        256-splat chunk of a tile's list, and the pixel stops after the first chunk that
+        leaves its transmittance below 1e-4; docs/gpu.md, "The chunked stop")."""
         if not isinstance(gaussians, Gaussians):
             raise TypeError(f"[splat] gaussians: expected splat.Gaussians, got {type(gaussians).__name__}")
         batched = not isinstance(camera, Camera)
@@ -121,6 +129,10 @@ class Rasterizer:
         degree = check_sh_degree(sh_degree, gaussians)
         if not isinstance(antialiased, (bool, np.bool_)):
             raise TypeError(f"[splat] antialiased: expected a bool, got {type(antialiased).__name__}")
+        if blend_stop not in BLEND_STOPS:
+            raise ValueError(f"[splat] blend_stop: expected one of {', '.join(map(repr, BLEND_STOPS))}, "
+                             f"got {blend_stop!r}")
+        chunked = blend_stop == "chunk"
         bg = as_float32("background", background)
         if bg.shape == (3,):
             bgs = [bg] * len(cameras)
@@ -136,14 +148,14 @@ class Rasterizer:
             image, alpha, r, colour_pass = _passes.render(
                 self._pool, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, c.world_to_camera,
                 c.fx, c.fy, c.cx, c.cy, w, h, degree, np.ascontiguousarray(b), _passes.NEAR, _passes.FAR,
-                antialiased)
+                antialiased, chunked)
             depth_pass = None
             if depth:
                 sh_z = _passes.depth_sh(_passes.camera_depths(g.means, c.world_to_camera))
                 d, _, _, depth_pass = _passes.render(
                     self._pool, g.means, g.log_scales, g.quats, g.opacity_logits, sh_z, c.world_to_camera,
                     c.fx, c.fy, c.cx, c.cy, w, h, 0, _passes.ZERO_BACKGROUND, _passes.NEAR, _passes.FAR,
-                    antialiased)
+                    antialiased, chunked)
                 depths.append(d[..., 0])
             images.append(image)
             alphas.append(alpha)

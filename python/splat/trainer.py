@@ -29,7 +29,7 @@ CHECKPOINT_VERSION = 1
 # [train] keys added after runs were first written, with the value that keeps
 # what such a run did: a checkpoint or run config without them resumes as before.
 TRAIN_KEYS_ADDED = {"opacity_reset": "on", "num_downscales": 0, "resolution_schedule": 3000, "adam_moments": "float32",
-                    "batch_views": 1}
+                    "batch_views": 1, "blend_stop": "splat"}
 # Raised when the loss or a parameter is no longer finite (a RuntimeError).
 TrainingDiverged = _core.TrainingDiverged
 # Every checkpoint member gets this timestamp, so equal states give equal bytes.
@@ -211,6 +211,7 @@ class Trainer:
         settings = {k: getattr(train_config, k) for k in _NATIVE_SETTINGS}
         settings["mcmc"] = train_config.strategy == "mcmc"
         settings["bf16_moments"] = train_config.adam_moments == "bfloat16"
+        settings["chunked_stop"] = train_config.blend_stop == "chunk"
         # What the cameras' layout (splat.data.layout) and the dataset's kind decide:
         # opacity resets, and screen-size pruning, which runs after the first reset
         # only (0 without resets: it never runs).

@@ -255,6 +255,43 @@ SPLAT_FUNC float blend_forward_apply(float alpha, vec3 color, uint32_t position,
   return alpha;
 }
 
+// (P, L) of a run of splats blended from T = 1, accumulated splat by splat
+// with blend_forward_apply's roundings: a chunk of a tile's list
+// (rasterize_forward.h; the CPU's chunked stop).
+struct ChunkBlend {
+  float P;
+  vec3 L;
+};
+
+SPLAT_FUNC ChunkBlend chunk_blend_begin() {
+  ChunkBlend cb;
+  cb.P = 1.f;
+  cb.L = make_vec3(0.f, 0.f, 0.f);
+  return cb;
+}
+
+SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
+  if (alpha > 0.f) {
+    cb.L = blend_accumulate(cb.L, alpha * cb.P, color);
+    cb.P = cb.P * (1.f - alpha);
+  }
+}
+
+// The blend's stop applied to a chunk's own product: the splat of `alpha`
+// would take it below SPLAT_T_MIN (it is then not blended).
+SPLAT_FUNC bool chunk_blend_stops(ChunkBlend cb, float alpha) {
+  return alpha > 0.f && cb.P * (1.f - alpha) < SPLAT_T_MIN;
+}
+
+// A chunk's (P, L) chained onto a pixel's state: C += T L, T *= P; `last` is
+// its last contributor's position in the chunk + 1 (0: none), the chunk
+// starting at list position `base`.
+SPLAT_FUNC void blend_chain_chunk(SPLAT_THREAD BlendForwardState& st, float P, vec3 L, uint32_t base, uint32_t last) {
+  st.color = st.color + st.T * L;
+  st.T = st.T * P;
+  if (last != 0u) st.n_contrib = base + last;
+}
+
 // blend_alpha, then blend_forward_apply of a blended splat.
 SPLAT_FUNC float blend_forward_step(BlendSplat s, vec2 pix, uint32_t position,
                                     SPLAT_THREAD BlendForwardState& st) {

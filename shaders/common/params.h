@@ -41,7 +41,12 @@ struct RasterParams {
   // its tiles follow the views' before it (view_tile_base). 0: one view.
   uint32_t view_records;
   uint32_t record_base;  // projection: the first record (and depth id) of this launch
-  uint32_t pad0, pad1;
+  // 1: the chunked stop (rasterize_forward.h, docs/gpu.md "The chunked
+  // stop"): within each chunk of a tile's list the blend's stop applies to
+  // the chunk's own product from 1, and a pixel stops after the first chunk
+  // that leaves its T below the stop. 0: the blend's stop, splat by splat.
+  uint32_t chunk_stop;
+  uint32_t pad1;
 };
 SPLAT_STATIC_ASSERT(sizeof(RasterParams) == 48, "RasterParams layout");
 

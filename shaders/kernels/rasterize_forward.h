@@ -13,6 +13,11 @@
 //   rasterize_walk         per chunk: the pixels that stop in it walk it
 //                          splat by splat with the blend's own rule, so the
 //                          stop and the last contributor are the blend's
+//                          (not run with the chunked stop, RasterParams::
+//                          chunk_stop: there the chunk pass applies the
+//                          blend's stop in every chunk, from the chunk's
+//                          start, and the chain ends a pixel after the chunk
+//                          that leaves its T below the stop)
 //   rasterize_checkpoints  per tile: leaves the state after each chunk,
 //                          (T, colour behind), for the chunked backward
 #pragma once
@@ -172,26 +177,6 @@ SPLAT_FUNC bool tile_chunk(uint32_t slot, SPLAT_CONST_MEM const RasterParams& rp
   return slot >= first && tile_chunk_at(tile, slot - first, ranges, c);
 }
 
-// (P, L) of a run of splats blended from T = 1, accumulated splat by splat.
-struct ChunkBlend {
-  float P;
-  vec3 L;
-};
-
-SPLAT_FUNC ChunkBlend chunk_blend_begin() {
-  ChunkBlend cb;
-  cb.P = 1.f;
-  cb.L = make_vec3(0.f, 0.f, 0.f);
-  return cb;
-}
-
-SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
-  if (alpha > 0.f) {
-    cb.L = blend_accumulate(cb.L, alpha * cb.P, color);
-    cb.P = cb.P * (1.f - alpha);
-  }
-}
-
 // The chunk pass's blend of a batch of `count` splats into a thread's
 // pixels, from T = 1; with `exact` (a constant at each call) the blend's stop
 // too: a pixel that stops takes no later splat and is marked in `stopped`.
@@ -209,7 +194,7 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
       // Branch-free: a zero alpha leaves (P, L) as they were.
       float alpha = blend_hit(b, pix[p], true).alpha;
       if (exact) {
-        stopped[p] = stopped[p] || (alpha > 0.f && cb[p].P * (1.f - alpha) < SPLAT_T_MIN);
+        stopped[p] = stopped[p] || chunk_blend_stops(cb[p], alpha);
         alpha = stopped[p] ? 0.f : alpha;
       }
       chunk_blend_add(cb[p], alpha, b.color);
@@ -228,11 +213,15 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
 // chunk, which every pixel enters with T = 1, (P, L) from T = 1 are the
 // blend's own state (chunk_blend_add and blend_forward_apply round alike), so
 // a pixel stopping there needs no walk. SPLAT_CHUNK_EXACT_FIRST 0 restores
-// the walk for it (the A/B and the emulator's same-bits check).
+// the walk for it (the A/B and the emulator's same-bits check). With the
+// chunked stop, in every chunk: that is its rule.
 #ifndef SPLAT_CHUNK_EXACT_FIRST
 #define SPLAT_CHUNK_EXACT_FIRST 1
 #endif
 SPLAT_FUNC bool chunk_first_exact(uint32_t k) { return SPLAT_CHUNK_EXACT_FIRST != 0 && k == 0u; }
+SPLAT_FUNC bool chunk_applies_stop(SPLAT_CONST_MEM const RasterParams& rp, uint32_t k) {
+  return rp.chunk_stop != 0u || chunk_first_exact(k);
+}
 
 // A pixel's 4-float chunk state (quad `at` of chunk_state): one vector store.
 SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t at, float a, vec3 b) {
@@ -241,7 +230,8 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t 
 
 // Pass 1. chunk_state[4 (SPLAT_GROUP_SIZE slot + pixel) ..] = (P, L.rgb),
 // chunk_last[..] = the last contributor's position in the chunk + 1 (0:
-// none), with SPLAT_CHUNK_STOPPED where the pixel stopped in a first chunk.
+// none), with SPLAT_CHUNK_STOPPED where the pixel stopped in a chunk that
+// applies the blend's stop (chunk_applies_stop).
 // SPLAT_CHUNK_THREADS threads, SPLAT_CHUNK_PIXELS pixels each (as the
 // backward: SIMD group w holds the tile pixels from w 64, lane l the pixels
 // l and l + 32), so a splat's row test and loads serve two pixels. Once
@@ -299,13 +289,13 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   bool stopped[SPLAT_CHUNK_PIXELS];
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) stopped[p] = false;
-  if (any_inside && chunk_first_exact(k))
+  if (any_inside && chunk_applies_stop(rp, k))
     blend_chunk_splats(s_splats, count, row_lo, row_hi, pix, true, cb, last, stopped);
   else if (any_inside)
     blend_chunk_splats(s_splats, count, row_lo, row_hi, pix, false, cb, last, stopped);
   const uint32_t slot = chunk_slot(c.tile, c.start, k);
   // Whether every pixel of the tile is below half the stop after this chunk
-  // (or stopped in its first chunk, which it then never leaves):
+  // (or stopped in a chunk that applies the stop, which it then never leaves):
   // its transmittance product with the earlier chunks' (complete: earlier
   // launches) in a head launch, its own in a slot launch. Then the chain
   // (chain_chunks, the same products) stops every pixel in this chunk or
@@ -319,11 +309,13 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
     store_chunk_state(chunk_state, slot * (uint32_t)SPLAT_GROUP_SIZE + pixel, cb[p].P, cb[p].L);
     chunk_last[slot * (uint32_t)SPLAT_GROUP_SIZE + pixel] = last[p] | (stopped[p] ? SPLAT_CHUNK_STOPPED : 0u);
     float T = cb[p].P;
-    bool stopped_before = false;  // in the first chunk, by the blend's stop (its P is then not below it)
+    bool stopped_before = false;  // in an earlier chunk, by the blend's stop (its P is then not below it)
     if (cp.skip_saturated && cp.head) {
-      for (uint32_t j = 0; j < k; ++j) T *= load_float4(chunk_state, chunk_pixel(c.tile, c.start, j, pixel)).x;
-      stopped_before = k > 0u && chunk_first_exact(0u) &&
-                       (chunk_last[chunk_pixel(c.tile, c.start, 0u, pixel)] & SPLAT_CHUNK_STOPPED) != 0u;
+      for (uint32_t j = 0; j < k; ++j) {
+        const uint32_t at = chunk_pixel(c.tile, c.start, j, pixel);
+        T *= load_float4(chunk_state, at).x;
+        stopped_before = stopped_before || (chunk_applies_stop(rp, j) && (chunk_last[at] & SPLAT_CHUNK_STOPPED) != 0u);
+      }
     }
     saturated = saturated && (!px[p].inside || stopped[p] || stopped_before || T < 0.5f * SPLAT_T_MIN);
   }
@@ -341,24 +333,28 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
 // (P, L): C += T L, T *= P, while that is the blend's own result, i.e. while
 // T P stays above the stop (with a margin for rounding: then no splat of the
 // chunk stops the pixel, as T only falls to T P within it). Returns the first
-// chunk the pixel must walk splat by splat (`chunks` when none).
+// chunk the pixel must walk splat by splat (`chunks` when none). With the
+// chunked stop (`chunked`) every chunk is taken whole, as the chunk pass
+// blended it, and the pixel ends after one that stopped it or that leaves T
+// below the stop: nothing is walked.
 SPLAT_FUNC uint32_t chain_chunks(uint32_t tile, uint32_t start, uint32_t chunks, uint32_t k, uint32_t tid,
                                  SPLAT_DEVICE_MEM const float* chunk_state, SPLAT_DEVICE_MEM const uint32_t* chunk_last,
-                                 SPLAT_THREAD BlendForwardState& st, bool from_first) {
+                                 SPLAT_THREAD BlendForwardState& st, bool flags, bool chunked) {
   for (; k < chunks; ++k) {
     uint32_t at = chunk_pixel(tile, start, k, tid);
     vec4 ck = load_float4(chunk_state, at);
     float P = ck.x;
     uint32_t last = chunk_last[at];
-    // Only a first chunk carries the flag: a chain from a later one (the
-    // walk's) leaves the test out (from_first is a constant at each call).
-    const bool stopped = from_first && (last & SPLAT_CHUNK_STOPPED) != 0u;
-    if (from_first) last &= ~SPLAT_CHUNK_STOPPED;
-    if (!stopped && !(st.T * P >= SPLAT_T_MIN * 1.001f)) return k;
-    st.color = st.color + st.T * make_vec3(ck.y, ck.z, ck.w);
-    st.T = st.T * P;
-    if (last != 0u) st.n_contrib = k * (uint32_t)SPLAT_GROUP_SIZE + last;
-    if (stopped) {  // the blend's stop, in the first chunk (from T = 1: the same bits as its walk)
+    // Only chunks that apply the stop carry the flag (chunk_applies_stop): a
+    // chain from a later one (the walk's) leaves the test out (`flags` is a
+    // constant at each call).
+    const bool stopped = flags && (last & SPLAT_CHUNK_STOPPED) != 0u;
+    if (flags) last &= ~SPLAT_CHUNK_STOPPED;
+    if (!chunked && !stopped && !(st.T * P >= SPLAT_T_MIN * 1.001f)) return k;
+    blend_chain_chunk(st, P, make_vec3(ck.y, ck.z, ck.w), k * (uint32_t)SPLAT_GROUP_SIZE, last);
+    // The blend's stop in a chunk that applies it (in the first chunk, from
+    // T = 1: the same bits as its walk), or the chunked stop's end.
+    if (stopped || (chunked && st.T < SPLAT_T_MIN)) {
       st.done = true;
       return chunks;
     }
@@ -380,7 +376,8 @@ SPLAT_FUNC void store_pixel(SPLAT_CONST_MEM const RasterParams& rp, uint32_t ind
 #define SPLAT_NO_STOP_CHUNK 0xffffffffu
 
 // Pass 2, one threadgroup per tile, no barriers. Chains each pixel's chunks;
-// a pixel that never needs a walk is finished here. Otherwise its state at
+// a pixel that never needs a walk is finished here (every pixel, with the
+// chunked stop). Otherwise its state at
 // the start of that chunk, (T, C), goes to the chunk's slot and the chunk to
 // stop_chunk[pixel], for the walk pass.
 SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
@@ -394,7 +391,7 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
   uint32_t start = ranges[2 * t.group], end = ranges[2 * t.group + 1];
   uint32_t chunks = chunk_count(start, end);
   BlendForwardState st = blend_forward_begin();
-  uint32_t k = chain_chunks(t.group, start, chunks, 0u, t.tid, chunk_state, chunk_last, st, true);
+  uint32_t k = chain_chunks(t.group, start, chunks, 0u, t.tid, chunk_state, chunk_last, st, true, rp.chunk_stop != 0u);
   if (k < chunks) {
     uint32_t at = chunk_pixel(t.group, start, k, t.tid);
     store_chunk_state(chunk_state, at, st.T, st.color);
@@ -489,7 +486,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
 
   uint32_t chunks = chunk_count(c.start, c.end);
   for (uint32_t next = k + 1u; !st.done && next < chunks; ++next) {
-    next = chain_chunks(c.tile, c.start, chunks, next, pixel, chunk_state, chunk_last, st, false);
+    next = chain_chunks(c.tile, c.start, chunks, next, pixel, chunk_state, chunk_last, st, false, false);
     if (next >= chunks) break;
     uint32_t lo = c.start + next * (uint32_t)SPLAT_GROUP_SIZE;
     uint32_t hi = c.end - lo < (uint32_t)SPLAT_GROUP_SIZE ? c.end : lo + (uint32_t)SPLAT_GROUP_SIZE;

@@ -6,7 +6,7 @@
 // backward takes a random d_image (and d_alpha). Writes the arrays for
 // tests/test_simt_emulation.py to compare.
 //
-//   raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP [VIEWS]]]
+//   raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP [VIEWS [CHUNKED]]]]
 //
 // VIEWS > 1: that many views of one size binned together, as a batch of
 // views is (docs/architecture.md, "Several views a step"): SPLATS records a
@@ -17,6 +17,12 @@
 // that saturates its tile (BackendConfig.raster_forward_chunks =
 // skip_saturated, as GpuDevice dispatches it); the header then counts the
 // chunks skipped.
+//
+// CHUNKED 1: the chunked stop (RasterParams::chunk_stop; no walk pass, as
+// GpuDevice dispatches it), against its sequential blend: each chunk of a
+// list blended from T = 1 with the blend's own step (its stop applied to the
+// chunk's product), chained, the pixel ending after a chunk that stopped it
+// or left T below the stop.
 //
 // Backward variants are chosen at compile time (-DSPLAT_SPEC_BWD_...,
 // -DSPLAT_SPEC_DETERMINISTIC=1, -DSPLAT_SPEC_ABSGRAD=1). The summed absolute
@@ -44,8 +50,8 @@ void write(FILE* f, const void* p, size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5 || argc > 8) {
-    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP [VIEWS]]]\n");
+  if (argc < 5 || argc > 9) {
+    fprintf(stderr, "usage: raster_check SEED SPLATS WITH_D_ALPHA OUT [FAINT [SKIP [VIEWS [CHUNKED]]]]\n");
     return 2;
   }
   std::mt19937 rng((uint32_t)strtoul(argv[1], nullptr, 10));
@@ -57,6 +63,7 @@ int main(int argc, char** argv) {
   // contributors lie deep in long lists (many checkpoint chunks).
   const bool faint = argc > 5 && atoi(argv[5]) != 0;
   const bool skip = argc > 6 && atoi(argv[6]) != 0;
+  const bool chunked = argc > 8 && atoi(argv[8]) != 0;
   std::uniform_real_distribution<float> uniform(0.f, 1.f);
   std::normal_distribution<float> normal(0.f, 1.f);
 
@@ -144,6 +151,7 @@ int main(int argc, char** argv) {
   RasterParams rp{};
   rp.num_gaussians = (uint32_t)n;
   rp.num_tiles = num_tiles;
+  rp.chunk_stop = chunked ? 1u : 0u;
   for (float& b : rp.background) b = uniform(rng);
   const uint32_t pixels = kWidth * kHeight * (uint32_t)views;
   std::vector<float> image(3 * pixels), alpha(pixels), final_T(pixels), chunk_state(4 * slots * SPLAT_GROUP_SIZE);
@@ -176,7 +184,7 @@ int main(int argc, char** argv) {
   });
   uint32_t walks = 0;  // pixels the walk pass finishes
   for (uint32_t v : stop_chunk) walks += v != SPLAT_NO_STOP_CHUNK ? 1u : 0u;
-  simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+  if (!chunked) simt_emu::dispatch(slots, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     SPLAT_TG_QUADS(s_splats, SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS);
     SPLAT_TG_ARRAY(uint32_t, s_flags, SPLAT_GROUP_WARPS + 1);
     SPLAT_TG_ARRAY(uint32_t, s_walkers, SPLAT_GROUP_SIZE);
@@ -251,8 +259,19 @@ int main(int argc, char** argv) {
       const uint32_t start = ranges[2 * tile], end = ranges[2 * tile + 1];
       const vec2 pix = make_vec2((float)x + 0.5f, (float)vy + 0.5f);
       BlendForwardState st = blend_forward_begin();
-      for (uint32_t i = start; i < end && !st.done; ++i)
-        blend_forward_step(record_blend_splat(records[sorted_ids[i]]), pix, i - start, st);
+      if (!chunked) {
+        for (uint32_t i = start; i < end && !st.done; ++i)
+          blend_forward_step(record_blend_splat(records[sorted_ids[i]]), pix, i - start, st);
+      }
+      for (uint32_t lo = start; chunked && lo < end && !st.done; lo += SPLAT_GROUP_SIZE) {
+        BlendForwardState part = blend_forward_begin();  // the chunk from T = 1, the blend's own stop
+        for (uint32_t i = lo; i < std::min(end, lo + (uint32_t)SPLAT_GROUP_SIZE) && !part.done; ++i)
+          blend_forward_step(record_blend_splat(records[sorted_ids[i]]), pix, i - start, part);
+        st.color = st.color + st.T * part.color;
+        st.T = st.T * part.T;
+        if (part.n_contrib != 0u) st.n_contrib = part.n_contrib;
+        st.done = part.done || st.T < SPLAT_T_MIN;
+      }
       const vec3 c = st.color + st.T * bg;
       ref_image[3 * p] = c.x;
       ref_image[3 * p + 1] = c.y;

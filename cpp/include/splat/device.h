@@ -26,6 +26,14 @@ class Device {
   // mode of its forward.
   void set_antialiased(bool on) { antialiased_.store(on, std::memory_order_relaxed); }
   bool antialiased() const { return antialiased_.load(std::memory_order_relaxed); }
+  // The blend's stop of every later forward (docs/gpu.md, "The chunked stop";
+  // train.blend_stop): false, a pixel stops before the splat that would take
+  // its transmittance below 1e-4 (the 3DGS rule); true, that rule applies
+  // within each 256-position chunk of a tile's list to the chunk's own
+  // product, and the pixel stops after the first chunk that leaves its
+  // transmittance below 1e-4. A backward follows the rule of its forward.
+  void set_chunked_stop(bool on) { chunked_stop_.store(on, std::memory_order_relaxed); }
+  bool chunked_stop() const { return chunked_stop_.load(std::memory_order_relaxed); }
 
   // Renders `g` from `cam`. Keeps what the backward needs (the parameters are
   // copied into the device's resident buffers, which only grow).
@@ -241,6 +249,7 @@ class Device {
 
  private:
   std::atomic<bool> antialiased_{false};
+  std::atomic<bool> chunked_stop_{false};
 };
 
 // Creates the device `config.backend` names (auto resolved as documented).

@@ -35,6 +35,7 @@ struct TrainSettings {
   bool random_background = false;
   uint32_t max_gaussians = 1u << 24;
   bool antialiased = false;  // the 2D filter's opacity compensation (Device::set_antialiased)
+  bool chunked_stop = false;  // the blend's stop per chunk (Device::set_chunked_stop; train.blend_stop)
   // The MCMC strategy (docs/training_modes.md, "The MCMC strategy") instead of
   // clone / split / prune and opacity resets.
   bool mcmc = false;

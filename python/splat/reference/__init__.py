@@ -15,11 +15,12 @@ blend.py) and their exact derivatives (backward.py).
 from .backward import RefGrads, backward, project_backward, rasterize_backward
 from .forward import RefForward, forward, forward_arrays, forward_scene
 from .projection import Projection, project
-from .blend import SplatAlphas, TileBlend, blend_pixel_literal, rasterize, splat_alphas
+from .blend import BLEND_STOPS, CHUNK, SplatAlphas, TileBlend, blend_pixel_literal, rasterize, splat_alphas
 from .sh import sh_basis, sh_basis_jacobian
 
 __all__ = [
     "forward", "backward", "RefForward", "RefGrads", "forward_arrays", "forward_scene",
     "project", "Projection", "rasterize", "rasterize_backward", "project_backward",
-    "blend_pixel_literal", "splat_alphas", "SplatAlphas", "TileBlend", "sh_basis", "sh_basis_jacobian",
+    "blend_pixel_literal", "splat_alphas", "SplatAlphas", "TileBlend", "sh_basis", "sh_basis_jacobian", "BLEND_STOPS",
+    "CHUNK",
 ]

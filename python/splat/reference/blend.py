@@ -23,6 +23,15 @@ on T), then the running transmittance is a cumulative product down the list
 first list entry where that product drops below 1e-4. That entry is always a
 non-skipped one (the product only changes at those), so "stop before it" gives
 exactly the contributors of the sequential loop, with the same products.
+
+The chunked stop (`blend_stop="chunk"`, training's default): the list is cut into
+chunks of CHUNK positions; within a chunk the stop above applies to the chunk's own
+product (from 1 at the chunk's first entry), and a pixel takes no later chunk once a
+chunk stopped it or left its T below 1e-4. The first chunk is the rule above exactly;
+later ones let a pixel blend past the 3DGS stop to its chunk's end (each such splat
+adds at most T < 1e-4 of colour). Chunks count the positions of the lists as binning
+builds them, which leaves out the tiles of a splat's rect that its ellipse cannot reach
+(shaders/common/tile_cover.h): pass those lists as `tile_mask` for the chunked stop.
 """
 from __future__ import annotations
 
@@ -36,6 +45,8 @@ SIGMA_CUTOFF = 5.55          # skip if sigma >= 5.55
 ALPHA_MAX = 0.999            # alpha = min(0.999, opacity exp(-sigma))
 ALPHA_MIN = 1.0 / 255.0      # skip if alpha < 1/255
 T_MIN = 1e-4                 # stop before a splat that would bring T below this
+CHUNK = 256                  # list positions a chunk of the chunked stop holds
+BLEND_STOPS = ("splat", "chunk")
 
 
 @dataclass
@@ -90,10 +101,13 @@ def depth_order(depths: np.ndarray, visible: np.ndarray) -> np.ndarray:
     return idx[np.argsort(depths[idx], kind="stable")]
 
 
-def tile_list(order: np.ndarray, tile_rects: np.ndarray, tx: int, ty: int) -> np.ndarray:
-    """The entries of `order` whose tile rectangle contains tile (tx, ty), in order."""
+def tile_list(order: np.ndarray, tile_rects: np.ndarray, tx: int, ty: int, tile_mask=None) -> np.ndarray:
+    """The entries of `order` whose tile rectangle contains tile (tx, ty), in order;
+    with `tile_mask` [N, tiles_y, tiles_x], those it marks at (tx, ty) among them."""
     r = tile_rects[order]
     inside = (r[:, 0] <= tx) & (tx < r[:, 1]) & (r[:, 2] <= ty) & (ty < r[:, 3])
+    if tile_mask is not None:
+        inside &= tile_mask[order, ty, tx].astype(bool)
     return order[inside]
 
 
@@ -105,11 +119,42 @@ def tile_pixels(tx: int, ty: int, width: int, height: int) -> tuple[np.ndarray, 
     return px.ravel(), py.ravel()
 
 
+def stop_mask(s: SplatAlphas) -> np.ndarray:
+    """[L,P] bool: the splats blended under the 3DGS stop."""
+    n_list = s.alpha.shape[0]
+    # running T if every non-skipped splat were blended; stop where it drops below T_MIN
+    running = np.cumprod(np.where(s.passes, 1.0 - s.alpha, 1.0), axis=0)
+    below = running < T_MIN
+    stop = np.where(below.any(axis=0), below.argmax(axis=0), n_list)
+    return s.passes & (np.arange(n_list)[:, None] < stop[None, :])
+
+
+def chunked_stop_mask(s: SplatAlphas) -> np.ndarray:
+    """[L,P] bool: the splats blended under the chunked stop (module docstring)."""
+    n_list, n_pix = s.alpha.shape
+    contrib = np.zeros((n_list, n_pix), dtype=bool)
+    T = np.ones(n_pix)
+    alive = np.ones(n_pix, dtype=bool)
+    for lo in range(0, n_list, CHUNK):
+        part = SplatAlphas(*(getattr(s, f)[lo:lo + CHUNK] for f in SplatAlphas.__dataclass_fields__))
+        inside = stop_mask(part)                                   # the 3DGS stop from 1 in the chunk
+        stopped = part.passes.any(axis=0) & (inside.sum(axis=0) < part.passes.sum(axis=0))
+        inside &= alive[None, :]
+        contrib[lo:lo + CHUNK] = inside
+        T = T * np.prod(np.where(inside, 1.0 - part.alpha, 1.0), axis=0)
+        alive &= ~stopped & (T >= T_MIN)
+    return contrib
+
+
 def rasterize(means2d, conics, colors, opacities, depths, tile_rects, visible,
-              width, height, background):
+              width, height, background, blend_stop="splat", tile_mask=None):
     """Blend the splats. Returns (image [H,W,D], alpha [H,W], n_contrib [H,W] int32,
     final_T [H,W], tiles: list[TileBlend]); colors [N,D] and background [D] (D = 3, or
-    4 with the camera depth as the last channel)."""
+    4 with the camera depth as the last channel). `blend_stop`: "splat" (the 3DGS stop)
+    or "chunk" (the chunked stop, module docstring); `tile_mask` [N, tiles_y, tiles_x]: the
+    tiles binning gives each splat (tile_list)."""
+    if blend_stop not in BLEND_STOPS:
+        raise ValueError(f"[splat.reference] blend_stop: expected one of {BLEND_STOPS}, got {blend_stop!r}")
     background = np.asarray(background, dtype=np.float64).reshape(-1)
     image = np.empty((height, width, colors.shape[1]))
     final_T = np.ones((height, width))
@@ -120,7 +165,7 @@ def rasterize(means2d, conics, colors, opacities, depths, tile_rects, visible,
     for ty in range(tiles_y):
         for tx in range(tiles_x):
             px, py = tile_pixels(tx, ty, width, height)
-            ids = tile_list(order, tile_rects, tx, ty)
+            ids = tile_list(order, tile_rects, tx, ty, tile_mask)
             n_list = len(ids)
             if n_list == 0:
                 contrib = np.zeros((0, len(px)), dtype=bool)
@@ -128,11 +173,7 @@ def rasterize(means2d, conics, colors, opacities, depths, tile_rects, visible,
                 tiles.append(TileBlend((tx, ty), px, py, ids, contrib))
                 continue
             s = splat_alphas(means2d, conics, opacities, ids, px, py)
-            # running T if every non-skipped splat were blended; stop where it drops below T_MIN
-            running = np.cumprod(np.where(s.passes, 1.0 - s.alpha, 1.0), axis=0)
-            below = running < T_MIN
-            stop = np.where(below.any(axis=0), below.argmax(axis=0), n_list)
-            contrib = s.passes & (np.arange(n_list)[:, None] < stop[None, :])
+            contrib = stop_mask(s) if blend_stop == "splat" else chunked_stop_mask(s)
             T_before, T_last = transmittance(s.alpha, contrib)
             weight = np.where(contrib, s.alpha * T_before, 0.0)           # [L,P]
             color = weight.T @ colors[ids]                                # [P,3]

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .projection import Projection, as_f64, project
+from .projection import Projection, as_f64, project, tile_grid
 from .blend import ALPHA_MAX, TileBlend, rasterize, splat_alphas
 from .sh import MAX_SH_DEGREE
 
@@ -56,11 +56,14 @@ class RefForward:
 
 def forward_arrays(means, log_scales, quats, opacity_logits, sh, world_to_camera,
                    fx, fy, cx, cy, width, height, sh_degree, background, depth=False,
-                   antialiased=False) -> RefForward:
+                   antialiased=False, blend_stop="splat", tile_cover=None) -> RefForward:
     """Render N Gaussians given as arrays (any float dtype; computed in float64). With
     `depth`, the blend carries the camera depth z as a fourth channel (background 0):
     `depth` = sum_i w_i z_i with the colour's weights. `antialiased`: the 2D filter's
-    opacity compensation (projection.project)."""
+    opacity compensation (projection.project). `blend_stop`: "splat" or "chunk"
+    (blend.rasterize). `tile_cover(means2d, conics, opacities, tile_rects, tiles_x, tiles_y)`
+    gives the [N, tiles_y, tiles_x] mask of the tiles binning gives each splat (default:
+    its whole rect), whose list positions the chunked stop's chunks count."""
     background = as_f64("background", background, (None,)).reshape(-1)
     if background.shape != (3,):
         raise ValueError(f"[splat.reference] background: expected 3 values, got {background.shape[0]}")
@@ -73,9 +76,12 @@ def forward_arrays(means, log_scales, quats, opacity_logits, sh, world_to_camera
     if depth:
         colors = np.concatenate([p.colors, p.depths[:, None]], axis=1)
         bg = np.append(background, 0.0)
+    tile_mask = None
+    if tile_cover is not None:
+        tile_mask = tile_cover(means2d, conics, p.opacities, p.tile_rects, *tile_grid(p.width, p.height))
     image, alpha, n_contrib, final_T, tiles = rasterize(
         means2d, conics, colors, p.opacities, p.depths, p.tile_rects, vis,
-        p.width, p.height, bg)
+        p.width, p.height, bg, blend_stop, tile_mask)
     return RefForward(
         image=image[..., :3], depth=image[..., 3] if depth else None, alpha=alpha, radii=np.where(vis, p.radius, 0).astype(np.int32),
         means2d=means2d, conics=conics, depths=p.depths.copy(), colors=p.colors,
@@ -84,7 +90,7 @@ def forward_arrays(means, log_scales, quats, opacity_logits, sh, world_to_camera
 
 
 def forward_scene(gaussians, camera, sh_degree=None, background=None, depth=False,
-                  antialiased=False) -> RefForward:
+                  antialiased=False, blend_stop="splat") -> RefForward:
     """Render duck-typed Gaussians (.means .log_scales .quats .opacity_logits .sh) seen by a
     duck-typed camera (.world_to_camera .fx .fy .cx .cy .width .height).
 
@@ -97,7 +103,7 @@ def forward_scene(gaussians, camera, sh_degree=None, background=None, depth=Fals
         background = np.zeros(3)
     return forward_arrays(g.means, g.log_scales, g.quats, g.opacity_logits, g.sh,
                           c.world_to_camera, c.fx, c.fy, c.cx, c.cy, c.width, c.height,
-                          sh_degree, background, depth, antialiased)
+                          sh_degree, background, depth, antialiased, blend_stop)
 
 
 def _is_gaussians(x) -> bool:
@@ -106,7 +112,8 @@ def _is_gaussians(x) -> bool:
 
 def forward(*args, **kwargs) -> RefForward:
     """forward(means, log_scales, quats, opacity_logits, sh, world_to_camera,
-               fx, fy, cx, cy, width, height, sh_degree, background, depth=False, antialiased=False)
+               fx, fy, cx, cy, width, height, sh_degree, background, depth=False, antialiased=False,
+               blend_stop="splat")
     or forward(gaussians, camera, sh_degree, background, depth=False, antialiased=False)."""
     if (args and _is_gaussians(args[0])) or "gaussians" in kwargs:
         return forward_scene(*args, **kwargs)
