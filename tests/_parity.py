@@ -53,9 +53,11 @@ def binned_tiles(means2d, conics, opacities, rects, tiles_x, tiles_y):
 
 def deep_scene(rng, n=3000, width=40, height=36):
     """Faint, wide splats over a small image: tile lists of 1500-3000 entries whose
-    pixels reach T < 1e-4 only after several 256-entry chunks (the chunked stop's case)."""
+    pixels reach T < 1e-4 only after several 256-entry chunks (the chunked stop's case);
+    one splat in 300 opaque, which stops some pixels inside a later chunk."""
     scene = random_scene(rng, n=n, sh_degree=1, width=width, height=height, depth=(2.0, 6.0),
                          pixel_sigma=(4.0, 12.0), logits=(-4.5, -2.5), spread=0.9)
+    scene.opacity_logits[::300] = 7.0
     separate_depths(scene)
     return scene
 

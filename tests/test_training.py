@@ -413,3 +413,29 @@ def test_deterministic_training_is_bitwise_reproducible():
     assert a["means"].shape[0] != 0
     for k in a:
         assert a[k].tobytes() == b[k].tobytes(), k
+
+
+# ----------------------------------------------------------------------------- the chunked stop
+def test_blend_stop_reaches_the_trainers_steps_and_renders():
+    """[train] blend_stop = "chunk" (docs/gpu.md, "The chunked stop") on lists many
+    256-entry chunks deep: the trainer renders with it (the Rasterizer's chunked image,
+    which the 3DGS stop's differs from), and its step follows it; on shallow lists the
+    two rules are the same rule, to the bit."""
+    rng, seed = make_rng()
+    for n, deep in ((3000, True), (40, False)):
+        gt = random_gaussians(rng, n, scale=(0.2, 0.5))
+        gt.opacity_logits[:] = rng.uniform(-4.5, -2.5, n) if deep else rng.uniform(0.0, 3.0, n)
+        ds = make_dataset(rng, gt, n_views=4)
+        steps = {}
+        for rule in ("splat", "chunk"):
+            cfg = small_config(steps=2, blend_stop=rule, densify_from=100)
+            tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"), initial=gt)
+            cam = ds.cameras[1]  # the render at step 0 evaluates SH degree 0
+            r = splat.Rasterizer(splat.BackendConfig(backend="cpu"))
+            want = r.forward(tr.gaussians(), cam, 0, tr.background, blend_stop=rule).image
+            other = r.forward(tr.gaussians(), cam, 0, tr.background, blend_stop={"splat": "chunk", "chunk": "splat"}[rule])
+            np.testing.assert_array_equal(tr.render(cam), want, err_msg=f"{rule}; seed {seed}")
+            assert (np.abs(want - other.image).max() > 1e-5) == deep, (rule, seed)
+            tr.run(1, progress=False)
+            steps[rule] = tr.gaussians().means.copy()
+        assert (not np.array_equal(steps["splat"], steps["chunk"])) == deep, seed

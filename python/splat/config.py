@@ -261,12 +261,12 @@ class TrainConfig(_Section):
                                   doc="final exposure-correction lr (exponential decay over `steps`)")
     visible_adam: bool = _f(False, "bool", doc="Adam steps only the Gaussians the step's view saw; the others keep "
                                                 "their parameters and moments (gsplat's visible_adam, Taming 3DGS)")
-    blend_stop: str = _f("chunk", "str", choices=("chunk", "splat"),
-                         doc="where a pixel's blend stops in training and in the run's renders: chunk applies "
-                             "the 3DGS stop (transmittance below 1e-4) within each 256-splat chunk of a tile's "
-                             "list and stops the pixel after the first chunk that leaves it below 1e-4 (at most "
-                             "1e-4 from splat in any pixel, and one GPU pass fewer); splat stops before the splat "
-                             "that would take it below 1e-4, as the 3DGS reference does")
+    blend_stop: str = _f("splat", "str", choices=("splat", "chunk"),
+                         doc="where a pixel's blend stops in training and in the run's renders: splat stops "
+                             "before the splat that would take its transmittance below 1e-4, as the 3DGS "
+                             "reference does; chunk applies that stop within each 256-entry chunk of a tile's "
+                             "list, from the chunk's start, and ends the pixel after the first chunk that leaves "
+                             "its transmittance below 1e-4 (one GPU pass fewer a forward)")
     adam_moments: str = _f("bfloat16", "str", choices=("float32", "bfloat16"),
                            doc="storage of Adam's two moments per parameter: bfloat16 packs both in 4 bytes, rounded "
                                "stochastically (half the moments' memory and traffic; the update itself in float32)")

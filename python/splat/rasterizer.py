@@ -109,8 +109,8 @@ class Rasterizer:
         sqrt(det(cov2d) / det(cov2d + 0.3 I)), gsplat's rasterize_mode="antialiased"); the
         backward of this output follows it. `blend_stop` is where a pixel's blend stops:
         "splat" (the 3DGS rule: before the splat that would take its transmittance below
-        1e-4) or "chunk" (training's default, `[train] blend_stop`: that rule within each
-        256-splat chunk of a tile's list, and the pixel stops after the first chunk that
+        1e-4) or "chunk" (`[train] blend_stop`: that rule within each 256-entry chunk of a
+        tile's list, from the chunk's start, and the pixel stops after the first chunk that
         leaves its transmittance below 1e-4; docs/gpu.md, "The chunked stop")."""
         if not isinstance(gaussians, Gaussians):
             raise TypeError(f"[splat] gaussians: expected splat.Gaussians, got {type(gaussians).__name__}")

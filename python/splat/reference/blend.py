@@ -24,12 +24,13 @@ first list entry where that product drops below 1e-4. That entry is always a
 non-skipped one (the product only changes at those), so "stop before it" gives
 exactly the contributors of the sequential loop, with the same products.
 
-The chunked stop (`blend_stop="chunk"`, training's default): the list is cut into
+The chunked stop (`blend_stop="chunk"`, `[train] blend_stop`): the list is cut into
 chunks of CHUNK positions; within a chunk the stop above applies to the chunk's own
 product (from 1 at the chunk's first entry), and a pixel takes no later chunk once a
 chunk stopped it or left its T below 1e-4. The first chunk is the rule above exactly;
-later ones let a pixel blend past the 3DGS stop to its chunk's end (each such splat
-adds at most T < 1e-4 of colour). Chunks count the positions of the lists as binning
+later ones let a pixel blend past the 3DGS stop to its chunk's end: the splat the 3DGS
+rule stops before (T (1 - alpha) < 1e-4, so T < 1e-4 / (1 - alpha), up to 0.1 for an
+opaque one) and those after it (each adding under 1e-4). Chunks count the positions of the lists as binning
 builds them, which leaves out the tiles of a splat's rect that its ellipse cannot reach
 (shaders/common/tile_cover.h): pass those lists as `tile_mask` for the chunked stop.
 """
