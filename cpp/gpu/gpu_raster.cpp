@@ -206,14 +206,14 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(image),
           KernelArg::buf(alpha), KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(chunk_state),
           KernelArg::buf(chunk_last), KernelArg::buf(stop_chunk)});
+  // The chunked stop leaves every pixel final in RasterizeForward, which then
+  // stores its checkpoints too: no walk, no checkpoint pass.
   if (pairs && !rp_.chunk_stop) {
     launch(Kernel::RasterizeWalk, static_cast<uint32_t>(slots),
            {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(sorted),
             KernelArg::buf(records), KernelArg::buf(chunk_tiles), KernelArg::buf(image), KernelArg::buf(alpha),
             KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(chunk_state),
             KernelArg::buf(chunk_last), KernelArg::buf(stop_chunk)});
-  }
-  if (pairs) {
     launch(Kernel::RasterizeCheckpoints, num_tiles,
            {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(final_T),
             KernelArg::buf(n_contrib), KernelArg::buf(chunk_state)});

@@ -20,6 +20,7 @@
 //                          that leaves its T below the stop)
 //   rasterize_checkpoints  per tile: leaves the state after each chunk,
 //                          (T, colour behind), for the chunked backward
+//                          (with the chunked stop, rasterize_forward's end)
 #pragma once
 #include "blend.h"
 #include "simt_util.h"
@@ -373,6 +374,42 @@ SPLAT_FUNC void store_pixel(SPLAT_CONST_MEM const RasterParams& rp, uint32_t ind
   n_contrib[index] = st.n_contrib;
 }
 
+// The checkpoints of one pixel (tile pixel `tid`, last contributor `nc`,
+// final transmittance `T`): a back-to-front sweep over the chunks up to the
+// last contributor leaves in each chunk's slot, in place of its (P, L), the
+// state after it for the chunked backward: (T, B) with B the colour behind
+// normalised by T, composited from the later chunks' (P, L) (B = L + P
+// B_next, the background last) as the backward's own walk composites it,
+// with no cancellation. The loads run ahead of the stores,
+// SPLAT_CHECKPOINT_BATCH chunks at a time: the stores go to the same array,
+// so the compiler kept every load behind the previous store and the sweep was
+// a chain of L2 round trips (Nsight Compute: no eligible warp in 95% of
+// cycles).
+#define SPLAT_CHECKPOINT_BATCH 4
+SPLAT_FUNC void store_checkpoints(SPLAT_CONST_MEM const RasterParams& rp, uint32_t tile, uint32_t start, uint32_t tid,
+                                  uint32_t nc, float T, SPLAT_DEVICE_MEM float* chunk_state) {
+  if (nc == 0u) return;
+  uint32_t k_last = (nc - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
+  vec3 B = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
+  for (uint32_t k_end = k_last + 1u; k_end > 0u;) {  // chunks k_end - 1 .. 0 remain
+    vec4 s[SPLAT_CHECKPOINT_BATCH];
+    SPLAT_UNROLL for (uint32_t j = 0; j < SPLAT_CHECKPOINT_BATCH; ++j) {
+      s[j] = make_vec4(1.f, 0.f, 0.f, 0.f);
+      if (j < k_end) s[j] = load_float4(chunk_state, chunk_pixel(tile, start, k_end - 1u - j, tid));
+    }
+    SPLAT_UNROLL for (uint32_t j = 0; j < SPLAT_CHECKPOINT_BATCH; ++j) {
+      if (j >= k_end) break;
+      const uint32_t k = k_end - 1u - j;
+      if (k < k_last) store_chunk_state(chunk_state, chunk_pixel(tile, start, k, tid), T, B);
+      float P = s[j].x;
+      vec3 L = make_vec3(s[j].y, s[j].z, s[j].w);
+      B = L + P * B;
+      T = T / P;
+    }
+    k_end = k_end > SPLAT_CHECKPOINT_BATCH ? k_end - SPLAT_CHECKPOINT_BATCH : 0u;
+  }
+}
+
 #define SPLAT_NO_STOP_CHUNK 0xffffffffu
 
 // Pass 2, one threadgroup per tile, no barriers. Chains each pixel's chunks;
@@ -401,6 +438,9 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
   }
   stop_chunk[px.index] = SPLAT_NO_STOP_CHUNK;
   store_pixel(rp, px.index, st, image, alpha, final_T, n_contrib);
+  // The chunked stop walks nothing, so every pixel is final here: its
+  // checkpoints too, from the chunk states this thread just read.
+  if (rp.chunk_stop != 0u) store_checkpoints(rp, t.group, start, t.tid, st.n_contrib, st.T, chunk_state);
 }
 
 // Pass 3, one threadgroup per chunk (tile_chunk()). The pixels whose walk
@@ -502,17 +542,9 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   store_pixel(rp, px.index, st, image, alpha, final_T, n_contrib);
 }
 
-// Pass 4, one threadgroup per tile, no barriers. A back-to-front sweep over
-// the chunks up to the pixel's last contributor leaves in each chunk's slot,
-// in place of its (P, L), the state after it for the chunked backward:
-// (T, B) with B the colour behind normalised by T, composited from the later
-// chunks' (P, L) (B = L + P B_next, the background last) as the backward's
-// own walk composites it, with no cancellation. The loads run ahead of the
-// stores, SPLAT_CHECKPOINT_BATCH chunks at a time: the stores go to the same
-// array, so the compiler kept every load behind the previous store and the
-// sweep was a chain of L2 round trips (Nsight Compute: no eligible warp in
-// 95% of cycles).
-#define SPLAT_CHECKPOINT_BATCH 4
+// Pass 4, one threadgroup per tile, no barriers: store_checkpoints for each
+// pixel (the chunked stop runs it at the end of pass 2 instead, which then
+// holds every pixel's final state).
 SPLAT_FUNC void rasterize_checkpoints_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                            SPLAT_CONST_MEM const RasterParams& rp,
                                            SPLAT_DEVICE_MEM const uint32_t* ranges,
@@ -521,27 +553,5 @@ SPLAT_FUNC void rasterize_checkpoints_body(SimtThread t, SPLAT_CONST_MEM const C
                                            SPLAT_DEVICE_MEM float* chunk_state) {
   TilePixel px = tile_pixel(cam, t.group, t.tid);
   if (!px.inside) return;
-  uint32_t nc = n_contrib[px.index];
-  if (nc == 0u) return;
-  uint32_t start = ranges[2 * t.group];
-  uint32_t k_last = (nc - 1u) / (uint32_t)SPLAT_GROUP_SIZE;
-  float T = final_T[px.index];
-  vec3 B = make_vec3(rp.background[0], rp.background[1], rp.background[2]);
-  for (uint32_t k_end = k_last + 1u; k_end > 0u;) {  // chunks k_end - 1 .. 0 remain
-    vec4 s[SPLAT_CHECKPOINT_BATCH];
-    SPLAT_UNROLL for (uint32_t j = 0; j < SPLAT_CHECKPOINT_BATCH; ++j) {
-      s[j] = make_vec4(1.f, 0.f, 0.f, 0.f);
-      if (j < k_end) s[j] = load_float4(chunk_state, chunk_pixel(t.group, start, k_end - 1u - j, t.tid));
-    }
-    SPLAT_UNROLL for (uint32_t j = 0; j < SPLAT_CHECKPOINT_BATCH; ++j) {
-      if (j >= k_end) break;
-      const uint32_t k = k_end - 1u - j;
-      if (k < k_last) store_chunk_state(chunk_state, chunk_pixel(t.group, start, k, t.tid), T, B);
-      float P = s[j].x;
-      vec3 L = make_vec3(s[j].y, s[j].z, s[j].w);
-      B = L + P * B;
-      T = T / P;
-    }
-    k_end = k_end > SPLAT_CHECKPOINT_BATCH ? k_end - SPLAT_CHECKPOINT_BATCH : 0u;
-  }
+  store_checkpoints(rp, t.group, ranges[2 * t.group], t.tid, n_contrib[px.index], final_T[px.index], chunk_state);
 }

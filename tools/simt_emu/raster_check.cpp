@@ -18,8 +18,8 @@
 // skip_saturated, as GpuDevice dispatches it); the header then counts the
 // chunks skipped.
 //
-// CHUNKED 1: the chunked stop (RasterParams::chunk_stop; no walk pass, as
-// GpuDevice dispatches it), against its sequential blend: each chunk of a
+// CHUNKED 1: the chunked stop (RasterParams::chunk_stop; no walk or
+// checkpoint pass, as GpuDevice dispatches it), against its sequential blend: each chunk of a
 // list blended from T = 1 with the blend's own step (its stop applied to the
 // chunk's product), chained, the pixel ending after a chunk that stopped it
 // or left T below the stop.
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
                         image.data(), alpha.data(), final_T.data(), n_contrib.data(), chunk_state.data(),
                         chunk_last.data(), stop_chunk.data(), s_splats, s_flags, s_walkers);
   });
-  simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
+  if (!chunked) simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     rasterize_checkpoints_body(t, cam, rp, ranges.data(), final_T.data(), n_contrib.data(), chunk_state.data());
   });
 
