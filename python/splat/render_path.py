@@ -34,10 +34,14 @@ class SceneRenderer:
     (the same interface as Trainer.render, so `splat.evaluate` takes it)."""
 
     def __init__(self, gaussians: Gaussians, backend_config=None, background=(1.0, 1.0, 1.0),
-                 antialiased: bool = False):
-        from .rasterizer import Rasterizer
+                 antialiased: bool = False, blend_stop: str = "splat"):
+        from .rasterizer import BLEND_STOPS, Rasterizer
+        if blend_stop not in BLEND_STOPS:
+            raise ValueError(f"[splat] blend_stop: expected one of {', '.join(map(repr, BLEND_STOPS))}, "
+                             f"got {blend_stop!r}")
         self.gaussians = gaussians
         self.antialiased = bool(antialiased)
+        self.blend_stop = blend_stop
         self.background = tuple(float(b) for b in background)
         self._raster = Rasterizer(backend_config)
         self.sh_degree = gaussians.sh_degree
@@ -55,7 +59,7 @@ class SceneRenderer:
         # A background like 0.1 is not exactly a float32; it is meant as one.
         bg = np.asarray(self.background if background is None else background, np.float32)
         return self._raster.forward(self.gaussians, camera, sh_degree=self.sh_degree, background=bg,
-                                    antialiased=self.antialiased).image
+                                    antialiased=self.antialiased, blend_stop=self.blend_stop).image
 
 
 # --------------------------------------------------------------------------- camera maths
@@ -360,6 +364,7 @@ class OpenedModel:
     cameras: list                 # [(name, Camera, "train" | "test")] from cameras.json, when found
     run_dir: Path | None
     antialiased: bool = False     # the rasterization mode it renders with
+    blend_stop: str = "splat"     # and where its pixels' blend stops ([train] blend_stop)
     # no background was given or recorded (a scene file outside a run): `background` is
     # white for want of better; use_background() puts a dataset's default in its place
     background_default: bool = False
@@ -372,8 +377,8 @@ class OpenedModel:
             self.renderer.background = self.background
 
 
-def run_antialiased(run_dir) -> bool | None:
-    """[train] antialiased of a run folder's config.toml (None: no config there)."""
+def _run_train_table(run_dir) -> tuple[Path, dict] | None:
+    """(path, [train] table) of a run folder's config.toml (None: no config there)."""
     if run_dir is None or not (Path(run_dir) / "config.toml").is_file():
         return None
     try:
@@ -383,11 +388,35 @@ def run_antialiased(run_dir) -> bool | None:
     path = Path(run_dir) / "config.toml"
     try:
         with open(path, "rb") as f:
-            value = toml.load(f).get("train", {}).get("antialiased", False)
+            return path, toml.load(f).get("train", {})
     except (OSError, toml.TOMLDecodeError) as e:
         raise ValueError(f"[splat] {path}: cannot read it ({e})") from None
+
+
+def run_antialiased(run_dir) -> bool | None:
+    """[train] antialiased of a run folder's config.toml (None: no config there)."""
+    found = _run_train_table(run_dir)
+    if found is None:
+        return None
+    path, train = found
+    value = train.get("antialiased", False)
     if not isinstance(value, bool):
         raise ValueError(f"[splat] {path}: train.antialiased: expected true or false, got {value!r}")
+    return value
+
+
+def run_blend_stop(run_dir) -> str | None:
+    """[train] blend_stop of a run folder's config.toml (None: no config there; a
+    config written before the key: "splat", the rule such runs trained with)."""
+    from .rasterizer import BLEND_STOPS
+    found = _run_train_table(run_dir)
+    if found is None:
+        return None
+    path, train = found
+    value = train.get("blend_stop", "splat")
+    if value not in BLEND_STOPS:
+        raise ValueError(f"[splat] {path}: train.blend_stop: expected one of "
+                         f"{', '.join(map(repr, BLEND_STOPS))}, got {value!r}")
     return value
 
 
@@ -415,10 +444,11 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
         g = Gaussians(arrays["means"], arrays["log_scales"], arrays["quats"], arrays["opacity_logits"],
                       arrays["sh"])
         mode = trainer.config.antialiased if antialiased is None else bool(antialiased)
+        stop = trainer.config.blend_stop
         run_dir = src.parent
         renderer = trainer
         if mode != trainer.config.antialiased:  # the trainer renders only its own mode
-            renderer = SceneRenderer(g, backend_config, bg, antialiased=mode)
+            renderer = SceneRenderer(g, backend_config, bg, antialiased=mode, blend_stop=stop)
     else:
         scene = formats.load_scene(src)
         bg = tuple(background or scene.background)
@@ -427,7 +457,10 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
         if stored is None:
             stored = run_antialiased(run_dir)
         mode = bool(stored) if antialiased is None else bool(antialiased)
-        renderer = SceneRenderer(g, backend_config, bg, antialiased=mode)
+        # Where the run's pixels stopped (a file alone: the 3DGS rule).
+        stop = scene.meta.get("train_config", {}).get("blend_stop") if scene.meta else None
+        stop = stop or run_blend_stop(run_dir) or "splat"
+        renderer = SceneRenderer(g, backend_config, bg, antialiased=mode, blend_stop=stop)
         unknown_bg = background is None and scene.background_default
     cams_path = find_cameras_json(src)
     cams = []
@@ -436,4 +469,4 @@ def open_model(source, backend_config, background=None, antialiased: bool | None
             cams += [(n, c, split) for n, c in formats.load_cameras_json(cams_path, split)]
     if run_dir is None and cams_path is not None:
         run_dir = cams_path.parent
-    return OpenedModel(renderer, g, bg, str(src), cams, run_dir, mode, background_default=unknown_bg)
+    return OpenedModel(renderer, g, bg, str(src), cams, run_dir, mode, stop, background_default=unknown_bg)

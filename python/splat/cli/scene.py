@@ -242,6 +242,7 @@ def cmd_eval(args) -> int:
           + (f" at downscale {kwargs['downscale']}" if kwargs.get("downscale", 1) != 1 else "")
           + (f" (supersample {args.supersample})" if args.supersample > 1 else "")
           + (" antialiased" if model.antialiased else "")
+          + (" with the chunked stop" if model.blend_stop == "chunk" else "")
           + (" with the learned exposure corrections" if args.exposure else "")
           + (" on right halves, exposure fitted on the left" if args.fit_exposure else "")
           + f" ({model.renderer.backend})")
@@ -251,7 +252,8 @@ def cmd_eval(args) -> int:
                                  "checkpoint": str(Path(model.source).resolve()) if is_ckpt else None,
                                  "data": "synthetic" if folder is BUILTIN else str(Path(folder).resolve()), "split": split,
                                  "frames": kwargs["frames"], "downscale": kwargs.get("downscale", 1), "supersample": args.supersample, "masked": args.masked,
-                                 "antialiased": model.antialiased, "background": list(model.background),
+                                 "antialiased": model.antialiased, "blend_stop": model.blend_stop,
+                                 "background": list(model.background),
                                  "exposure": args.exposure, "fit_exposure": args.fit_exposure,
                                  "views": len(data), "num_gaussians": model.renderer.num_gaussians,
                                  "step": model.renderer.step_count, "backend": model.renderer.backend,
@@ -302,7 +304,7 @@ def cmd_view(args) -> int:
         cams = [c for c in cams if c[2] != "test"] + [(n, c, "test") for n, c in zip(test.names, test.cameras)]
     save_dir = Path(args.save_dir) if args.save_dir else (model.run_dir or Path.cwd())
     viewer = Viewer(model.gaussians, cameras=cams, backend_config=bc, background=model.background,
-                    antialiased=model.antialiased,
+                    antialiased=model.antialiased, blend_stop=model.blend_stop,
                     host=args.host, port=args.port, up=args.up, save_dir=save_dir, max_side=args.max_resolution,
                     max_fps=args.max_fps).start()
     print(f"splat view: {len(model.gaussians):,} Gaussians of {model.source}, {len(cams)} cameras; "

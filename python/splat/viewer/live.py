@@ -29,7 +29,8 @@ class LiveView:
         self.viewer = Viewer(trainer.gaussians(), cameras=cams, backend_config=backend_config,
                              background=train.background, host=host, port=port, save_dir=out,
                              max_side=max_side, duty_cycle=duty_cycle, external_pump=True,
-                             label="splat (training)", antialiased=trainer.config.antialiased)
+                             label="splat (training)", antialiased=trainer.config.antialiased,
+                             blend_stop=trainer.config.blend_stop)
         self.viewer.start()
         self.duty_cycle = float(duty_cycle)
         self._start = time.perf_counter()

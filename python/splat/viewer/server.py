@@ -124,12 +124,13 @@ class Viewer:
                  max_fps: float = 30.0, max_side: int = 1024, preview_scale: float = 0.5,
                  duty_cycle: float | None = None, initial_view: str | None = None, image_format: str = "jpeg",
                  show_cameras: bool = True, external_pump: bool = False, label: str = "splat",
-                 antialiased: bool = False):
+                 antialiased: bool = False, blend_stop: str = "splat"):
         port = check_address(host, port)
         max_fps = positive_float("max_fps", max_fps)
         if Path(save_dir).exists() and not Path(save_dir).is_dir():
             raise ValueError(f"[splat] save_dir: {save_dir} is a file, not a folder")
         self.antialiased = bool(antialiased)  # the rasterization mode of every render
+        self.blend_stop = blend_stop          # and its blend's stop ([train] blend_stop)
         self.cameras = [(str(n), c, s) for n, c, s in cameras]
         self.background = tuple(float(b) for b in background)
         self.backend_config = backend_config
@@ -263,7 +264,8 @@ class Viewer:
         with self._lock:
             g, version = self._gaussians, self._version
         if self._renderer is None:
-            self._renderer = SceneRenderer(g, self.backend_config, self.background, antialiased=self.antialiased)
+            self._renderer = SceneRenderer(g, self.backend_config, self.background, antialiased=self.antialiased,
+                                           blend_stop=self.blend_stop)
             self._renderer_version = version
             self.renderer_ready.set()
         elif self._renderer_version != version:
