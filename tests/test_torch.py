@@ -405,3 +405,34 @@ def test_differentiable_background_is_composited():
     (native * wts).sum().backward()
     e = rel_err(composited_means.numpy(), t["means"].grad.numpy())
     assert e <= 1e-4, f"means gradient: composited vs native background {e:.3g}; seed {seed}"
+
+
+def test_the_chunked_stop_matches_the_rasterizers():
+    """blend_stop="chunk" (splat's own keyword; gsplat's stop is "splat") on lists several
+    256-entry chunks deep: images and gradients are the CPU Rasterizer's with the same
+    rule (themselves held to the reference's chunked stop in test_parity_cpu.py), which
+    the 3DGS stop's differ from."""
+    from _parity import deep_scene
+    rng, seed = make_rng()
+    g, cam = to_splat(deep_scene(rng))
+    viewmats = torch.tensor(cam.world_to_camera[None])
+    Ks = torch.tensor(np.array([[[cam.fx, 0, cam.cx], [0, cam.fy, cam.cy], [0, 0, 1]]], np.float32))
+    r = splat.Rasterizer(splat.BackendConfig(backend="cpu"))
+    d_image = rng.normal(size=(cam.height, cam.width, 3)).astype(np.float32)
+    images = {}
+    for stop in ("splat", "chunk"):
+        t = _tensors(g)
+        colors, alphas, _ = st.rasterize(t["means"], t["quats"], t["log_scales"], t["opacity_logits"], t["sh"],
+                                         viewmats, Ks, cam.width, cam.height, sh_degree=1, blend_stop=stop)
+        (colors[0] * torch.tensor(d_image)).sum().backward()
+        want = r.forward(g, cam, 1, (0.0, 0.0, 0.0), blend_stop=stop)
+        grads = r.backward(d_image)
+        np.testing.assert_allclose(colors[0].detach().numpy(), want.image, atol=1e-6, err_msg=f"{stop}; seed {seed}")
+        for name in PARAMS:
+            e = rel_err(t[name].grad.numpy(), getattr(grads, name))
+            assert e <= 1e-5, (stop, name, e, seed)
+        images[stop] = want.image
+    assert np.abs(images["chunk"] - images["splat"]).max() > 1e-5, seed
+    with pytest.raises(ValueError, match="blend_stop"):
+        st.rasterize(t["means"], t["quats"], t["log_scales"], t["opacity_logits"], t["sh"], viewmats, Ks,
+                     cam.width, cam.height, sh_degree=1, blend_stop="pixel")

@@ -52,7 +52,7 @@ class ViewRasterizer {
   uint64_t forward(In means, In log_scales, In quats, In opacity_logits, In sh, HostIn w2c, float fx, float fy,
                    float cx, float cy, uint32_t width, uint32_t height, uint32_t sh_degree, HostIn background,
                    float near_plane, float far_plane, Out image, Out alpha, IntOut radii, uint64_t queue,
-                   bool antialiased) {
+                   bool antialiased, bool chunked_stop) {
     ObjectLock guard(mutex_);
     const RasterArgs a = raster_args(kComponent, means, log_scales, quats, opacity_logits, sh, w2c, fx, fy, cx, cy,
                                      width, height, sh_degree, background, near_plane, far_plane);
@@ -72,6 +72,7 @@ class ViewRasterizer {
     {
       nb::gil_scoped_release release;
       device_->set_antialiased(antialiased);
+      device_->set_chunked_stop(chunked_stop);
       if (in_place)
         device_->rasterize_forward_external(a.gaussians, a.camera, sh_degree, a.background, out, queue);
       else
@@ -155,7 +156,8 @@ void bind_raster_views(nb::module_& m) {
            nb::arg("world_to_camera").noconvert(), nb::arg("fx"), nb::arg("fy"), nb::arg("cx"), nb::arg("cy"),
            nb::arg("width"), nb::arg("height"), nb::arg("sh_degree"), nb::arg("background").noconvert(),
            nb::arg("near_plane"), nb::arg("far_plane"), nb::arg("image").noconvert(), nb::arg("alpha").noconvert(),
-           nb::arg("radii").noconvert(), nb::arg("queue") = 0, nb::arg("antialiased") = false)
+           nb::arg("radii").noconvert(), nb::arg("queue") = 0, nb::arg("antialiased") = false,
+           nb::arg("chunked_stop") = false)
       .def("backward", &ViewRasterizer::backward, nb::arg("d_image").noconvert(),
            nb::arg("d_alpha").noconvert().none(), nb::arg("means").noconvert(), nb::arg("log_scales").noconvert(),
            nb::arg("quats").noconvert(), nb::arg("opacity_logits").noconvert(), nb::arg("sh").noconvert().none(),

@@ -24,14 +24,15 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
                   far_plane=1e10, radius_clip=0.0, eps2d=0.3, sh_degree=None, packed=True, tile_size=16,
                   backgrounds=None, render_mode="RGB", sparse_grad=False, absgrad=False,
                   rasterize_mode="classic", channel_chunk=32, distributed=False, camera_model="pinhole",
-                  segmented=False, covars=None, config=None, **unsupported):
+                  segmented=False, covars=None, config=None, blend_stop="splat", **unsupported):
     """Render N Gaussians to C images as gsplat's `rasterization` does (see its docs).
 
     Returns (render_colors [C,H,W,X], render_alphas [C,H,W,1], meta). The layout is
     always gsplat's unpacked one ([C,N,...]) whatever `packed` says; pass
     packed=False to a gsplat strategy. `channel_chunk` and `segmented` only tune
     gsplat's kernels and are ignored. `config` (splat's own): a splat.BackendConfig
-    for the rasterizers of this call (default: the device's defaults)."""
+    for the rasterizers of this call (default: the device's defaults); `blend_stop`
+    (splat's own): "splat", gsplat's stop, or "chunk" (splat.torch.rasterize)."""
     _refuse("radius_clip", radius_clip, 0.0)
     _refuse("eps2d", eps2d, 0.3, why="splat's 2D dilation is fixed at 0.3")
     _refuse("tile_size", tile_size, 16, why="splat's tiles are 16x16")
@@ -60,7 +61,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         sh, degree = colors, int(sh_degree)
     return rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width, height, sh_degree=degree,
                      backgrounds=backgrounds, render_mode=render_mode, near=near_plane, far=far_plane,
-                     config=config, rasterize_mode=rasterize_mode)
+                     config=config, rasterize_mode=rasterize_mode, blend_stop=blend_stop)
 
 
 def _refuse(name, value, default, why=None):

@@ -99,7 +99,7 @@ class _RasterizeView(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, means, quats, log_scales, opacity_logits, sh, means2d, pool, cam, sh_degree, background,
-                antialiased):
+                mode):
         native, lease = pool.take()
         if not any(ctx.needs_input_grad):
             lease.done = True  # no backward will need this state
@@ -110,14 +110,13 @@ class _RasterizeView(torch.autograd.Function):
         radii = torch.empty((n,), dtype=torch.int32, device=dev)
         params = (means.detach(), log_scales.detach(), quats.detach(), opacity_logits.detach(), sh.detach())
         with pool.slot_lock(lease.slot):
-            token = _native_forward(native, params, cam, sh_degree, background, antialiased, image, alpha, radii,
-                                    dev)
+            token = _native_forward(native, params, cam, sh_degree, background, mode, image, alpha, radii, dev)
         ctx.save_for_backward(means, quats, log_scales, opacity_logits, sh)
         # The graph holds the pool weakly: a graph kept to the interpreter's exit (outputs
         # in a script's globals) must not keep the natives past the atexit clear below,
         # or their devices outlive the module and nanobind reports them as leaked.
         ctx.pool, ctx.lease, ctx.token = weakref.ref(pool), lease, token
-        ctx.cam, ctx.sh_degree, ctx.background, ctx.antialiased = cam, sh_degree, background, antialiased
+        ctx.cam, ctx.sh_degree, ctx.background, ctx.mode = cam, sh_degree, background, mode
         ctx.means2d_shape = None if means2d is None else means2d.shape  # [N,2], or [1,N,2] for one camera
         ctx.mark_non_differentiable(radii)
         ctx.set_materialize_grads(False)
@@ -142,7 +141,7 @@ class _RasterizeView(torch.autograd.Function):
                 scratch = (torch.empty((cam.height, cam.width, 3), dtype=torch.float32, device=dev),
                            torch.empty((cam.height, cam.width), dtype=torch.float32, device=dev),
                            torch.empty((n,), dtype=torch.int32, device=dev))
-                ctx.token = _native_forward(native, params, cam, ctx.sh_degree, ctx.background, ctx.antialiased,
+                ctx.token = _native_forward(native, params, cam, ctx.sh_degree, ctx.background, ctx.mode,
                                             *scratch, dev)
             if d_image is None:
                 d_image = torch.zeros((ctx.cam.height, ctx.cam.width, 3), dtype=torch.float32, device=dev)
@@ -165,11 +164,12 @@ class _RasterizeView(torch.autograd.Function):
 _dl = torch.utils.dlpack.to_dlpack
 
 
-def _native_forward(native, params, cam, sh_degree, background, antialiased, image, alpha, radii, dev) -> int:
+def _native_forward(native, params, cam, sh_degree, background, mode, image, alpha, radii, dev) -> int:
+    """mode: (antialiased, chunked_stop)."""
     means, log_scales, quats, opacity_logits, sh = (_dl(p) for p in params)
     return native.forward(means, log_scales, quats, opacity_logits, sh, cam.w2c, cam.fx, cam.fy, cam.cx, cam.cy,
                           cam.width, cam.height, sh_degree, background, cam.near, cam.far, _dl(image), _dl(alpha),
-                          _dl(radii), _queue(dev), antialiased)
+                          _dl(radii), _queue(dev), mode[0], mode[1])
 
 
 def _check_float(name, t, shape):
@@ -255,7 +255,8 @@ def _checked_cameras(vm_host, k_host, width, height, near, far) -> list:
 
 
 def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width, height, *, sh_degree,
-              backgrounds=None, render_mode="RGB", near=0.01, far=1e10, config=None, rasterize_mode="classic"):
+              backgrounds=None, render_mode="RGB", near=0.01, far=1e10, config=None, rasterize_mode="classic",
+              blend_stop="splat"):
     """Render N Gaussians from C cameras, differentiably.
 
     means [N,3], quats [N,4] (w,x,y,z, any norm), log_scales [N,3], opacity_logits [N],
@@ -263,7 +264,9 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     world-to-camera (OpenCV axes), Ks [C,3,3] pinhole intrinsics; backgrounds [C,3] or [3].
     render_mode: "RGB", "D" (accumulated depth sum_i w_i z_i), "ED" (D / alpha), "RGB+D",
     "RGB+ED". rasterize_mode (gsplat's naming): "classic", or "antialiased", the
-    mip-splatting 2D filter (opacity x sqrt(det(cov2d) / det(cov2d + 0.3 I))). Returns
+    mip-splatting 2D filter (opacity x sqrt(det(cov2d) / det(cov2d + 0.3 I))).
+    blend_stop: "splat" (the 3DGS stop, gsplat's) or "chunk" (splat's chunked stop,
+    `[train] blend_stop`; Rasterizer.forward's docs). Returns
     (render_colors [C,H,W,ch], render_alphas [C,H,W,1], meta) with meta
     "radii" [C,N,2] int32, "means2d" [C,N,2] (a leaf: its .grad is dL/d mean2d in pixels),
     "depths" [C,N] camera z, "width", "height", "n_cameras". Gradients reach every
@@ -276,7 +279,11 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     if rasterize_mode not in RASTERIZE_MODES:
         raise ValueError(f"[splat] rasterize_mode: expected one of {', '.join(RASTERIZE_MODES)}, "
                          f"got {rasterize_mode!r}")
-    antialiased = rasterize_mode == "antialiased"
+    from ..rasterizer import BLEND_STOPS
+    if blend_stop not in BLEND_STOPS:
+        raise ValueError(f"[splat] blend_stop: expected one of {', '.join(map(repr, BLEND_STOPS))}, "
+                         f"got {blend_stop!r}")
+    mode = (rasterize_mode == "antialiased", blend_stop == "chunk")
     width, height = _positive_int("width", width), _positive_int("height", height)
     if isinstance(sh_degree, bool) or not isinstance(sh_degree, (int, np.integer)) or \
             not 0 <= sh_degree <= MAX_SH_DEGREE:
@@ -350,7 +357,7 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
             if run_dev.type == "cuda" and sh_i.shape[1] % 4 == 0 and sh_i.data_ptr() % 16:
                 sh_i = sh_i.clone()  # the GPU reads such rows as 16-byte quads
             image, alpha, r = _RasterizeView.apply(means, quats, log_scales, opacity_logits, sh_i, m2d, pool, cam,
-                                                   int(sh_degree), bg_host[i], antialiased)
+                                                   int(sh_degree), bg_host[i], mode)
             if bg_torch is not None:
                 image = image + (1.0 - alpha)[..., None] * bg_torch[i]
             out.append(image)
@@ -359,7 +366,7 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
             rest = torch.full_like(z, -0.5 / SH_C0)
             sh_z = torch.stack([(z - 0.5) / SH_C0, rest, rest], dim=-1)[:, None, :].contiguous()
             d, alpha_d, r_d = _RasterizeView.apply(means, quats, log_scales, opacity_logits, sh_z, m2d, pool, cam,
-                                                   0, _ZERO3, antialiased)
+                                                   0, _ZERO3, mode)
             if alpha is None:
                 alpha, r = alpha_d, r_d
             d = d[..., :1]
