@@ -341,6 +341,7 @@ def test_the_chunked_stop_on_cuda_tensors_matches_cpu():
                                          viewmats, Ks, cam.width, cam.height, sh_degree=1, blend_stop="chunk")
         grads = torch.autograd.grad((colors * d_image.to(device)).sum(), [p[k] for k in PARAMS])
         out[device] = (colors.detach().cpu().numpy(), [x.cpu().numpy() for x in grads])
-    assert np.abs(out["cuda"][0] - out["cpu"][0]).max() <= 1e-5, seed
+    from _parity import assert_images_close
+    assert_images_close(out["cuda"][0][0], out["cpu"][0][0], "image", seed)
     for name, a, b in zip(PARAMS, out["cuda"][1], out["cpu"][1]):
         assert rel_err(a, b) <= GRAD_TOL, (name, seed)
