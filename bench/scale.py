@@ -5,6 +5,7 @@ image size, with peak memory, one row per (Gaussians, image size).
     python bench/scale.py --backend cpu --gaussians 20000 --sizes 64x64,128x96 --steps 5
     python bench/scale.py --gaussians 1000000 --sizes 800x800 --breakdown   # + GPU ms per ts_* label
     python bench/scale.py --gaussians 1000000 --compare kernel_overlap=off  # A/B: each cell again, ratio
+    python bench/scale.py --gaussians 1000000 --compare train.blend_stop=chunk  # a recipe key likewise
 
 A step's cost should grow with its work: the columns `us/1k G` (per thousand
 Gaussians) and `ms/MP` (per megapixel) stay flat along a column when the
@@ -82,7 +83,7 @@ def _targets(width: int, height: int, views: int, rng) -> list[np.ndarray]:
 
 
 def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: int, seed: int,
-             breakdown: bool = False, fields: dict | None = None) -> dict:
+             breakdown: bool = False, fields: dict | None = None, train_keys: dict | None = None) -> dict:
     import splat
     from splat import _core
     rng = np.random.default_rng(seed)
@@ -98,8 +99,9 @@ def run_cell(n: int, width: int, height: int, backend: str, steps: int, warmup: 
                  quats=rng.normal(size=(n, 4)).astype(np.float32),
                  opacity_logits=rng.uniform(-2.0, 2.0, size=n).astype(np.float32),
                  sh=sh.astype(np.float32))
-    cfg = splat.TrainConfig(steps=warmup + steps, densify_from=2**31, densify_until=2**31, opacity_reset_every=2**32 - 1,
-                            sh_degree=3, sh_degree_interval=1, seed=seed)
+    cfg = splat.TrainConfig(**dict(dict(steps=warmup + steps, densify_from=2**31, densify_until=2**31,
+                                        opacity_reset_every=2**32 - 1, sh_degree=3, sh_degree_interval=1, seed=seed),
+                                   **(train_keys or {})))
     trainer = splat.Trainer(train, cfg, splat.BackendConfig(backend=backend, **(fields or {})), state)
     for _ in range(warmup):
         trainer.step(read_loss=False)
@@ -147,27 +149,43 @@ def main(argv=None) -> int:
     ap.add_argument("--breakdown", action="store_true",
                     help="also print each cell's GPU ms per ts_* label of a step (timing='per_kernel', gpu backends)")
     ap.add_argument("--compare", action="append", metavar="FIELD=VALUE", default=[],
-                    help="run every cell again with this BackendConfig field (repeatable: one more run per flag, "
-                         "right after the default's); the table adds each run's ratio to the default's")
+                    help="run every cell again with this BackendConfig field, or recipe key as train.KEY=VALUE "
+                         "(repeatable: one more run per flag, right after the default's); the table adds each "
+                         "run's ratio to the default's")
     ap.add_argument("--backend-set", action="append", metavar="FIELD=VALUE", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--train-set", action="append", metavar="train.KEY=VALUE", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--cell", help=argparse.SUPPRESS)  # internal: one cell, printed as JSON
     args = ap.parse_args(argv)
     if args.steps < 1 or args.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
     import splat
     from gate import parse_backend_field
-    variants = [("default", {})]
-    for flag, items in (("--backend-set", args.backend_set), ("--compare", args.compare)):
+    from splat.cli._data import parse_overrides
+    variants = [("default", {}, {})]   # (name, BackendConfig fields, recipe keys)
+    for flag, items in (("--backend-set", args.backend_set), ("--train-set", args.train_set),
+                        ("--compare", args.compare)):
         for item in items:
+            if flag == "--train-set" or (flag == "--compare" and item.startswith("train.")):
+                try:
+                    train = parse_overrides([item])["train"]
+                    splat.TrainConfig(**train)
+                except (ValueError, TypeError, KeyError) as exc:
+                    ap.error(f"{flag} {item}: {exc}")
+                if flag == "--train-set":
+                    variants[0][2].update(train)
+                else:
+                    variants.append((item, {}, train))
+                continue
             key, value = parse_backend_field(ap, flag, item)
             if flag == "--backend-set":
                 variants[0][1][key] = value
             else:
-                variants.append((item, {key: value}))
+                variants.append((item, {key: value}, {}))
     if args.cell:
         n, w, h = (int(x) for x in args.cell.split(","))
         print(json.dumps(run_cell(n, w, h, args.backend, args.steps, args.warmup, args.seed,
-                                    args.breakdown and args.backend != "cpu", variants[0][1])), flush=True)
+                                    args.breakdown and args.backend != "cpu", variants[0][1], variants[0][2])),
+              flush=True)
         return 0
 
     ok, why = splat.backend_available(args.backend)
@@ -176,10 +194,11 @@ def main(argv=None) -> int:
     rows = []
     for n in args.gaussians:
         for w, h in args.sizes:
-            for name, fields in variants:
+            for name, fields, train_keys in variants:
                 cmd = [sys.executable, os.path.abspath(__file__), "--backend", args.backend, "--steps",
                        str(args.steps), "--warmup", str(args.warmup), "--seed", str(args.seed), "--cell", f"{n},{w},{h}"]
                 cmd += [a for k, v in fields.items() for a in ("--backend-set", f"{k}={v}")]
+                cmd += [a for k, v in train_keys.items() for a in ("--train-set", f"train.{k}={json.dumps(v)}")]
                 if args.breakdown:
                     cmd.append("--breakdown")
                 proc = subprocess.run(cmd, capture_output=True, text=True)

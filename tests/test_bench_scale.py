@@ -59,23 +59,37 @@ def test_breakdown_is_gpu_only_and_leaves_the_cpu_table_as_it_is():
 
 
 def test_compare_runs_each_cell_again_and_prints_its_ratio():
-    # Each cell once per variant (the default's first), the ratio of its ms to the default's.
+    # Each cell once per variant (the default's first), the ratio of its ms to the default's;
+    # a BackendConfig field and a recipe key alike.
     n = int(np.random.default_rng().integers(300, 1500))
     proc = _run("--backend", "cpu", "--gaussians", str(n), "--sizes", "32x24", "--steps", "2", "--warmup", "1",
-                "--compare", "pair_sizing=readback")
+                "--compare", "pair_sizing=readback", "--compare", "train.blend_stop=chunk")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("variant"))
     rows = [ln.split() for ln in lines[head + 2:] if ln.strip()]
-    assert [r[0] for r in rows] == ["default", "pair_sizing=readback"]
+    assert [r[0] for r in rows] == ["default", "pair_sizing=readback", "train.blend_stop=chunk"]
     ms = [float(r[3]) for r in rows]
-    np.testing.assert_allclose([float(r[-1]) for r in rows], [1.0, ms[1] / ms[0]], rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose([float(r[-1]) for r in rows], [1.0, ms[1] / ms[0], ms[2] / ms[0]], rtol=2e-3,
+                               atol=2e-3)
+
+
+def test_a_compared_recipe_key_reaches_the_cell():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_scale", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # batch_views = 4: a step's loss is the mean of four views' instead of one view's.
+    row = mod.run_cell(1000, 32, 24, "cpu", steps=2, warmup=0, seed=1, train_keys={"batch_views": 4})
+    plain = mod.run_cell(1000, 32, 24, "cpu", steps=2, warmup=0, seed=1)
+    assert row["loss"] != plain["loss"] and row["count"] == plain["count"] == 1000
 
 
 @pytest.mark.parametrize("args, says", [(["--sizes", "8x8"], "--sizes"), (["--sizes", "axb"], "--sizes"),
                                         (["--gaussians", "0"], "--gaussians"), (["--gaussians", "x"], "--gaussians"),
                                         (["--steps", "0"], "--steps"), (["--compare", "x=y"], "--compare"),
-                                        (["--compare", "pair_sizing=sideways"], "--compare")])
+                                        (["--compare", "pair_sizing=sideways"], "--compare"),
+                                        (["--compare", "train.blend_stop=pixel"], "--compare")])
 def test_usage_errors(args, says):
     proc = _run("--backend", "cpu", *args)
     assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
