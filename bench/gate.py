@@ -185,6 +185,17 @@ def parse_backend_field(ap, flag: str, item: str) -> tuple[str, str]:
     return key, value
 
 
+def parse_train_item(ap, flag: str, item: str) -> dict:
+    """{key: value} of a train.KEY=VALUE recipe item, or the usage error naming `flag`."""
+    from splat.cli._data import parse_overrides
+    try:
+        train = parse_overrides([item])["train"]
+        splat.TrainConfig(**train)
+    except (ValueError, TypeError, KeyError) as exc:
+        ap.error(f"{flag} {item}: {exc}")
+    return train
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=default_data(),
@@ -209,12 +220,7 @@ def main(argv=None) -> int:
     for flag, items in (("--backend-set", args.backend_set), ("--compare", args.compare)):
         for item in items:
             if flag == "--compare" and item.startswith("train."):
-                try:
-                    train = parse_overrides([item])["train"]
-                    splat.TrainConfig(**train)
-                except (ValueError, TypeError) as exc:
-                    ap.error(f"{flag} {item}: {exc}")
-                variants.append((item, {}, train))
+                variants.append((item, {}, parse_train_item(ap, flag, item)))
                 continue
             key, value = parse_backend_field(ap, flag, item)
             if flag == "--backend-set":

@@ -159,18 +159,13 @@ def main(argv=None) -> int:
     if args.steps < 1 or args.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
     import splat
-    from gate import parse_backend_field
-    from splat.cli._data import parse_overrides
+    from gate import parse_backend_field, parse_train_item
     variants = [("default", {}, {})]   # (name, BackendConfig fields, recipe keys)
     for flag, items in (("--backend-set", args.backend_set), ("--train-set", args.train_set),
                         ("--compare", args.compare)):
         for item in items:
             if flag == "--train-set" or (flag == "--compare" and item.startswith("train.")):
-                try:
-                    train = parse_overrides([item])["train"]
-                    splat.TrainConfig(**train)
-                except (ValueError, TypeError, KeyError) as exc:
-                    ap.error(f"{flag} {item}: {exc}")
+                train = parse_train_item(ap, flag, item)
                 if flag == "--train-set":
                     variants[0][2].update(train)
                 else:

@@ -15,6 +15,14 @@ from .gaussians import MAX_SH_DEGREE, Gaussians, sh_coeffs
 BLEND_STOPS = ("splat", "chunk")
 
 
+def is_chunked_stop(blend_stop) -> bool:
+    """Whether `blend_stop` (one of BLEND_STOPS, else a ValueError naming it) is the chunked stop."""
+    if blend_stop not in BLEND_STOPS:
+        raise ValueError(f"[splat] blend_stop: expected one of {', '.join(map(repr, BLEND_STOPS))}, "
+                         f"got {blend_stop!r}")
+    return blend_stop == "chunk"
+
+
 @dataclass(frozen=True)
 class RasterOutput:
     """image [H,W,3], alpha [H,W], radii [N] (0 = invisible); with several cameras
@@ -129,10 +137,7 @@ class Rasterizer:
         degree = check_sh_degree(sh_degree, gaussians)
         if not isinstance(antialiased, (bool, np.bool_)):
             raise TypeError(f"[splat] antialiased: expected a bool, got {type(antialiased).__name__}")
-        if blend_stop not in BLEND_STOPS:
-            raise ValueError(f"[splat] blend_stop: expected one of {', '.join(map(repr, BLEND_STOPS))}, "
-                             f"got {blend_stop!r}")
-        chunked = blend_stop == "chunk"
+        chunked = is_chunked_stop(blend_stop)
         bg = as_float32("background", background)
         if bg.shape == (3,):
             bgs = [bg] * len(cameras)

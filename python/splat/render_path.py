@@ -35,10 +35,8 @@ class SceneRenderer:
 
     def __init__(self, gaussians: Gaussians, backend_config=None, background=(1.0, 1.0, 1.0),
                  antialiased: bool = False, blend_stop: str = "splat"):
-        from .rasterizer import BLEND_STOPS, Rasterizer
-        if blend_stop not in BLEND_STOPS:
-            raise ValueError(f"[splat] blend_stop: expected one of {', '.join(map(repr, BLEND_STOPS))}, "
-                             f"got {blend_stop!r}")
+        from .rasterizer import Rasterizer, is_chunked_stop
+        is_chunked_stop(blend_stop)  # a bad value fails here, not at the first render
         self.gaussians = gaussians
         self.antialiased = bool(antialiased)
         self.blend_stop = blend_stop

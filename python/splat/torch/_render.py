@@ -279,11 +279,8 @@ def rasterize(means, quats, log_scales, opacity_logits, sh, viewmats, Ks, width,
     if rasterize_mode not in RASTERIZE_MODES:
         raise ValueError(f"[splat] rasterize_mode: expected one of {', '.join(RASTERIZE_MODES)}, "
                          f"got {rasterize_mode!r}")
-    from ..rasterizer import BLEND_STOPS
-    if blend_stop not in BLEND_STOPS:
-        raise ValueError(f"[splat] blend_stop: expected one of {', '.join(map(repr, BLEND_STOPS))}, "
-                         f"got {blend_stop!r}")
-    mode = (rasterize_mode == "antialiased", blend_stop == "chunk")
+    from ..rasterizer import is_chunked_stop
+    mode = (rasterize_mode == "antialiased", is_chunked_stop(blend_stop))
     width, height = _positive_int("width", width), _positive_int("height", height)
     if isinstance(sh_degree, bool) or not isinstance(sh_degree, (int, np.integer)) or \
             not 0 <= sh_degree <= MAX_SH_DEGREE:
