@@ -30,8 +30,7 @@ void CpuDevice::rasterize_forward(const GaussiansView& g, const CameraParams& ca
   resident.quats = copy_into(quats_, g.quats, 4 * n, allocations_);
   resident.opacity_logits = copy_into(opacity_logits_, g.opacity_logits, n, allocations_);
   resident.sh = copy_into(sh_, g.sh, 3 * static_cast<size_t>(g.sh_stride) * n, allocations_);
-  raster_.set_antialiased(antialiased());
-  raster_.set_chunked_stop(chunked_stop());
+  follow_modes(raster_);
   raster_.forward(resident, cam, sh_degree, background, out);
 }
 

@@ -27,8 +27,7 @@ class CpuDevice final : public Device {
   ExternalMemory external_memory() const override { return ExternalMemory::Host; }
   void rasterize_forward_external(const GaussiansView& g, const CameraParams& cam, uint32_t sh_degree,
                                   const float background[3], const ForwardOutputs& out, uint64_t) override {
-    raster_.set_antialiased(antialiased());
-    raster_.set_chunked_stop(chunked_stop());
+    follow_modes(raster_);
     raster_.forward(g, cam, sh_degree, background, out);
   }
   void rasterize_backward_external(const float* d_image, const float* d_alpha, const GradientOutputs& grads,
@@ -53,8 +52,7 @@ class CpuDevice final : public Device {
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
                               float ssim_weight, bool track_stats, uint32_t step) override {
     (void)step;  // pairs are counted on the host: never an overflow to name
-    train_raster_.set_antialiased(antialiased());
-    train_raster_.set_chunked_stop(chunked_stop());
+    follow_modes(train_raster_);
     training_.forward_backward(cam, view, sh_degree, background, ssim_weight, track_stats);
   }
   float last_loss() override { return training_.last_loss(); }
@@ -81,8 +79,7 @@ class CpuDevice final : public Device {
   McmcRefineResult mcmc_refine(const McmcRefineSettings& s) override { return training_.mcmc_refine(s); }
   NonFiniteCounts count_nonfinite() override { return training_.count_nonfinite(); }
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) override {
-    train_raster_.set_antialiased(antialiased());
-    train_raster_.set_chunked_stop(chunked_stop());
+    follow_modes(train_raster_);
     training_.render(cam, sh_degree, background, image);
   }
   std::vector<TimingRecord> timings(bool reset) override { return timing_.snapshot(reset); }
@@ -93,6 +90,13 @@ class CpuDevice final : public Device {
   }
 
  private:
+  // The device's rasterization modes (Device::set_antialiased,
+  // set_chunked_stop) onto `raster` before its next forward.
+  void follow_modes(CpuRasterizer& raster) const {
+    raster.set_antialiased(antialiased());
+    raster.set_chunked_stop(chunked_stop());
+  }
+
   CpuRasterizer raster_;        // the differentiable-rasterizer API
   CpuRasterizer train_raster_{ThreadPool::shared()};  // the training state's own
   CpuTraining training_;
