@@ -1,7 +1,9 @@
 """Floaters in a trained model, for bench/real.py --floaters and bench/fast.py: the
 Gaussians floating in front of the test cameras (nearer than a fraction of the
-median depth in a view) and the Gaussians that at most one training view has in
-view, with each run's worst test view."""
+median depth in a view), the Gaussians whose 3-sigma ellipsoid holds a test
+camera's centre (projected through the eye, their splat is no Gaussian) and the
+Gaussians that at most one training view has in view, with each run's worst test
+view."""
 from __future__ import annotations
 
 import sys
@@ -10,6 +12,7 @@ import numpy as np
 
 NEAR_FRACTION = 0.1  # of the median depth in the view
 NEAR_MARGIN = 50.0   # pixels beyond the image edge still counted as in view
+ENCLOSING_SIGMA = 3.0  # the extent the blend gives a splat
 
 
 def _in_view(means, camera, margin):
@@ -42,6 +45,30 @@ def near_camera_gaussians(means, opacity_logits, cameras, fraction=NEAR_FRACTION
     return out
 
 
+def _rotations(quats) -> np.ndarray:
+    """[N,3,3] rotation matrices of (w, x, y, z) quaternions, normalised."""
+    q = np.asarray(quats, np.float64)
+    w, x, y, z = (q / np.linalg.norm(q, axis=1, keepdims=True)).T
+    return np.stack([np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+                     np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+                     np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)], 1)
+
+
+def enclosing_gaussians(means, log_scales, quats, cameras, sigma=ENCLOSING_SIGMA) -> list:
+    """Per camera, how many Gaussians hold its centre within `sigma` standard
+    deviations (Mahalanobis distance). Such a Gaussian straddles the eye: its
+    projection's linearisation fails and it can cover a whole test view while the
+    training views, whose cameras it does not hold, never draw it there."""
+    means = np.asarray(means, np.float64)
+    rot = _rotations(quats)
+    inv_scale = np.exp(-np.asarray(log_scales, np.float64))
+    out = []
+    for c in cameras:
+        local = np.einsum("nji,nj->ni", rot, np.asarray(c.center, np.float64)[None] - means)  # R^T (c - mean)
+        out.append(int((((local * inv_scale) ** 2).sum(1) < sigma * sigma).sum()))
+    return out
+
+
 def views_seeing(means, cameras, margin=NEAR_MARGIN) -> np.ndarray:
     """Per Gaussian, how many of `cameras` have it in view (as near_camera_gaussians
     counts a view). Against the training cameras: a Gaussian one view alone sees
@@ -56,9 +83,10 @@ def views_seeing(means, cameras, margin=NEAR_MARGIN) -> np.ndarray:
 def floater_fields(trainer, train, test, ev) -> dict:
     st = trainer.state()
     near = near_camera_gaussians(st["means"], st["opacity_logits"], test.cameras)
+    enclosing = enclosing_gaussians(st["means"], st["log_scales"], st["quats"], test.cameras)
     worst = min(ev.per_view, key=lambda v: v["psnr"]) if ev.per_view else None
     return dict(near_total=sum(n for n, _ in near), near_max=max((n for n, _ in near), default=0),
-                near_opacity=sum(o for _, o in near),
+                near_opacity=sum(o for _, o in near), enclosing_total=sum(enclosing),
                 one_view=int((views_seeing(st["means"], train.cameras) <= 1).sum()),
                 worst_view=None if worst is None else worst["name"],
                 worst_psnr=None if worst is None else float(worst["psnr"]))
@@ -72,9 +100,10 @@ def print_floaters(rows, out=None):
     recipe = any("recipe" in r for r in rows)   # bench/fast.py's rows name their recipe
     head = (f"{'scene':<10} " + (f"{'recipe':<16} " if recipe else "") +
             f"{'seed':>5} {'steps':>6} {'PSNR':>6} {'worst view':<16} {'its PSNR':>8} "
-            f"{'near total':>10} {'near max':>8} {'opacity':>8} {'one view':>9}")
+            f"{'near total':>10} {'near max':>8} {'opacity':>8} {'enclosing':>9} {'one view':>9}")
     print(f"\nfloaters: the worst test view; Gaussians nearer a test camera than {NEAR_FRACTION} x the median "
-          "depth in its view (total over the views, the largest view, their summed opacity); Gaussians that "
+          "depth in its view (total over the views, the largest view, their summed opacity); Gaussians whose "
+          f"{ENCLOSING_SIGMA:g}-sigma ellipsoid holds a test camera (total over the views); Gaussians that "
           "at most one training view has in view", file=out)
     print(head, file=out)
     print("-" * len(head), file=out)
@@ -82,4 +111,4 @@ def print_floaters(rows, out=None):
         print(f"{r['scene']:<10} " + (f"{str(r.get('recipe', '')):<16.16} " if recipe else "") +
               f"{r.get('seed')!s:>5} {r['steps']:>6} {r['psnr']:>6.2f} {str(r['worst_view']):<16.16} "
               f"{r['worst_psnr'] if r['worst_psnr'] is not None else float('nan'):>8.2f} {r['near_total']:>10} "
-              f"{r['near_max']:>8} {r['near_opacity']:>8.2f} {r['one_view']:>9}", file=out)
+              f"{r['near_max']:>8} {r['near_opacity']:>8.2f} {r.get('enclosing_total', 0):>9} {r['one_view']:>9}", file=out)

@@ -53,7 +53,10 @@ PSNR and the Gaussians floating in front of the test cameras: per view, those
 whose centre projects into the image (a 50-pixel margin) at a depth below
 0.1 x the median depth of the Gaussians it sees (near_camera_gaussians), with
 their summed opacity; the table gives the total over the views and the
-largest. A seed that loses a view to a floater shows it there. `one view`
+largest. `enclosing` counts the Gaussians whose 3-sigma ellipsoid holds a test
+camera's centre (enclosing_gaussians), summed over the views: drawn through the
+eye, one of them can cover a whole test view. A seed that loses a view to a
+floater shows it there. `one view`
 counts the Gaussians that at most one training view has in view (views_seeing):
 fitted to one view, nothing holds them in another.
 """
@@ -73,7 +76,7 @@ from splat import _core
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # floaters, gate
 # The floater diagnostics (--floaters) live in floaters.py; near_camera_gaussians and
 # views_seeing are named here too, as the tests and earlier scripts read them.
-from floaters import floater_fields, near_camera_gaussians, print_floaters, views_seeing  # noqa: E402,F401
+from floaters import enclosing_gaussians, floater_fields, near_camera_gaussians, print_floaters, views_seeing  # noqa: E402,F401,E501
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_STEPS = (7000, 30000)

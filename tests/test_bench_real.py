@@ -187,6 +187,34 @@ def test_near_camera_gaussians_counts_what_floats_in_front_of_a_view():
     assert real.near_camera_gaussians(means, logits, [splat.Camera(far, 50.0, 50.0, 32.0, 24.0, 64, 48)]) == [(0, 0.0)]
 
 
+def test_enclosing_gaussians_counts_the_ellipsoids_that_hold_a_camera():
+    """Gaussians with random axis scales, turned (a quarter turn about z, then one about
+    x: (w, x, y, z) = (1, 1, -1, 1) / 2, given unnormalised; local x, y, z run along world
+    z, -x, -y) or not at all, each at a random offset from the camera's centre: the
+    Mahalanobis distance is written by hand from where the turn takes the axes,
+    independently of any rotation code (a turn about one axis alone would not tell R from
+    its transpose)."""
+    real = _real()
+    w2c = np.eye(4, dtype=np.float32)
+    w2c[:3, 3] = rng.uniform(-2, 2, 3)
+    cam = splat.Camera(w2c, 50.0, 50.0, 32.0, 24.0, 64, 48)
+    centre = np.asarray(cam.center, np.float64)
+    n = int(rng.integers(300, 600))
+    scales = rng.uniform(0.05, 2.0, (n, 3))
+    offset = rng.uniform(-4, 4, (n, 3))             # camera centre minus mean, in world axes
+    turned = rng.random(n) < 0.5
+    quats = np.where(turned[:, None], [0.5, 0.5, -0.5, 0.5], [1.0, 0.0, 0.0, 0.0]) * rng.uniform(0.5, 2.0, (n, 1))
+    local = np.where(turned[:, None], np.column_stack([offset[:, 2], -offset[:, 0], -offset[:, 1]]), offset)
+    dist2 = ((local / scales) ** 2).sum(1)
+    keep = np.abs(dist2 - 9.0) > 1e-3                  # none on the boundary
+    means = (centre - offset)[keep]
+    (got,) = real.enclosing_gaussians(means, np.log(scales[keep]), quats[keep], [cam])
+    assert got == int((dist2[keep] < 9.0).sum())
+    assert 0 < got < keep.sum()
+    (got2,) = real.enclosing_gaussians(means, np.log(scales[keep]), quats[keep], [cam], sigma=2.0)
+    assert got2 == int((dist2[keep] < 4.0).sum())
+
+
 def test_views_seeing_counts_the_cameras_that_have_each_gaussian_in_view():
     """Cameras on a line along x, all looking down +z, each 64 px wide (margin 0):
     a Gaussian at (x, y, z) is in camera k's view when its offset from the camera's
@@ -229,7 +257,7 @@ def test_real_bench_floaters_table(tmp_path, capsys):
     assert row["near_total"] >= row["near_max"] >= 0 and row["near_opacity"] >= 0
     assert 0 <= row["one_view"] <= row["gaussians"]
     assert row["worst_view"] is not None and row["worst_psnr"] <= row["psnr"] + 1e-9
-    assert "floaters: the worst test view" in text and "near total" in text and "one view" in text
+    assert "floaters: the worst test view" in text and "near total" in text and "enclosing" in text and "one view" in text
 
 
 def test_targets_are_judged_from_the_rows():
