@@ -56,9 +56,10 @@ def _rotations(quats) -> np.ndarray:
 
 def enclosing_gaussians(means, log_scales, quats, cameras, sigma=ENCLOSING_SIGMA) -> list:
     """Per camera, how many Gaussians hold its centre within `sigma` standard
-    deviations (Mahalanobis distance). Such a Gaussian straddles the eye: its
-    projection's linearisation fails and it can cover a whole test view while the
-    training views, whose cameras it does not hold, never draw it there."""
+    deviations (Mahalanobis distance). Such a Gaussian straddles the eye: the
+    projection linearises it about a centre that may lie far off to one side, and
+    its splat can cover much of the view (docs/training_modes.md, "beer at an
+    eighth of its size on the CPU")."""
     means = np.asarray(means, np.float64)
     rot = _rotations(quats)
     inv_scale = np.exp(-np.asarray(log_scales, np.float64))
