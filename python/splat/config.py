@@ -38,6 +38,10 @@ __all__ = ["Config", "ConfigError", "DataConfig", "OutputConfig", "TrainConfig",
 MAX_GAUSSIANS = 1 << 24
 
 
+# Where a pixel's blend stops ([train] blend_stop; Rasterizer.forward's blend_stop).
+BLEND_STOPS = ("splat", "chunk")
+
+
 # Recipe presets: the [train] values each one gives the keys a config leaves out.
 # fast: 3DGS's schedule compressed to 6000 steps (densification until 3000 at a
 # lower gradient threshold, the SH degree raised every 300 steps, the learning
@@ -261,7 +265,7 @@ class TrainConfig(_Section):
                                   doc="final exposure-correction lr (exponential decay over `steps`)")
     visible_adam: bool = _f(False, "bool", doc="Adam steps only the Gaussians the step's view saw; the others keep "
                                                 "their parameters and moments (gsplat's visible_adam, Taming 3DGS)")
-    blend_stop: str = _f("splat", "str", choices=("splat", "chunk"),
+    blend_stop: str = _f("splat", "str", choices=BLEND_STOPS,
                          doc="where a pixel's blend stops in training and in the run's renders: splat stops "
                              "before the splat that would take its transmittance below 1e-4, as the 3DGS "
                              "reference does; chunk applies that stop within each 256-entry chunk of a tile's "

@@ -9,10 +9,8 @@ import numpy as np
 from . import _core, _passes
 from ._validate import as_float32, backend_config, integer
 from .camera import Camera
+from .config import BLEND_STOPS
 from .gaussians import MAX_SH_DEGREE, Gaussians, sh_coeffs
-
-# Where a pixel's blend stops (Rasterizer.forward's blend_stop, [train] blend_stop).
-BLEND_STOPS = ("splat", "chunk")
 
 
 def is_chunked_stop(blend_stop) -> bool:

@@ -406,7 +406,7 @@ def run_antialiased(run_dir) -> bool | None:
 def run_blend_stop(run_dir) -> str | None:
     """[train] blend_stop of a run folder's config.toml (None: no config there; a
     config written before the key: "splat", the rule such runs trained with)."""
-    from .rasterizer import BLEND_STOPS
+    from .config import BLEND_STOPS
     found = _run_train_table(run_dir)
     if found is None:
         return None
