@@ -247,9 +247,9 @@ def test_train_view_serves_during_training(tmp_path):
 
 def test_viewer_settings_are_checked_before_serving(tmp_path, capsys):
     """An address that does not resolve (viser would retry it for ever), a frame rate
-    that is not positive, a save folder that is a file or a port out of range: a
-    ValueError naming the setting, from the Python API and as one line from the command
-    line, before anything is served (viser not needed)."""
+    that is not positive, a save folder that is a file, a port out of range or an unknown
+    blend stop: a ValueError naming the setting, from the Python API and as one line from
+    the command line, before anything is served (viser not needed)."""
     from splat import cli
     from splat.data.synthetic import ground_truth
     from splat.formats import save
@@ -262,7 +262,8 @@ def test_viewer_settings_are_checked_before_serving(tmp_path, capsys):
     for kwargs, name in ((dict(host="999.1.1.1"), "host"), (dict(host="no-such-host.invalid"), "host"),
                          (dict(host="203.0.113.7"), "host"),
                          (dict(port=0), "port"), (dict(port=70000), "port"), (dict(max_fps=0), "max_fps"),
-                         (dict(max_fps=-5.0), "max_fps"), (dict(save_dir=afile), "save_dir")):
+                         (dict(max_fps=-5.0), "max_fps"), (dict(save_dir=afile), "save_dir"),
+                         (dict(blend_stop="pixel"), "blend_stop")):
         with pytest.raises(ValueError, match=rf"^\[splat\] {name}: "):
             Viewer(g, **kwargs)
     ply = tmp_path / "scene.ply"

@@ -130,6 +130,8 @@ class Viewer:
         if Path(save_dir).exists() and not Path(save_dir).is_dir():
             raise ValueError(f"[splat] save_dir: {save_dir} is a file, not a folder")
         self.antialiased = bool(antialiased)  # the rasterization mode of every render
+        from ..rasterizer import is_chunked_stop
+        is_chunked_stop(blend_stop)  # a bad value fails here, not in the render thread's first frame
         self.blend_stop = blend_stop          # and its blend's stop ([train] blend_stop)
         self.cameras = [(str(n), c, s) for n, c, s in cameras]
         self.background = tuple(float(b) for b in background)
