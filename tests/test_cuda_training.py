@@ -162,7 +162,8 @@ def test_chunked_stop_steps_match_cpu(batch_views):
                             lr_steps=2 * 0.05 * np.sqrt(batch_views))
     cam = ds.cameras[0]
     np.testing.assert_allclose(gpu.render(cam), cpu.render(cam), atol=1e-5, err_msg=f"seed {seed}")
-    splat_rule = splat.Trainer(ds, small_config(sh_degree_interval=1, densify_from=10_000, densify_until=10_000),
+    splat_rule = splat.Trainer(ds, small_config(sh_degree_interval=1, densify_from=10_000, densify_until=10_000,
+                                                blend_stop="splat"),
                                splat.BackendConfig(backend="cuda"), gpu.state(), step=gpu.step_count)
     assert np.abs(splat_rule.render(cam) - gpu.render(cam)).max() > 1e-5, seed
 
