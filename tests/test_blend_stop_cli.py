@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module spla
 
 if NATIVE:
     from splat import cli  # noqa: E402
-    from splat.render_path import open_model  # noqa: E402
+    from splat.render_path import open_model, run_blend_stop  # noqa: E402
 
 # 40000 faint points over 32x32 views: tile lists thousands deep.
 TOML = """\
@@ -96,3 +96,15 @@ def test_a_bad_stored_key_is_named(run, tmp_path):
     (bad / "config.toml").write_text('[train]\nblend_stop = "pixel"\n')
     with pytest.raises(ValueError, match="train.blend_stop"):
         open_model(bad, splat.BackendConfig(backend="cpu"))
+
+
+def test_a_run_config_from_before_the_key_reads_as_the_3dgs_rule(run, tmp_path):
+    """A config.toml written before [train] blend_stop existed: the rule such runs trained
+    with ("splat", as a resume reads it), not today's default ("chunk")."""
+    old = tmp_path / "old"
+    old.mkdir()
+    text = (run / "run" / "config.toml").read_text()
+    (old / "config.toml").write_text("\n".join(line for line in text.splitlines()
+                                               if not line.startswith("blend_stop")))
+    assert run_blend_stop(run / "run") == "chunk" and splat.TrainConfig().blend_stop == "chunk"
+    assert run_blend_stop(old) == "splat"

@@ -405,13 +405,14 @@ def run_antialiased(run_dir) -> bool | None:
 
 def run_blend_stop(run_dir) -> str | None:
     """[train] blend_stop of a run folder's config.toml (None: no config there; a
-    config written before the key: "splat", the rule such runs trained with)."""
+    config written before the key: the rule such runs trained with, as a resume reads it)."""
     from .config import BLEND_STOPS
+    from .trainer import TRAIN_KEYS_ADDED
     found = _run_train_table(run_dir)
     if found is None:
         return None
     path, train = found
-    value = train.get("blend_stop", "splat")
+    value = train.get("blend_stop", TRAIN_KEYS_ADDED["blend_stop"])
     if value not in BLEND_STOPS:
         raise ValueError(f"[splat] {path}: train.blend_stop: expected one of "
                          f"{', '.join(map(repr, BLEND_STOPS))}, got {value!r}")
