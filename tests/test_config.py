@@ -19,7 +19,9 @@ rng = np.random.default_rng()
 
 RECIPE = dict(
     steps=30000, means_lr=1.6e-4, means_lr_final=1.6e-6, log_scales_lr=5e-3, quats_lr=1e-3,
-    opacity_lr=5e-2, sh_dc_lr=2.5e-3, sh_rest_lr=2.5e-3 / 20, adam_eps=1e-15, adam_beta1=0.9,
+    opacity_lr=5e-2, sh_dc_lr=2.5e-3, sh_rest_lr=2.5e-3 / 20,
+    lr_final_fraction=1.0,                         # the 3DGS rates hold to the end
+    adam_eps=1e-15, adam_beta1=0.9,
     adam_beta2=0.999, sh_degree=3, sh_degree_interval=1000, densify_from=500, densify_until=15000,
     densify_every=100, densify_grad_threshold=2e-4, percent_dense=0.01, split_count=2,
     split_scale_divisor=1.6, prune_opacity=0.005, prune_max_screen_radius=0.0, prune_max_world_scale=0.1,

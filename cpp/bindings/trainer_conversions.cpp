@@ -126,6 +126,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(opacity_lr);
   SPLAT_READ(sh_dc_lr);
   SPLAT_READ(sh_rest_lr);
+  SPLAT_READ(lr_final_fraction);
   SPLAT_READ(adam_eps);
   SPLAT_READ(adam_beta1);
   SPLAT_READ(adam_beta2);

@@ -128,6 +128,14 @@ float Trainer::means_lr(uint32_t step) const {
   return static_cast<float>(std::exp(std::log(lr0) * (1.0 - t) + std::log(lr1) * t));
 }
 
+float Trainer::late_lr_scale(uint32_t step) const {
+  const TrainSettings& s = settings_;
+  const uint32_t from = s.mcmc ? s.mcmc_refine_until : s.densify_until;
+  if (s.lr_final_fraction == 1.f || step <= from || s.steps <= from) return 1.f;
+  double t = std::min(1.0, static_cast<double>(step - from) / static_cast<double>(s.steps - from));
+  return static_cast<float>(std::exp(std::log(static_cast<double>(s.lr_final_fraction)) * t));
+}
+
 float Trainer::exposure_lr(uint32_t step) const {
   // The same log-linear decay as the means' rate.
   double t = std::clamp(static_cast<double>(step) / std::max(1u, settings_.steps), 0.0, 1.0);
@@ -200,8 +208,9 @@ void Trainer::train_step(uint32_t t) {
   const TrainSettings& s = settings_;
   forward_backward(t, active_sh_degree(t));
   step_ = t;
-  AdamSettings adam{means_lr(t), s.log_scales_lr, s.quats_lr, s.opacity_lr, s.sh_dc_lr, s.sh_rest_lr,
-                    s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam,
+  const float late = late_lr_scale(t);
+  AdamSettings adam{means_lr(t), s.log_scales_lr * late, s.quats_lr * late, s.opacity_lr * late, s.sh_dc_lr * late,
+                    s.sh_rest_lr * late, s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam,
                     seed32()};
   device_->adam_step(adam);
 }
@@ -321,8 +330,9 @@ void Trainer::apply_update(uint32_t t, uint32_t update, float lr_scale, float be
   if (update == 0) throw ConfigError("[trainer] apply_update: updates count from 1");
   if (!(lr_scale > 0.f) || !(beta1 >= 0.f && beta1 < 1.f) || !(beta2 >= 0.f && beta2 < 1.f))
     throw ConfigError("[trainer] apply_update: lr_scale must be > 0 and the betas in [0, 1)");
-  AdamSettings adam{means_lr(t) * lr_scale, s.log_scales_lr * lr_scale, s.quats_lr * lr_scale,
-                    s.opacity_lr * lr_scale, s.sh_dc_lr * lr_scale, s.sh_rest_lr * lr_scale,
+  const float late = late_lr_scale(t) * lr_scale;
+  AdamSettings adam{means_lr(t) * lr_scale, s.log_scales_lr * late, s.quats_lr * late,
+                    s.opacity_lr * late, s.sh_dc_lr * late, s.sh_rest_lr * late,
                     beta1, beta2, s.adam_eps, update, s.exposure ? exposure_lr(t) * lr_scale : 0.f,
                     s.visible_adam, seed32()};
   device_->adam_step(adam);

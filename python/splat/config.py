@@ -175,6 +175,11 @@ class TrainConfig(_Section):
     opacity_lr: float = _f(5e-2, "float", lo=0.0, doc="opacity-logit lr")
     sh_dc_lr: float = _f(2.5e-3, "float", lo=0.0, doc="SH degree-0 lr")
     sh_rest_lr: float = _f(2.5e-3 / 20.0, "float", lo=0.0, doc="SH higher-degree lr")
+    lr_final_fraction: float = _f(1.0, "float", lo=0.0, lo_open=True, hi=1.0,
+                                  doc="the fraction of the other rates (scales, rotations, opacities, SH) left at "
+                                      "the last step: they hold until the Gaussian count is settled "
+                                      "(densify_until; MCMC: mcmc_refine_until), then decay log-linearly to it "
+                                      "(1: constant, the 3DGS recipe)")
     adam_eps: float = _f(1e-15, "float", lo=0.0, lo_open=True, doc="Adam epsilon")
     adam_beta1: float = _f(0.9, "float", lo=0.0, hi=1.0, hi_open=True, doc="Adam beta1")
     adam_beta2: float = _f(0.999, "float", lo=0.0, hi=1.0, hi_open=True, doc="Adam beta2")

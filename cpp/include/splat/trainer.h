@@ -17,6 +17,10 @@ struct TrainSettings {
   float means_lr = 1.6e-4f, means_lr_final = 1.6e-6f;  // x scene_extent
   float log_scales_lr = 5e-3f, quats_lr = 1e-3f, opacity_lr = 5e-2f;
   float sh_dc_lr = 2.5e-3f, sh_rest_lr = 2.5e-3f / 20.f;
+  // The other rates' fraction at the last step: constant until the Gaussians'
+  // count is settled (densify_until; MCMC: mcmc_refine_until), then a
+  // log-linear decay to this fraction at `steps` (1: constant, the 3DGS recipe).
+  float lr_final_fraction = 1.f;
   float adam_eps = 1e-15f, adam_beta1 = 0.9f, adam_beta2 = 0.999f;
   uint32_t sh_degree = 3, sh_degree_interval = 1000;
   uint32_t densify_from = 500, densify_until = 15000, densify_every = 100;
@@ -121,6 +125,8 @@ class Trainer {
   // The SH degree the schedule trains at view step t.
   uint32_t active_sh_degree(uint32_t step) const;
   float means_lr(uint32_t step) const;
+  // The factor on every rate but the means' at step t (lr_final_fraction).
+  float late_lr_scale(uint32_t step) const;
   float exposure_lr(uint32_t step) const;
   // The 64-bit seed folded to the 32 bits the counter-based draws take (the
   // epoch shuffle; bfloat16 moments' rounding, AdamSettings::moment_seed).
