@@ -109,10 +109,10 @@ def small_config(**over):
 
 
 # ----------------------------------------------------------------------------- Adam
-def adam_params(tr, cfg, name, t, p0, m1, v1):
+def adam_params(tr, cfg, name, t, p0, m1, v1, scale=1.0):
     """(learning rate, parameters) after numpy's Adam step t of group `name` from p0 with
     the new moments m1, v1: the recipe's rate per group (SH DC and rest apart, the means'
-    scheduled)."""
+    scheduled), every group but the means' times `scale` (lr_final_fraction's decay)."""
     if name == "means":
         lr = np.float64(tr._native.means_lr(t))
     elif name == "sh":
@@ -120,6 +120,8 @@ def adam_params(tr, cfg, name, t, p0, m1, v1):
         lr[:, 0, :] = cfg.sh_dc_lr
     else:
         lr = dict(log_scales=cfg.log_scales_lr, quats=cfg.quats_lr, opacity_logits=cfg.opacity_lr)[name]
+    if name != "means":
+        lr = lr * scale
     b1, b2 = cfg.adam_beta1, cfg.adam_beta2
     return lr, p0 - lr * (m1 / (1 - b1 ** t)) / (np.sqrt(v1 / (1 - b2 ** t)) + cfg.adam_eps)
 

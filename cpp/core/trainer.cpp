@@ -210,8 +210,8 @@ void Trainer::train_step(uint32_t t) {
   step_ = t;
   const float late = late_lr_scale(t);
   AdamSettings adam{means_lr(t), s.log_scales_lr * late, s.quats_lr * late, s.opacity_lr * late, s.sh_dc_lr * late,
-                    s.sh_rest_lr * late, s.adam_beta1, s.adam_beta2, s.adam_eps, t, s.exposure ? exposure_lr(t) : 0.f, s.visible_adam,
-                    seed32()};
+                    s.sh_rest_lr * late, s.adam_beta1, s.adam_beta2, s.adam_eps, t,
+                    s.exposure ? exposure_lr(t) : 0.f, s.visible_adam, seed32()};
   device_->adam_step(adam);
 }
 
