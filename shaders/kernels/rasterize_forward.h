@@ -416,7 +416,7 @@ SPLAT_FUNC void store_checkpoints(SPLAT_CONST_MEM const RasterParams& rp, uint32
 // a pixel that never needs a walk is finished here (every pixel, with the
 // chunked stop). Otherwise its state at
 // the start of that chunk, (T, C), goes to the chunk's slot and the chunk to
-// stop_chunk[pixel], for the walk pass.
+// stop_chunk[pixel], for the walk pass (never written with the chunked stop).
 SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                        SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,
                                        SPLAT_DEVICE_MEM float* image, SPLAT_DEVICE_MEM float* alpha,
@@ -436,11 +436,14 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
     stop_chunk[px.index] = k;
     return;
   }
-  stop_chunk[px.index] = SPLAT_NO_STOP_CHUNK;
   store_pixel(rp, px.index, st, image, alpha, final_T, n_contrib);
   // The chunked stop walks nothing, so every pixel is final here: its
-  // checkpoints too, from the chunk states this thread just read.
-  if (rp.chunk_stop != 0u) store_checkpoints(rp, t.group, start, t.tid, st.n_contrib, st.T, chunk_state);
+  // checkpoints too, from the chunk states this thread just read; stop_chunk
+  // is the walk's alone (a one-element buffer then).
+  if (rp.chunk_stop != 0u)
+    store_checkpoints(rp, t.group, start, t.tid, st.n_contrib, st.T, chunk_state);
+  else
+    stop_chunk[px.index] = SPLAT_NO_STOP_CHUNK;
 }
 
 // Pass 3, one threadgroup per chunk (tile_chunk()). The pixels whose walk

@@ -155,7 +155,10 @@ int main(int argc, char** argv) {
   for (float& b : rp.background) b = uniform(rng);
   const uint32_t pixels = kWidth * kHeight * (uint32_t)views;
   std::vector<float> image(3 * pixels), alpha(pixels), final_T(pixels), chunk_state(4 * slots * SPLAT_GROUP_SIZE);
-  std::vector<uint32_t> n_contrib(pixels), chunk_last(slots * SPLAT_GROUP_SIZE), stop_chunk(pixels);
+  std::vector<uint32_t> n_contrib(pixels), chunk_last(slots * SPLAT_GROUP_SIZE);
+  // Written only by pixels the walk finishes: the chunked stop must leave every
+  // entry as it is (the GPU binds a one-element buffer then).
+  std::vector<uint32_t> stop_chunk(pixels, SPLAT_NO_STOP_CHUNK);
 
   // The forward's four passes, as GpuDevice dispatches them.
   std::vector<uint32_t> tile_saturated(num_tiles, SPLAT_NOT_SATURATED);
