@@ -120,12 +120,20 @@ uint32_t Trainer::active_sh_degree(uint32_t step) const {
   return std::min(settings_.sh_degree, step / std::max(1u, settings_.sh_degree_interval));
 }
 
-float Trainer::means_lr(uint32_t step) const {
-  // Exponential decay (log-linear) from the initial to the final rate.
-  double t = std::clamp(static_cast<double>(step) / std::max(1u, settings_.steps), 0.0, 1.0);
-  double lr0 = settings_.means_lr * settings_.scene_extent, lr1 = settings_.means_lr_final * settings_.scene_extent;
+namespace {
+
+// Exponential decay (log-linear) from lr0 at t = 0 to lr1 at t = 1; linear
+// where either is not positive.
+float log_linear(double lr0, double lr1, double t) {
   if (lr0 <= 0.0 || lr1 <= 0.0) return static_cast<float>(lr0 * (1 - t) + lr1 * t);
   return static_cast<float>(std::exp(std::log(lr0) * (1.0 - t) + std::log(lr1) * t));
+}
+
+}  // namespace
+
+float Trainer::means_lr(uint32_t step) const {
+  double t = std::clamp(static_cast<double>(step) / std::max(1u, settings_.steps), 0.0, 1.0);
+  return log_linear(settings_.means_lr * settings_.scene_extent, settings_.means_lr_final * settings_.scene_extent, t);
 }
 
 float Trainer::late_lr_scale(uint32_t step) const {
@@ -133,15 +141,13 @@ float Trainer::late_lr_scale(uint32_t step) const {
   const uint32_t from = s.mcmc ? s.mcmc_refine_until : s.densify_until;
   if (s.lr_final_fraction == 1.f || step <= from || s.steps <= from) return 1.f;
   double t = std::min(1.0, static_cast<double>(step - from) / static_cast<double>(s.steps - from));
-  return static_cast<float>(std::exp(std::log(static_cast<double>(s.lr_final_fraction)) * t));
+  return log_linear(1.0, s.lr_final_fraction, t);
 }
 
 float Trainer::exposure_lr(uint32_t step) const {
-  // The same log-linear decay as the means' rate.
+  // The same decay as the means' rate.
   double t = std::clamp(static_cast<double>(step) / std::max(1u, settings_.steps), 0.0, 1.0);
-  double lr0 = settings_.exposure_lr, lr1 = settings_.exposure_lr_final;
-  if (lr0 <= 0.0 || lr1 <= 0.0) return static_cast<float>(lr0 * (1 - t) + lr1 * t);
-  return static_cast<float>(std::exp(std::log(lr0) * (1.0 - t) + std::log(lr1) * t));
+  return log_linear(settings_.exposure_lr, settings_.exposure_lr_final, t);
 }
 
 void Trainer::shuffle_epoch(uint32_t epoch) {
