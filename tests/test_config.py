@@ -21,6 +21,7 @@ RECIPE = dict(
     steps=30000, means_lr=1.6e-4, means_lr_final=1.6e-6, log_scales_lr=5e-3, quats_lr=1e-3,
     opacity_lr=5e-2, sh_dc_lr=2.5e-3, sh_rest_lr=2.5e-3 / 20,
     lr_final_fraction=1.0,                         # the 3DGS rates hold to the end
+    opacity_reg=0.0, scale_reg=0.0, reg_from=0,    # no regularisers in the 3DGS loss
     adam_eps=1e-15, adam_beta1=0.9,
     adam_beta2=0.999, sh_degree=3, sh_degree_interval=1000, densify_from=500, densify_until=15000,
     densify_every=100, densify_grad_threshold=2e-4, percent_dense=0.01, split_count=2,

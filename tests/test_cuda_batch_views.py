@@ -80,20 +80,24 @@ def train_reading_losses(ds, cfg, initial, launches):
     return tr, losses
 
 
-@pytest.mark.parametrize("views,strategy", [(2, "default"), (4, "default"), (3, "mcmc")])
+@pytest.mark.parametrize("views,strategy", [(2, "default"), (4, "default"), (3, "default_reg"), (3, "mcmc")])
 def test_views_together_equal_one_after_another_to_the_bit(views, strategy):
     """The batch's views binned, rasterized and back-propagated together give
     the state and losses of the same views trained one after another, through
-    densification and opacity resets, or MCMC's regularisers, relocation and
-    growth (views of 72x40: partial tiles at the right and bottom edges of
-    every view)."""
+    densification and opacity resets (with the default strategy's regularisers
+    from a step inside a batch: both paths start them by the batch's first
+    step), or MCMC's regularisers, relocation and growth (views of 72x40:
+    partial tiles at the right and bottom edges of every view)."""
     rng, seed = make_rng()
     ds = make_dataset(rng, random_gaussians(rng, 80), n_views=6, width=72, height=40)
     initial = random_gaussians(rng, 200)
     recipe = (dict(densify_from=2 * views, densify_until=10 * views, densify_every=2 * views,
-                   opacity_reset_every=6 * views) if strategy == "default" else
+                   opacity_reset_every=6 * views) if strategy != "mcmc" else
               dict(strategy="mcmc", max_gaussians=260, mcmc_refine_from=2 * views, mcmc_refine_until=10 * views,
                    mcmc_refine_every=2 * views))
+    if strategy == "default_reg":
+        recipe.update(opacity_reg=float(rng.uniform(0.01, 0.1)), scale_reg=float(rng.uniform(0.01, 0.1)),
+                      reg_from=4 * views + 2)
     cfg = small_config(steps=12 * views, sh_degree_interval=3 * views, batch_views=views, **recipe)
     want, want_losses = train_reading_losses(ds, cfg, initial, "per_view")
     got, got_losses = train_reading_losses(ds, cfg, initial, "together")

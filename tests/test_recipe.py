@@ -65,6 +65,21 @@ def test_check_describes_mcmc_with_its_values(tmp_path, capsys):
     assert "# antialiased: off" in out
 
 
+def test_check_describes_the_default_strategys_regularisers(tmp_path, capsys):
+    w_o, w_s = float(np.round(rng.uniform(1e-3, 0.1), 4)), float(np.round(rng.uniform(1e-3, 0.1), 4))
+    start = int(rng.integers(1, 20000))
+    rc, out, err = check(tmp_path, capsys, f'opacity_reg = {w_o}\nscale_reg = {w_s}\nreg_from = {start}\n')
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("# strategy:"))
+    assert f"opacity / scale regularisers {w_o:g} / {w_s:g} from step {start}" in line, line
+    assert "warning" not in err, err
+    assert "regularisers" not in describe(TrainConfig())[0]
+    assert mode_warnings(TrainConfig(reg_from=start)) == [
+        "train.reg_from: unused with train.opacity_reg and train.scale_reg at 0"]
+    assert mode_warnings(TrainConfig(strategy="mcmc", opacity_reg=w_o)) == [
+        "train.opacity_reg: unused with train.strategy = 'mcmc' (its mcmc_* keys apply instead)"]
+
+
 def test_check_describes_default_absgrad_antialiased_exposure(tmp_path, capsys):
     thr = float(np.round(rng.uniform(1e-4, 2e-3), 5))
     lr = float(np.round(rng.uniform(1e-3, 5e-2), 4))

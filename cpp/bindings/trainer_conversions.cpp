@@ -127,6 +127,9 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(sh_dc_lr);
   SPLAT_READ(sh_rest_lr);
   SPLAT_READ(lr_final_fraction);
+  SPLAT_READ(opacity_reg);
+  SPLAT_READ(scale_reg);
+  SPLAT_READ(reg_from);
   SPLAT_READ(adam_eps);
   SPLAT_READ(adam_beta1);
   SPLAT_READ(adam_beta2);

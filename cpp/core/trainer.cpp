@@ -276,10 +276,9 @@ bool Trainer::train_views_together(uint32_t first, uint32_t views, uint32_t sh_d
     cams[k] = cameras_[device_views[k]];
     track[k] = !s.mcmc && t < s.densify_until;
   }
-  // The regularisers read only their weights (McmcStepSettings' other fields are the noise's).
-  const McmcStepSettings mcmc{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(first), s.seed, first};
+  const std::optional<McmcStepSettings> reg = regularizers_at(first);
   return device_->train_views_together(cams.data(), device_views.data(), track.data(), views, sh_degree,
-                                       s.background, s.ssim_weight, first, s.mcmc ? &mcmc : nullptr);
+                                       s.background, s.ssim_weight, first, reg ? &*reg : nullptr);
 }
 
 void Trainer::train_step_noise(uint32_t t) {
@@ -326,9 +325,17 @@ void Trainer::forward_backward(uint32_t t, uint32_t sh_degree) {
   }
   const bool densifying = !s.mcmc && t < s.densify_until;
   device_->train_forward_backward(cameras_[view], view, sh_degree, bg, s.ssim_weight, densifying, t);
-  if (s.mcmc)
-    device_->mcmc_regularize(
-        McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t});
+  if (const std::optional<McmcStepSettings> reg = regularizers_at(t)) device_->mcmc_regularize(*reg);
+}
+
+std::optional<McmcStepSettings> Trainer::regularizers_at(uint32_t t) const {
+  const TrainSettings& s = settings_;
+  // The regularisers read only their weights (McmcStepSettings' other fields
+  // are the noise's). The default strategy's start by the batch's first step,
+  // so the views of a batch trained together or one by one agree.
+  if (s.mcmc) return McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t};
+  if ((s.opacity_reg == 0.f && s.scale_reg == 0.f) || batch_first(t) < s.reg_from) return std::nullopt;
+  return McmcStepSettings{s.opacity_reg, s.scale_reg, 0.f, s.seed, t};
 }
 
 void Trainer::apply_update(uint32_t t, uint32_t update, float lr_scale, float beta1, float beta2) {

@@ -60,7 +60,7 @@ class GpuDevice final : public Device {
   // Several views a step rasterized together (gpu_views.cpp).
   bool train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats, uint32_t count,
                             uint32_t sh_degree, const float background[3], float ssim_weight, uint32_t step,
-                            const McmcStepSettings* mcmc) override;
+                            const McmcStepSettings* reg) override;
   void reduce_densify_stats() override;
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;

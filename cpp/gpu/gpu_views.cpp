@@ -17,7 +17,7 @@ namespace splat::gpu {
 
 bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats,
                                      uint32_t count, uint32_t sh_degree, const float background[3],
-                                     float ssim_weight, uint32_t step, const McmcStepSettings* mcmc) {
+                                     float ssim_weight, uint32_t step, const McmcStepSettings* reg) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (uint32_t k = 0; k < count; ++k) check_view(cams[k], views[k]);
   // Where it cannot: the caller trains the views one after another. Streamed
@@ -51,14 +51,14 @@ bool GpuDevice::train_views_together(const CameraParams* cams, const uint32_t* v
   ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n * count, true);
   const BufferRef outs[6] = {ref(kGrad0), ref(kGrad0 + 1), ref(kGrad0 + 2), ref(kGrad0 + 3), BufferRef{},
                              ref(kGradMeans2d)};
-  if (mcmc) {
-    // MCMC's regularisers are added to each view's gradients before they are
+  if (reg) {
+    // The regularisers are added to each view's gradients before they are
     // summed: a launch pair a view.
     for (uint32_t k = 0; k < count; ++k) {
       begin(TimingLabel::ProjectBack);
       backward_project(k, cams[k], outs);
       end(TimingLabel::ProjectBack);
-      mcmc_regularize_grads(*mcmc);
+      mcmc_regularize_grads(*reg);
       if (track_stats[k]) grad_stats(cams[k], ref(kRadius, 4 * n * k), ref(kGradMeans2d));
       accumulate_view_gradients(k, count, false, false);
     }

@@ -180,6 +180,14 @@ class TrainConfig(_Section):
                                       "the last step: they hold until the Gaussian count is settled "
                                       "(densify_until; MCMC: mcmc_refine_until), then decay log-linearly to it "
                                       "(1: constant, the 3DGS recipe)")
+    opacity_reg: float = _f(0.0, "float", lo=0.0,
+                            doc="weight of mean(opacity) in the loss, from step reg_from on (the default "
+                                "strategy; mcmc: mcmc_opacity_reg)")
+    scale_reg: float = _f(0.0, "float", lo=0.0,
+                          doc="weight of mean(scale) in the loss, from step reg_from on (the default strategy; "
+                              "mcmc: mcmc_scale_reg)")
+    reg_from: int = _f(0, "int", lo=0, hi=UINT32_MAX,
+                       doc="the step from which opacity_reg and scale_reg apply (0: every step)")
     adam_eps: float = _f(1e-15, "float", lo=0.0, lo_open=True, doc="Adam epsilon")
     adam_beta1: float = _f(0.9, "float", lo=0.0, hi=1.0, hi_open=True, doc="Adam beta1")
     adam_beta2: float = _f(0.999, "float", lo=0.0, hi=1.0, hi_open=True, doc="Adam beta2")

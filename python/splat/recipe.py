@@ -13,7 +13,8 @@ from .schedule import capture_keys, opacity_reset_mode, starts_from_random_point
 _DEFAULT_ONLY = ("densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
                  "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
                  "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset",
-                 "opacity_reset_every", "opacity_reset_value", "init_opacity")
+                 "opacity_reset_every", "opacity_reset_value", "init_opacity", "opacity_reg", "scale_reg",
+                 "reg_from")
 
 
 def _changed(train: TrainConfig, prefix: str = "", keys=None) -> list[str]:
@@ -73,6 +74,9 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
                  f"{train.densify_until}, clone / split where {stat}, prune below opacity {train.prune_opacity:g}"
                  f"{screen}, "
                  f"{budget}; {resets}"]
+        if train.opacity_reg > 0 or train.scale_reg > 0:
+            start = f" from step {train.reg_from}" if train.reg_from > 0 else ""
+            lines[0] += f"; opacity / scale regularisers {train.opacity_reg:g} / {train.scale_reg:g}{start}"
     lines.append("antialiased: on: the 2D filter's opacity compensation (mip-splatting), in training and in every "
                  "render of the run" if train.antialiased else
                  "antialiased: off: classic 3DGS rasterization (the 0.3-pixel dilation at full opacity)")
@@ -101,6 +105,8 @@ def mode_warnings(train: TrainConfig, dataset_format: str | None = None, layout:
     else:
         for k in _changed(train, prefix="mcmc_"):
             out.append(f"train.{k}: unused with train.strategy = 'default' (set strategy = 'mcmc' to use it)")
+        if train.opacity_reg == 0 and train.scale_reg == 0 and "reg_from" in _changed(train):
+            out.append("train.reg_from: unused with train.opacity_reg and train.scale_reg at 0")
         if train.absgrad and "densify_grad_threshold" in _changed(train):
             out.append("train.densify_grad_threshold: unused with train.absgrad = true "
                        "(train.absgrad_grad_threshold applies instead)")

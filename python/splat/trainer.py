@@ -29,7 +29,8 @@ CHECKPOINT_VERSION = 1
 # [train] keys added after runs were first written, with the value that keeps
 # what such a run did: a checkpoint or run config without them resumes as before.
 TRAIN_KEYS_ADDED = {"opacity_reset": "on", "num_downscales": 0, "resolution_schedule": 3000, "adam_moments": "float32",
-                    "batch_views": 1, "blend_stop": "splat", "lr_final_fraction": 1.0}
+                    "batch_views": 1, "blend_stop": "splat", "lr_final_fraction": 1.0,
+                    "opacity_reg": 0.0, "scale_reg": 0.0, "reg_from": 0}
 # Raised when the loss or a parameter is no longer finite (a RuntimeError).
 TrainingDiverged = _core.TrainingDiverged
 # Every checkpoint member gets this timestamp, so equal states give equal bytes.
@@ -41,7 +42,8 @@ MAX_IMAGE_PIXELS = 1 << 28
 # TrainConfig fields that the native step reads (the rest shape initialisation).
 _NATIVE_SETTINGS = (
     "steps", "means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_lr", "sh_dc_lr",
-    "sh_rest_lr", "lr_final_fraction", "adam_eps", "adam_beta1", "adam_beta2", "sh_degree", "sh_degree_interval",
+    "sh_rest_lr", "lr_final_fraction", "opacity_reg", "scale_reg", "reg_from", "adam_eps", "adam_beta1",
+    "adam_beta2", "sh_degree", "sh_degree_interval",
     "densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
     "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
     "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "ssim_weight", "seed",

@@ -173,11 +173,12 @@ class Device {
   // (the batch's first) when its pairs overflow, so the batch runs again
   // whole. Returns false, having done nothing, where it cannot (another
   // backend, views of different sizes, streamed images, absgrad); the caller
-  // then trains the views one after another. mcmc: the MCMC regularisers,
-  // added to each view's gradients as mcmc_regularize adds them (null: none).
+  // then trains the views one after another. reg: the loss's regularisers
+  // (Trainer::regularizers_at), added to each view's gradients as
+  // mcmc_regularize adds them (null: none).
   virtual bool train_views_together(const CameraParams* cams, const uint32_t* views, const bool* track_stats,
                                     uint32_t count, uint32_t sh_degree, const float background[3],
-                                    float ssim_weight, uint32_t step, const McmcStepSettings* mcmc) {
+                                    float ssim_weight, uint32_t step, const McmcStepSettings* reg) {
     (void)cams;
     (void)views;
     (void)track_stats;
@@ -186,7 +187,7 @@ class Device {
     (void)background;
     (void)ssim_weight;
     (void)step;
-    (void)mcmc;
+    (void)reg;
     return false;
   }
   // Data-parallel training (python/splat/parallel): the last step's

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct TrainSettings {
   // count is settled (densify_until; MCMC: mcmc_refine_until), then a
   // log-linear decay to this fraction at `steps` (1: constant, the 3DGS recipe).
   float lr_final_fraction = 1.f;
+  // The default strategy's regularisers (MCMC has its own, below): weights of
+  // mean(opacity) and mean(scale) in the loss from step reg_from on.
+  float opacity_reg = 0.f, scale_reg = 0.f;
+  uint32_t reg_from = 0;
   float adam_eps = 1e-15f, adam_beta1 = 0.9f, adam_beta2 = 0.999f;
   uint32_t sh_degree = 3, sh_degree_interval = 1000;
   uint32_t densify_from = 500, densify_until = 15000, densify_every = 100;
@@ -125,6 +130,9 @@ class Trainer {
   // The SH degree the schedule trains at view step t.
   uint32_t active_sh_degree(uint32_t step) const;
   float means_lr(uint32_t step) const;
+  // The loss's regularisers at step t: MCMC's, or the default strategy's
+  // (opacity_reg, scale_reg) from reg_from on; none where they do not apply.
+  std::optional<McmcStepSettings> regularizers_at(uint32_t t) const;
   // The factor on every rate but the means' at step t (lr_final_fraction).
   float late_lr_scale(uint32_t step) const;
   float exposure_lr(uint32_t step) const;
