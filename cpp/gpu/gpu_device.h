@@ -158,6 +158,9 @@ class GpuDevice final : public Device {
            (config_.raster_forward_chunks == RasterForwardChunks::Auto &&
             (n >= kSkipFromGaussians || pixels >= kSkipFromPixels));
   }
+  // stop_chunk is the walk pass's alone: the chunked stop neither writes nor
+  // reads it, and binds a one-element buffer.
+  static size_t stop_chunk_bytes(bool chunked, size_t pixels) { return chunked ? 4 : 4 * pixels; }
   void forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
                     uint32_t sh_degree, const float background[3], uint32_t step = kNoStep);
   // The same for `views` cameras of one size binned together: view v's

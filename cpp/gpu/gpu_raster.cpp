@@ -201,8 +201,7 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
       chunk_pass(static_cast<uint32_t>(slots), ChunkPassParams{0, 0, 0, 0});
     }
   }
-  // Only the walk reads stop_chunk; the chunked stop never writes it.
-  BufferRef stop_chunk = ensure(kStopChunk, rp_.chunk_stop ? 4 : 4 * pixels);
+  BufferRef stop_chunk = ensure(kStopChunk, stop_chunk_bytes(rp_.chunk_stop != 0u, pixels));
   launch(Kernel::RasterizeForward, num_tiles,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(ranges), KernelArg::buf(image),
           KernelArg::buf(alpha), KernelArg::buf(final_T), KernelArg::buf(n_contrib), KernelArg::buf(chunk_state),

@@ -50,7 +50,7 @@ void GpuDevice::reserve_pixels(size_t pixels, uint32_t tiles) {
   ensure(kAlpha, 4 * pixels);
   ensure(kFinalT, 4 * pixels);
   ensure(kNContrib, 4 * pixels);
-  ensure(kStopChunk, chunked_stop() ? 4 : 4 * pixels);  // the walk's alone (gpu_raster.cpp)
+  ensure(kStopChunk, stop_chunk_bytes(chunked_stop(), pixels));
   ensure(kDImage, 12 * pixels);
   ensure(kLossPartials, 9 * 4 * pixels);
   ensure(kTileSums, 8 * size_t{tiles});
