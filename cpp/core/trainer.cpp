@@ -330,10 +330,10 @@ void Trainer::forward_backward(uint32_t t, uint32_t sh_degree) {
 
 std::optional<McmcStepSettings> Trainer::regularizers_at(uint32_t t) const {
   const TrainSettings& s = settings_;
-  // The regularisers read only their weights (McmcStepSettings' other fields
-  // are the noise's). The default strategy's start by the batch's first step,
-  // so the views of a batch trained together or one by one agree.
-  if (s.mcmc) return McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, s.mcmc_noise_lr * means_lr(t), s.seed, t};
+  // The regularisers read only their weights (McmcStepSettings' noise_scale is
+  // the noise's, left 0). The default strategy's start by the batch's first
+  // step, so the views of a batch trained together or one by one agree.
+  if (s.mcmc) return McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, 0.f, s.seed, t};
   if ((s.opacity_reg == 0.f && s.scale_reg == 0.f) || batch_first(t) < s.reg_from) return std::nullopt;
   return McmcStepSettings{s.opacity_reg, s.scale_reg, 0.f, s.seed, t};
 }
