@@ -15,7 +15,9 @@ with the config's schedule and thresholds. With `train.strategy = "mcmc"`
 config's budget (max_gaussians as cap_max), refine schedule, noise_lr and
 dead opacity, and the simple trainer's opacity and scale regularisers in the
 loss; the initial Gaussians are splat's mcmc ones (mcmc_init_opacity,
-mcmc_init_scale), as gsplat's mcmc preset.
+mcmc_init_scale), as gsplat's mcmc preset. Under DefaultStrategy the config's
+opacity_reg and scale_reg (0 unless set: gsplat's default) enter the loss from
+step reg_from on, as splat's.
 """
 from __future__ import annotations
 
@@ -148,6 +150,9 @@ def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log,
             if mcmc:  # gsplat's simple trainer's mcmc regularisers
                 loss = loss + cfg.mcmc_opacity_reg * torch.sigmoid(params["opacities"]).mean() + \
                     cfg.mcmc_scale_reg * torch.exp(params["scales"]).mean()
+            elif (cfg.opacity_reg or cfg.scale_reg) and step + 1 >= cfg.reg_from:   # the same terms, from reg_from
+                loss = loss + cfg.opacity_reg * torch.sigmoid(params["opacities"]).mean() + \
+                    cfg.scale_reg * torch.exp(params["scales"]).mean()
             loss.backward()
             for opt in optimizers.values():
                 opt.step()
