@@ -147,12 +147,13 @@ def train_gsplat(scene, train, test, marks, cfg: splat.TrainConfig, budget, log,
                 l1 = (out - gt).abs().mean()
             s = _ssim(torch, out.permute(2, 0, 1)[None], gt.permute(2, 0, 1)[None], window)
             loss = (1.0 - w) * l1 + w * (1.0 - s)
-            if mcmc:  # gsplat's simple trainer's mcmc regularisers
-                loss = loss + cfg.mcmc_opacity_reg * torch.sigmoid(params["opacities"]).mean() + \
-                    cfg.mcmc_scale_reg * torch.exp(params["scales"]).mean()
-            elif (cfg.opacity_reg or cfg.scale_reg) and step + 1 >= cfg.reg_from:   # the same terms, from reg_from
-                loss = loss + cfg.opacity_reg * torch.sigmoid(params["opacities"]).mean() + \
-                    cfg.scale_reg * torch.exp(params["scales"]).mean()
+            # gsplat's simple trainer's regularisers: MCMC's weights, or the default
+            # strategy's from reg_from on (splat's Trainer::regularizers_at)
+            opacity_w, scale_w = ((cfg.mcmc_opacity_reg, cfg.mcmc_scale_reg) if mcmc else
+                                  (cfg.opacity_reg, cfg.scale_reg) if step + 1 >= cfg.reg_from else (0.0, 0.0))
+            if opacity_w or scale_w:
+                loss = loss + opacity_w * torch.sigmoid(params["opacities"]).mean() + \
+                    scale_w * torch.exp(params["scales"]).mean()
             loss.backward()
             for opt in optimizers.values():
                 opt.step()
