@@ -76,7 +76,7 @@ assert_images_close(r.forward(g, cam, sh_degree=0).image, want.image, "after", 0
 
 
 # 2^31 - 1 pairs take ~82 GiB of device memory (docs/architecture.md, "Numeric limits"):
-# an H200 (139 GiB) holds them, an 80 GB H100 (79.6 GiB) does not (cuMemAlloc of the
+# an H200 (139 GiB) holds them, an 80 GB H100 (79.2 GiB by cuMemGetInfo) does not (cuMemAlloc of the
 # chunk state failed there). The test asks for this much in all.
 PAIR_LIMIT_DEVICE_GIB = 90
 
