@@ -1,16 +1,15 @@
 """What a capture gets with the opacity resets its camera layout gets (none around an
 object, resets in an open scene): the default preset's clone / split threshold becomes
-0.0006 and densification stops at step 7000 (PRESETS_CAPTURE), and around an object the
-opacity and scale regularisers 0.003 each start where densification ends
-(PRESETS_OBJECT_CAPTURE), for the keys a config leaves to its preset; every other scene,
-recipe and explicit key keeps its value. Oracles: the rule written out here case by case, a TOML round trip,
+0.0006 and densification stops at step 7000 (PRESETS_CAPTURE), for the keys a config
+leaves to its preset; every other scene, recipe and explicit key keeps
+its value. Oracles: the rule written out here case by case, a TOML round trip,
 and what `splat train` records and `splat check` prints."""
 import numpy as np
 import pytest
 
 import splat
 from splat.config import PRESETS, load_config
-from splat.recipe import describe, mode_warnings
+from splat.recipe import describe
 from splat.schedule import CAPTURE_FORMATS, capture_keys, capture_recipe
 from _pkg import NATIVE
 from test_opacity_reset_mode import _capture
@@ -20,13 +19,6 @@ DEFAULT = splat.TrainConfig().densify_grad_threshold
 CAPTURE = 6e-4
 DEFAULT_UNTIL = splat.TrainConfig().densify_until
 CAPTURE_UNTIL = 7000
-REG_KEYS = ("opacity_reg", "scale_reg", "reg_from")
-OBJECT_REGS = (0.003, 0.003, CAPTURE_UNTIL)   # around an object, from the end of densification
-NO_REGS = (0.0, 0.0, 0)
-
-
-def _regs(cfg):
-    return tuple(getattr(cfg, k) for k in REG_KEYS)
 
 
 def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
@@ -36,10 +28,9 @@ def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
                             (splat.TrainConfig(), "open"), (splat.TrainConfig(opacity_reset="on"), "open")):
             got = capture_recipe(cfg, fmt, layout)
             assert (got.densify_grad_threshold, got.densify_until) == (CAPTURE, CAPTURE_UNTIL), (fmt, layout)
-            assert _regs(got) == (OBJECT_REGS if layout == "object" else NO_REGS), (fmt, layout)
-            changed = ("densify_grad_threshold", "densify_until") + REG_KEYS
-            others = {k: v for k, v in got.to_dict().items() if k not in changed}
-            assert others == {k: v for k, v in cfg.to_dict().items() if k not in changed}, (fmt, layout)
+            others = {k: v for k, v in got.to_dict().items() if k not in ("densify_grad_threshold", "densify_until")}
+            assert others == {k: v for k, v in cfg.to_dict().items()
+                              if k not in ("densify_grad_threshold", "densify_until")}, (fmt, layout)
         # Not measured: a layout trained with the other reset mode, an unknown layout,
         # MCMC, absgrad.
         for cfg, layout in ((splat.TrainConfig(), None),
@@ -52,37 +43,13 @@ def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
             out = capture_recipe(cfg, fmt, layout)
             assert out is cfg and capture_keys(cfg, fmt, layout) == {}, (fmt, layout)
             assert (out.densify_grad_threshold, out.densify_until) == (cfg.densify_grad_threshold, cfg.densify_until)
-            assert _regs(out) == NO_REGS, (fmt, layout)
     for fmt in ("blender", None):
         got = capture_recipe(splat.TrainConfig(), fmt, "object")
         assert (got.densify_grad_threshold, got.densify_until) == (DEFAULT, DEFAULT_UNTIL), fmt
-        assert _regs(got) == NO_REGS, fmt
     # The fast preset keeps its own densification keys.
     fast = capture_recipe(splat.TrainConfig(preset="fast"), "colmap", "object")
     assert fast.densify_grad_threshold == PRESETS["fast"]["densify_grad_threshold"]
     assert fast.densify_until == PRESETS["fast"]["densify_until"]
-    assert _regs(fast) == NO_REGS   # measured at 30000 steps only
-
-
-def test_the_regularisers_start_where_densification_ends_and_explicit_keys_win():
-    rng = np.random.default_rng()
-    until = int(rng.integers(1000, 20000))
-    got = capture_recipe(splat.TrainConfig(densify_until=until), "colmap", "object")
-    assert (got.densify_until, _regs(got)) == (until, (0.003, 0.003, until))
-    weight = float(rng.uniform(0.001, 0.05))
-    got = capture_recipe(splat.TrainConfig(scale_reg=weight), "nerfstudio", "object")
-    assert _regs(got) == (0.003, weight, CAPTURE_UNTIL)   # each key on its own
-    start = int(rng.integers(1, 30000))
-    got = capture_recipe(splat.TrainConfig(reg_from=start), "colmap", "object")
-    assert _regs(got) == (0.003, 0.003, start)
-    # Both weights set to 0, the 3DGS loss: none of the three keys is filled in, so
-    # nothing warns about a reg_from the config never set.
-    off = capture_recipe(splat.TrainConfig(opacity_reg=0.0, scale_reg=0.0), "colmap", "object")
-    assert _regs(off) == NO_REGS
-    assert not any("reg_from" in w for w in mode_warnings(off, "colmap", "object"))
-    # A second call changes nothing.
-    once = capture_recipe(splat.TrainConfig(), "colmap", "object")
-    assert capture_recipe(once, "colmap", "object").to_dict() == once.to_dict()
 
 
 def test_the_fast_preset_gives_a_capture_the_resolution_schedule():
@@ -154,9 +121,6 @@ def test_describe_names_the_rule_where_it_applies():
                    and "densify_until 7000" in x for x in lines), lines
         strategy = next(x for x in lines if x.startswith("strategy: default"))
         assert "the screen-space gradient above 0.0006" in strategy and "from 500 to 7000," in strategy
-        regs = "opacity / scale regularisers 0.003 / 0.003 from step 7000"
-        assert (regs in strategy) == (layout == "object"), strategy
-        assert any("opacity_reg 0.003, scale_reg 0.003, reg_from 7000" in x for x in lines) == (layout == "object")
     for cfg, where in ((splat.TrainConfig(), ("blender", "object")),
                        (splat.TrainConfig(opacity_reset="off"), ("colmap", "open"))):
         assert not any("on a capture" in x for x in describe(cfg, *where)), where
@@ -173,7 +137,6 @@ def test_from_dataset_trains_with_the_scene_recipe(tmp_path, outward):
     assert tr.camera_layout == ("open" if outward else "object")
     assert (tr.config.densify_grad_threshold, tr.config.densify_until) == (CAPTURE, CAPTURE_UNTIL)
     assert tr.opacity_resets == outward   # the layout's own reset mode, under which the keys apply
-    assert _regs(tr.config) == (NO_REGS if outward else OBJECT_REGS)
     assert tr.config.steps == 20 and tr.config.init_points == 200
     assert cfg.densify_grad_threshold == DEFAULT   # the caller's config is left as it was
     mine = splat.TrainConfig(steps=20, init_points=200, densify_grad_threshold=DEFAULT)
@@ -199,11 +162,8 @@ def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys
                            "--set", "train.init_points=200")
     assert rc == 0, err
     assert "note: a capture's recipe: clone / split above a gradient of 0.0006, densification until step 7000" in out
-    note = next(x for x in out.splitlines() if x.startswith("note: a capture's recipe"))
-    assert ("opacity / scale regularisers 0.003 / 0.003 from step 7000" in note) == (not outward), note
     recorded = load_config(run / "config.toml", check_paths=False).train
     assert (recorded.densify_grad_threshold, recorded.densify_until) == (CAPTURE, CAPTURE_UNTIL)
-    assert _regs(recorded) == (NO_REGS if outward else OBJECT_REGS)
     # --fast: the preset's capture keys, noted and recorded.
     rc, out, err = run_cli(capsys, "train", scene, "--fast", "--steps", "3", "--backend", "cpu",
                            "--out", str(tmp_path / "fast"), "--set", "train.init_points=200")
@@ -229,15 +189,6 @@ def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys
     assert "a capture's recipe" not in out
     resumed = load_config(old_run / "config.toml", check_paths=False).train
     assert (resumed.densify_grad_threshold, resumed.densify_until) == (4e-4, CAPTURE_UNTIL)
-    # So does one written before the regularisers (its config.toml records them at 0).
-    no_regs = tmp_path / "no_regs"
-    rc, out, err = run_cli(capsys, "train", scene, "--steps", "3", "--backend", "cpu", "--out", str(no_regs),
-                           "--set", "train.init_points=200", "--set", "train.opacity_reg=0",
-                           "--set", "train.scale_reg=0")
-    assert rc == 0, err
-    rc, out, err = run_cli(capsys, "train", "--resume", str(no_regs), "--steps", "5", "--backend", "cpu")
-    assert rc == 0, err
-    assert _regs(load_config(no_regs / "config.toml", check_paths=False).train) == NO_REGS
     # A key set on the command line is the user's; the note names only the other.
     until = int(rng.integers(1000, 20000))
     rc, out, err = run_cli(capsys, "train", scene, "--steps", "3", "--backend", "cpu", "--out", str(tmp_path / "mine"),

@@ -86,20 +86,6 @@ PRESETS_CAPTURE: dict[str, dict] = {
     "fast": {"num_downscales": 2, "resolution_schedule": 1000},
 }
 
-# What a preset gives, over PRESETS_CAPTURE, a capture whose cameras look at an object (the
-# layout that trains without opacity resets). default: gsplat's opacity and scale
-# regularisers at 0.003 each, from the step densification ends (reg_from follows the
-# recipe's densify_until: splat.schedule.capture_keys), so they act once the count is
-# settled. On one H100, 30000 steps: beer 24.76 dB (6 seeds, std 0.32; every seed at or
-# above its 7000-step result) against the default's 24.62 (8 seeds, std 0.56; seed 2 lost
-# 1.04 dB after step 7000), thermos 34.98 (4 seeds, std 0.07) against 35.05 (0.09). At
-# 0.01 each beer gained more (24.84) and thermos lost 0.18 dB; scale_reg alone at 0.01:
-# beer 24.70, thermos 34.94. Open scenes (room) were not measured with them and keep 0.
-# Chosen by measurement (README: what a capture gets by default).
-PRESETS_OBJECT_CAPTURE: dict[str, dict] = {
-    "default": {"opacity_reg": 0.003, "scale_reg": 0.003},
-}
-
 # Preset keys that train with exposure = false only (TrainConfig's cross-check).
 SCHEDULE_KEYS = ("num_downscales", "resolution_schedule")
 

@@ -7,7 +7,7 @@ Trainer::resets_opacity_at); tests hold the two equal.
 """
 from __future__ import annotations
 
-from .config import PRESETS_CAPTURE, PRESETS_OBJECT_CAPTURE, SCHEDULE_KEYS, TrainConfig
+from .config import PRESETS_CAPTURE, SCHEDULE_KEYS, TrainConfig
 
 # An Adam step moves a parameter by up to about its learning rate; above this
 # per step, a run is all but certain to diverge.
@@ -53,26 +53,15 @@ def capture_keys(train: TrainConfig, dataset_format: str | None, layout: str | N
     around an object, resets in an open scene: the combinations measured), under the
     default strategy without absgrad (the combinations the keys were measured with); else {}. With
     exposure = true, or num_downscales set to another value, the resolution schedule's
-    keys are left out (it does not train with exposure; the two keys are one choice).
-    Cameras around an object add PRESETS_OBJECT_CAPTURE's regularisers, with reg_from at
-    the recipe's densify_until."""
+    keys are left out (it does not train with exposure; the two keys are one choice)."""
     extra = PRESETS_CAPTURE.get(train.preset, {})
-    kept = train.kept_keys()
-    own = kept.get("num_downscales", extra.get("num_downscales"))
+    own = train.kept_keys().get("num_downscales", extra.get("num_downscales"))
     if train.exposure or own != extra.get("num_downscales"):
         extra = {k: v for k, v in extra.items() if k not in SCHEDULE_KEYS}
     if (train.strategy != "default" or train.absgrad or dataset_format not in CAPTURE_FORMATS
             or layout not in ("object", "open")):
         return {}
-    if opacity_reset_mode(train, dataset_format, layout) != auto_reset_mode(dataset_format, layout):
-        return {}
-    regs = PRESETS_OBJECT_CAPTURE.get(train.preset, {}) if layout == "object" else {}
-    if any(kept.get(k, v) for k, v in regs.items()):
-        # They start where densification ends, the recipe's own end included (a config
-        # that sets both weights to 0 gets none of the three keys).
-        until = kept.get("densify_until", extra.get("densify_until", train.densify_until))
-        extra = {**extra, **regs, "reg_from": until}
-    return extra
+    return extra if opacity_reset_mode(train, dataset_format, layout) == auto_reset_mode(dataset_format, layout) else {}
 
 
 def capture_recipe(train: TrainConfig, dataset_format: str | None, layout: str | None) -> TrainConfig:

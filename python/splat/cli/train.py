@@ -115,11 +115,6 @@ def _capture_note(given, trained) -> str:
     if trained.densify_until != given.densify_until:
         parts.append(f"densification until step {trained.densify_until}")
         keys.append("train.densify_until")
-    regs = [k for k in ("opacity_reg", "scale_reg", "reg_from") if getattr(trained, k) != getattr(given, k)]
-    if regs:
-        parts.append(f"opacity / scale regularisers {trained.opacity_reg:g} / {trained.scale_reg:g} from step "
-                     f"{trained.reg_from}")
-        keys += [f"train.{k}" for k in regs]
     if trained.num_downscales != given.num_downscales or trained.resolution_schedule != given.resolution_schedule:
         parts.append(f"views at 1/{1 << trained.num_downscales} size at first, doubling every "
                      f"{trained.resolution_schedule} steps")
