@@ -304,6 +304,12 @@ def test_real_bench_variants_train_beside_the_default(tmp_path, capsys):
     groups = {g["trainer"]: g for g in json.loads(out.read_text())["seeds"]}
     assert set(groups) == {"splat", "splat:mcmc", "splat:aa"} and all(g["seeds"] == [0, 1] for g in groups.values())
     assert "splat:mcmc" in text and "over seeds" in text
+    # Each variant paired with the default, seed by seed, from the rows themselves.
+    paired = {g["trainer"]: g for g in json.loads(out.read_text())["paired"]}
+    assert set(paired) == {"splat:mcmc", "splat:aa"} and "paired against splat" in text
+    psnr = {(r["trainer"], r["seed"]): r["psnr"] for r in rows}
+    for name, g in paired.items():
+        assert g["diffs"] == pytest.approx([psnr[(name, s)] - psnr[("splat", s)] for s in (0, 1)], abs=1e-12)
     # The aa variant of seed 1 is the run --set gives alone.
     alone = tmp_path / "alone.json"
     assert _real().main(["--root", str(root), "--steps", "6", "--backend", "cpu", "--set", "train.seed=1", "--set",
@@ -393,3 +399,33 @@ def test_gsplat_side_scores_fitted_right_halves_as_splat_does():
         want.append(psnr(r, t, score))
     assert fitted == pytest.approx(float(np.mean(want)), abs=1e-9)
     assert fitted > plain + 15, (fitted, plain)
+
+
+def test_variants_are_paired_with_the_default_seed_by_seed():
+    """paired_summary: each variant's PSNR minus the default's, seed by seed, over the seeds
+    both reached; stopped runs and other trainers (gsplat) left out. Oracle: the differences
+    written out here."""
+    import io
+    real = _real()
+    seeds = [0, 1, 2, 3, 4]
+    base = {s: float(rng.uniform(20, 30)) for s in seeds}
+    shift = {s: float(rng.normal(0.1, 0.3)) for s in seeds}
+
+    def row(trainer, seed, psnr, stopped=False, target=30000):
+        return dict(scene="beer", trainer=trainer, steps=target, target=target, stopped=stopped, psnr=psnr,
+                    seconds=1.0, seed=seed)
+    rows = [row("splat", s, base[s]) for s in seeds]
+    rows += [row("splat:w", s, base[s] + shift[s], stopped=(s == 4)) for s in seeds]   # seed 4 stopped
+    rows += [row("gsplat", s, base[s] - 1.0) for s in seeds]
+    rows += [row("splat:w", 9, 25.0)]   # a seed the default did not train
+    (g,) = real.paired_summary(rows)
+    d = np.array([(base[s] + shift[s]) - base[s] for s in seeds[:4]])   # the floats the bench subtracts
+    assert (g["trainer"], g["base"], g["target"], g["seeds"]) == ("splat:w", "splat", 30000, [0, 1, 2, 3])
+    np.testing.assert_allclose(g["diffs"], d, rtol=0, atol=1e-12)
+    assert abs(g["mean"] - d.mean()) < 1e-12 and abs(g["std"] - d.std(ddof=1)) < 1e-12
+    assert abs(g["stderr"] - d.std(ddof=1) / 2.0) < 1e-12
+    assert (g["worst"], g["best"]) == (d.min(), d.max())
+    buf = io.StringIO()
+    real.print_paired([g], buf)
+    text = buf.getvalue()
+    assert "paired against splat" in text and f"s3 {d[3]:+.2f}" in text and f"{d.mean():+.2f}" in text, text
