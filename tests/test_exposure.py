@@ -97,19 +97,36 @@ def test_exposure_forward_and_gradients_match_numpy_and_finite_differences():
         assert rel < 1e-3, (name, rel, seed)
 
 
+def error_up_to_a_common_map(corrections, truth, colours):
+    """Mean absolute error of every view's correction against the truth, after
+    the one affine map G of the scene's colours that fits best over all views
+    (least squares on `colours`): corrections C_v and scene colours G x render
+    the same images as C_v G, so only the C_v G are identifiable. Measuring
+    against one view's correction instead (C_v C_0^-1) charges that view's
+    error to every other view."""
+    x1 = np.concatenate([colours, np.ones((len(colours), 1))], axis=1)
+    # C_v (G x) = A_v (M x + c) + b_v is linear in G's 12 entries: one block of
+    # 3 equations per colour and view.
+    rows = [np.einsum("ij,pk->pijk", c[:, :3], x1).reshape(-1, 12) for c in corrections]
+    rhs = [(corrected(colours, t) - c[:, 3]).reshape(-1) for c, t in zip(corrections, truth)]
+    g = np.linalg.lstsq(np.concatenate(rows), np.concatenate(rhs), rcond=None)[0].reshape(3, 4)
+    return np.mean([np.abs(corrected(corrected(colours, g), c) - corrected(colours, t)).mean()
+                    for c, t in zip(corrections, truth)])
+
+
 def test_exposure_learns_per_view_colour_shifts():
     """8 views of one scene, each with its own colour shift (view 0 none);
     400 steps with and without exposure compensation from the same start.
-    The corrections are identifiable only relative to one view (the scene can
-    absorb a common transform), so A_v A_0^-1 is compared with the truth.
-    Measured over 11 seeds before the corrections were centred: the loss of the
-    last 80 steps 0.67-0.86x the uncorrected run's; the colour-map error
-    0.09-0.14x that of no correction. Centred (the current rule), 16 seeds: loss
-    0.66-0.89x; colour-map error 0.088-0.42x (four of them uncentred: 0.085-0.14x).
-    The centring moves every view's correction without moving the scene's
-    colours to match, so it costs this recovery (docs/training_modes.md,
-    "Centring"). Bound: 0.6, above the largest seen and well below no
-    correction's 1."""
+    The corrections are identifiable only up to one map the views share (the
+    scene can absorb it), so both the learned corrections and no correction at
+    all are compared with the truth after each one's best common map
+    (`error_up_to_a_common_map`). Measured over 111 seeds: the loss of the last
+    80 steps 0.62-0.90x the uncorrected run's; over 81 seeds, the learned
+    corrections' error 0.063-0.33x that of no correction (median 0.10).
+    Measured against view 0's correction instead (the earlier form of this
+    test), the same seeds gave up to 0.78x: on one seed in twenty the learned
+    correction of view 0 was off, and that counted against all seven others.
+    Bounds: 0.95 and 0.5, above the largest seen."""
     rng, seed = make_rng()
     gt = random_gaussians(rng, 150)
     truth = random_corrections(rng, 8)
@@ -121,24 +138,18 @@ def test_exposure_learns_per_view_colour_shifts():
         tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cpu"))
         losses = [tr.step().loss for _ in range(400)]
         runs[exposure] = (np.mean(losses[-80:]), tr)
-    assert runs[True][0] < 0.92 * runs[False][0], (runs[True][0], runs[False][0], seed)
+    assert runs[True][0] < 0.95 * runs[False][0], (runs[True][0], runs[False][0], seed)
     assert runs[False][1].exposure() is None
     learned = runs[True][1].exposure().astype(np.float64)
     assert learned.shape == (8, 3, 4)
 
-    # The map from view 0's colours to view v's, on the colours of view 0's
-    # image (the directions the scene constrains): learned T_v T_0^-1
-    # against the truth, and against no correction at all.
+    # On the colours of view 0's image, whose correction is the identity: the
+    # scene's own colours, the directions the views constrain.
     colours = ds.images[0].reshape(-1, 3) / 255.0
-
-    def relative(e, v):
-        inv = np.linalg.inv(e[0, :, :3])
-        return ((colours - e[0, :, 3]) @ inv.T) @ e[v, :, :3].T + e[v, :, 3]
-
     t = truth.astype(np.float64)
-    err_learned = np.mean([np.abs(relative(learned, v) - relative(t, v)).mean() for v in range(1, 8)])
-    err_none = np.mean([np.abs(colours - relative(t, v)).mean() for v in range(1, 8)])
-    assert err_learned < 0.6 * err_none, (err_learned, err_none, seed)
+    err_learned = error_up_to_a_common_map(learned, t, colours)
+    err_none = error_up_to_a_common_map(np.repeat(np.eye(3, 4)[None], 8, axis=0), t, colours)
+    assert err_learned < 0.5 * err_none, (err_learned, err_none, seed)
 
 
 def test_corrections_keep_their_mean_at_the_identity():
