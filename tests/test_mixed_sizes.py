@@ -113,6 +113,10 @@ def test_masked_metrics_match_scikit_image():
     mask = np.ones((h, w), bool)
     mask[rng.integers(5, 20):rng.integers(25, 35), rng.integers(0, 20):rng.integers(30, 52)] = False
     mask &= rng.random((h, w)) > 0.1
+    # The rectangle can cover the whole interior (about one draw in 700); keep one
+    # interior pixel so that scikit-image's mean is defined (the case without one is
+    # the next test's).
+    mask[rng.integers(5, h - 5), w - 6] = True
     want_psnr = peak_signal_noise_ratio(b[mask], a[mask], data_range=1.0)
     assert splat.psnr(a, b, mask) == pytest.approx(want_psnr, abs=1e-6), seed
     m3 = mask[..., None]
@@ -131,6 +135,47 @@ def test_masked_metrics_match_scikit_image():
 
 
 # ----------------------------------------------------------------------------- a mixed-size scene
+
+def zero_padded_ssim_map(a, b):
+    """SSIM per pixel and channel with the 11-tap Gaussian window (sigma 1.5) and zeros
+    outside the image, from scipy's filter: the map the training loss averages."""
+    from scipy.ndimage import gaussian_filter
+
+    def blur(z):
+        return gaussian_filter(z, 1.5, mode="constant", truncate=3.5)   # radius 5: 11 taps
+
+    out = []
+    for c in range(3):
+        x, y = a[..., c].astype(np.float64), b[..., c].astype(np.float64)
+        mx, my = blur(x), blur(y)
+        vx, vy, cxy = blur(x * x) - mx * mx, blur(y * y) - my * my, blur(x * y) - mx * my
+        c1, c2 = 0.01 ** 2, 0.03 ** 2
+        out.append((2 * mx * my + c1) * (2 * cxy + c2) / ((mx * mx + my * my + c1) * (vx + vy + c2)))
+    return np.stack(out, axis=-1)
+
+
+def test_masked_ssim_without_interior_pixels_averages_the_whole_map():
+    """A mask that keeps pixels only within 5 of the border leaves scikit-image's
+    interior mean undefined; splat.ssim then averages the zero-padded map over the
+    mask's pixels (the loss's map) rather than returning NaN."""
+    rng, seed = make_rng()
+    h, w = int(rng.integers(20, 40)), int(rng.integers(20, 40))
+    b = rng.uniform(0, 1, (h, w, 3)).astype(np.float32)
+    a = np.clip(b + rng.normal(0, 0.08, b.shape), 0, 1).astype(np.float32)
+    border = np.ones((h, w), bool)
+    border[5:-5, 5:-5] = False
+    mask = border & (rng.random((h, w)) > 0.3)
+    m3 = mask[..., None]
+    want = zero_padded_ssim_map(a * m3, b * m3)[mask].mean()
+    assert splat.ssim(a, b, mask) == pytest.approx(want, abs=1e-6), seed
+    # The oracle is the interior mean too, where there is an interior.
+    inner = ~border
+    assert splat.ssim(a, b) == pytest.approx(zero_padded_ssim_map(a, b)[inner].mean(), abs=1e-6), seed
+    # An image under 11 pixels on a side has no interior at all.
+    small = (int(rng.integers(3, 11)), int(rng.integers(3, 30)), 3)
+    a, b = rng.uniform(0, 1, small).astype(np.float32), rng.uniform(0, 1, small).astype(np.float32)
+    assert splat.ssim(a, b) == pytest.approx(zero_padded_ssim_map(a, b).mean(), abs=1e-6), (small, seed)
+
 def random_gaussians(rng, n, k=4):
     f = lambda a: np.asarray(a, np.float32)
     sh = rng.normal(0, 0.15, (n, k, 3))

@@ -39,7 +39,10 @@ def ssim(image, target, mask=None) -> float:
     pixels from the border: the value of scikit-image's structural_similarity
     with gaussian_weights=True, use_sample_covariance=False, data_range=1.
     mask: optional bool [H,W]; both images are 0 at its False pixels (as the
-    training loss sees them) and the mean runs over its True interior pixels."""
+    training loss sees them) and the mean runs over its True interior pixels.
+    Where there is no interior pixel to average (an image under 11 pixels on a
+    side, or a mask that keeps only the border), the mean runs over every kept
+    pixel with zeros outside the image: the map the training loss uses."""
     a = np.clip(as_float32("image", image, (None, None, 3)), 0.0, 1.0)
     b = as_float32("target", target, a.shape)
     m = _as_mask(mask, a.shape)
