@@ -134,8 +134,6 @@ def test_masked_metrics_match_scikit_image():
         splat.ssim(a, b, mask.astype(np.uint8))
 
 
-# ----------------------------------------------------------------------------- a mixed-size scene
-
 def zero_padded_ssim_map(a, b):
     """SSIM per pixel and channel with the 11-tap Gaussian window (sigma 1.5) and zeros
     outside the image, from scipy's filter: the map the training loss averages."""
@@ -175,6 +173,9 @@ def test_masked_ssim_without_interior_pixels_averages_the_whole_map():
     small = (int(rng.integers(3, 11)), int(rng.integers(3, 30)), 3)
     a, b = rng.uniform(0, 1, small).astype(np.float32), rng.uniform(0, 1, small).astype(np.float32)
     assert splat.ssim(a, b) == pytest.approx(zero_padded_ssim_map(a, b).mean(), abs=1e-6), (small, seed)
+
+
+# ----------------------------------------------------------------------------- a mixed-size scene
 
 def random_gaussians(rng, n, k=4):
     f = lambda a: np.asarray(a, np.float32)
