@@ -28,9 +28,9 @@ def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
                             (splat.TrainConfig(), "open"), (splat.TrainConfig(opacity_reset="on"), "open")):
             got = capture_recipe(cfg, fmt, layout)
             assert (got.densify_grad_threshold, got.densify_until) == (CAPTURE, CAPTURE_UNTIL), (fmt, layout)
-            others = {k: v for k, v in got.to_dict().items() if k not in ("densify_grad_threshold", "densify_until")}
-            assert others == {k: v for k, v in cfg.to_dict().items()
-                              if k not in ("densify_grad_threshold", "densify_until")}, (fmt, layout)
+            changed = ("densify_grad_threshold", "densify_until")
+            others = {k: v for k, v in got.to_dict().items() if k not in changed}
+            assert others == {k: v for k, v in cfg.to_dict().items() if k not in changed}, (fmt, layout)
         # Not measured: a layout trained with the other reset mode, an unknown layout,
         # MCMC, absgrad.
         for cfg, layout in ((splat.TrainConfig(), None),

@@ -148,7 +148,7 @@ def test_exposure_learns_per_view_colour_shifts():
     colours = ds.images[0].reshape(-1, 3) / 255.0
     t = truth.astype(np.float64)
     err_learned = error_up_to_a_common_map(learned, t, colours)
-    err_none = error_up_to_a_common_map(np.repeat(np.eye(3, 4)[None], 8, axis=0), t, colours)
+    err_none = error_up_to_a_common_map(np.repeat(IDENTITY[None], 8, axis=0).astype(np.float64), t, colours)
     assert err_learned < 0.5 * err_none, (err_learned, err_none, seed)
 
 
