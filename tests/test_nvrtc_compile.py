@@ -19,7 +19,7 @@ KERNELS = {
     "splat_rasterize_walk", "splat_rasterize_checkpoints", "splat_rasterize_backward",
     "splat_ssim_forward", "splat_ssim_backward", "splat_ssim_forward_views", "splat_ssim_backward_views",
     "splat_adam", "splat_grad_accumulate", "splat_grad_stats",
-    "splat_reset_opacity",
+    "splat_reset_opacity", "splat_cap_scales",
     "splat_densify_classify", "splat_densify_mark", "splat_densify_sources", "splat_densify_gather",
     "splat_densify_children",
     "splat_count_nonfinite", "splat_nonfinite_total",

@@ -47,6 +47,7 @@ TrainingState state_from_dict(nb::dict d) {
     auto& dst = std::string(key) == "grad_accum" ? s.grad_accum : std::string(key) == "grad_count" ? s.grad_count : s.max_radii;
     dst = to_vector(d[key], key, s.count);
   }
+  if (d.contains("scale_ceiling")) s.scale_ceiling = to_vector(d["scale_ceiling"], "scale_ceiling", s.count);
   // Exposure corrections [views, 3, 4] and their moments (the device checks
   // the view count).
   const char* const exposure_keys[3] = {"exposure", "adam_m.exposure", "adam_v.exposure"};
@@ -92,6 +93,7 @@ nb::dict state_to_dict(const TrainingState& s) {
   d["grad_accum"] = float_array(s.grad_accum, {s.count});
   d["grad_count"] = float_array(s.grad_count, {s.count});
   d["max_radii"] = float_array(s.max_radii, {s.count});
+  if (!s.scale_ceiling.empty()) d["scale_ceiling"] = float_array(s.scale_ceiling, {s.count});
   if (!s.exposure.empty()) {
     const size_t views = s.exposure.size() / kExposureFloats;
     d["exposure"] = float_array(s.exposure, {views, 3, 4});
@@ -137,6 +139,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(sh_degree_interval);
   SPLAT_READ(densify_from);
   SPLAT_READ(densify_until);
+  SPLAT_READ(cap_scale_growth);
   SPLAT_READ(densify_every);
   SPLAT_READ(densify_grad_threshold);
   SPLAT_READ(percent_dense);

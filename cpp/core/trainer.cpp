@@ -219,6 +219,12 @@ void Trainer::train_step(uint32_t t) {
                     s.sh_rest_lr * late, s.adam_beta1, s.adam_beta2, s.adam_eps, t,
                     s.exposure ? exposure_lr(t) : 0.f, s.visible_adam, seed32()};
   device_->adam_step(adam);
+  cap_scales_at(t);
+}
+
+void Trainer::cap_scales_at(uint32_t t) {
+  const TrainSettings& s = settings_;
+  if (s.cap_scale_growth > 0.f && !s.mcmc && t >= s.densify_until) device_->cap_scales(std::log(s.cap_scale_growth));
 }
 
 uint32_t Trainer::batch_size_at(uint32_t first) const {
@@ -349,6 +355,7 @@ void Trainer::apply_update(uint32_t t, uint32_t update, float lr_scale, float be
                     beta1, beta2, s.adam_eps, update, s.exposure ? exposure_lr(t) * lr_scale : 0.f,
                     s.visible_adam, seed32()};
   device_->adam_step(adam);
+  cap_scales_at(t);
   step_ = t;
 }
 

@@ -74,6 +74,7 @@ class CpuDevice final : public Device {
   }
   DensifyResult densify(const DensifySettings& settings) override { return training_.densify(settings); }
   void reset_opacity(float max_opacity) override { training_.reset_opacity(max_opacity); }
+  void cap_scales(float log_growth) override { training_.cap_scales(log_growth); }
   void mcmc_regularize(const McmcStepSettings& s) override { training_.mcmc_regularize(s); }
   void mcmc_noise(const McmcStepSettings& s) override { training_.mcmc_noise(s); }
   McmcRefineResult mcmc_refine(const McmcRefineSettings& s) override { return training_.mcmc_refine(s); }

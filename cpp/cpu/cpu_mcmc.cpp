@@ -124,6 +124,7 @@ uint32_t CpuTraining::mcmc_sample(const McmcRefineSettings& s, size_t n, size_t 
 
 McmcRefineResult CpuTraining::mcmc_refine(const McmcRefineSettings& s) {
   ScopedTiming t(timing_, "ts_densify");
+  scale_ceiling_.clear();  // other Gaussians: cap_scales records anew
   if (mcmc_binoms_.empty()) {
     grow_vector(mcmc_binoms_, size_t{MCMC_MAX_RATIO} * MCMC_MAX_RATIO, allocations_);
     mcmc_fill_binomials(mcmc_binoms_.data());

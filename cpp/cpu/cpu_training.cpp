@@ -124,6 +124,10 @@ void CpuTraining::set_state(const TrainingState& s) {
   load(s.grad_accum, grad_accum_);
   load(s.grad_count, grad_count_);
   load(s.max_radii, max_radii_);
+  if (!s.scale_ceiling.empty() && s.scale_ceiling.size() != s.count)
+    throw ConfigError("[trainer] state.scale_ceiling: expected " + std::to_string(s.count) + " values, got " +
+                      std::to_string(s.scale_ceiling.size()));
+  scale_ceiling_ = s.scale_ceiling;
   if (options_.exposure) {  // every uploaded view's correction: identity unless given
     const size_t len = kExposureFloats * layout_.views.size();
     for (const std::vector<float>* v : {&s.exposure, &s.exposure_m, &s.exposure_v})
@@ -230,6 +234,7 @@ void CpuTraining::get_state(TrainingState& s) const {
   s.grad_accum = grad_accum_;
   s.grad_count = grad_count_;
   s.max_radii = max_radii_;
+  s.scale_ceiling = scale_ceiling_;
   s.exposure.clear();
   s.exposure_m.clear();
   s.exposure_v.clear();
@@ -406,6 +411,7 @@ void CpuTraining::center_exposure() {
 
 DensifyResult CpuTraining::densify(const DensifySettings& s) {
   ScopedTiming t(timing_, "ts_densify");
+  scale_ceiling_.clear();  // other Gaussians: cap_scales records anew
   const size_t n = count_;
   DensifyResult result;
   // 1. Classify and list the sources of the densified set, in order: the
@@ -519,6 +525,20 @@ void CpuTraining::reset_opacity(float max_opacity) {
   for (size_t i = 0; i < count_; ++i) params_[kOpacity][i] = std::min(params_[kOpacity][i], logit);
   std::fill(m_[kOpacity].begin(), m_[kOpacity].end(), 0.f);
   std::fill(v_[kOpacity].begin(), v_[kOpacity].end(), 0.f);
+}
+
+void CpuTraining::cap_scales(float log_growth) {
+  float* ls = params_[kLogScales].data();
+  const bool record = scale_ceiling_.empty();
+  if (record) grow_vector(scale_ceiling_, count_, allocations_);  // once: densification has stopped
+  float* ceiling = scale_ceiling_.data();
+  pool_.parallel_for(count_, 1 << 14, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      float* s = ls + 3 * i;
+      if (record) ceiling[i] = scale_ceiling(s[0], s[1], s[2], log_growth);
+      for (int k = 0; k < 3; ++k) s[k] = capped_log_scale(s[k], ceiling[i]);
+    }
+  });
 }
 
 NonFiniteCounts CpuTraining::count_nonfinite() const {

@@ -47,6 +47,7 @@ class CpuTraining {
   void set_stats(const std::vector<float>& accum, const std::vector<float>& count, const std::vector<float>& max_radii);
   DensifyResult densify(const DensifySettings& s);
   void reset_opacity(float max_opacity);
+  void cap_scales(float log_growth);
   // The MCMC strategy (cpu_mcmc.cpp).
   void mcmc_regularize(const McmcStepSettings& s);
   void mcmc_noise(const McmcStepSettings& s);
@@ -74,6 +75,7 @@ class CpuTraining {
   uint32_t sh_stride_ = 16;
   std::vector<float> params_[5], m_[5], v_[5], grads_[5];
   std::vector<float> grad_sum_[5];  // several views a step: the batch's gradients so far
+  std::vector<float> scale_ceiling_;  // cap_scales' ceilings; empty: none recorded
   std::vector<float> means2d_grad_, grad_accum_, grad_count_, max_radii_;
   std::vector<int32_t> radii_;
   // Every view's RGB packed one after the other, and the masks of the views

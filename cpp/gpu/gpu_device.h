@@ -65,6 +65,7 @@ class GpuDevice final : public Device {
   void adam_step(const AdamSettings& settings) override;
   DensifyResult densify(const DensifySettings& settings) override;
   void reset_opacity(float max_opacity) override;
+  void cap_scales(float log_growth) override;
   // The MCMC strategy (gpu_mcmc.cpp).
   void mcmc_regularize(const McmcStepSettings& settings) override;
   void mcmc_noise(const McmcStepSettings& settings) override;
@@ -113,6 +114,8 @@ class GpuDevice final : public Device {
     // gradient, its partials and the corrected render.
     kMeans2dAbs, kPairAbs, kExposure, kExposureM, kExposureV, kExposureGrad, kExposurePartials, kCorrected,
     kExposureGradViews,
+    // Each Gaussian's ceiling of the growth cap after densification (cap_scales).
+    kScaleCeiling,
     // The PairStatus of training forwards sized on the device and that of the
     // forwards whose count is read back, and a count limit of 2^32 - 1.
     kPairStatus, kPairStatusExact, kCountUnlimited,
@@ -321,6 +324,7 @@ class GpuDevice final : public Device {
   bool exposure_grad_views_set_ = false;
   bool last_absgrad_ = false;   // the last step summed the absolute gradient (kMeans2dAbs is its)
   bool have_loss_ = false;
+  bool has_scale_ceiling_ = false;  // kScaleCeiling holds the state's ceilings
   bool have_train_step_ = false;  // the gradients of the last train_forward_backward are current
   bool sh_grad_full_ = false;     // set_gradients gave the SH gradient in full (kGrad0 + 4), not factored
   // Factor sets in kShFactors that the SH gradient is the mean of: the views

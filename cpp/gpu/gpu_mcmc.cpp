@@ -110,6 +110,7 @@ McmcRefineResult GpuDevice::mcmc_refine(const McmcRefineSettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   McmcRefineResult result;
   const size_t n = count_;
+  has_scale_ceiling_ = false;  // other Gaussians: cap_scales records anew
   have_forward_ = false;
   have_train_step_ = false;
   result.count = static_cast<uint32_t>(n);

@@ -74,6 +74,9 @@ void GpuDevice::set_training_state(const TrainingState& s) {
   for (const std::vector<float>* v : {&s.grad_accum, &s.grad_count, &s.max_radii})
     if (!v->empty() && v->size() != s.count)
       throw ConfigError("[gpu] set_training_state: statistics do not match the count");
+  if (!s.scale_ceiling.empty() && s.scale_ceiling.size() != s.count)
+    throw ConfigError("[trainer] state.scale_ceiling: expected " + std::to_string(s.count) + " values, got " +
+                      std::to_string(s.scale_ceiling.size()));
   if (options_.exposure)
     for (const std::vector<float>* v : {&s.exposure, &s.exposure_m, &s.exposure_v})
       if (!v->empty() && v->size() != kExposureFloats * images_.views.size())
@@ -114,6 +117,8 @@ void GpuDevice::set_training_state(const TrainingState& s) {
     else
       launcher_->upload(ref(slots[k]), stats[k]->data(), 4 * n);
   }
+  has_scale_ceiling_ = !s.scale_ceiling.empty();
+  if (has_scale_ceiling_ && n) launcher_->upload(ensure(kScaleCeiling, 4 * n, true), s.scale_ceiling.data(), 4 * n);
   if (options_.exposure) {  // every uploaded view's correction: identity unless given
     const size_t len = kExposureFloats * images_.views.size();
     std::vector<float> identity;
@@ -174,6 +179,11 @@ void GpuDevice::get_training_state(TrainingState& s) {
     launcher_->download(s.grad_accum.data(), ref(kGradAccum), 4 * n);
     launcher_->download(s.grad_count.data(), ref(kGradCount), 4 * n);
     launcher_->download(s.max_radii.data(), ref(kMaxRadii), 4 * n);
+  }
+  s.scale_ceiling.clear();
+  if (has_scale_ceiling_) {
+    s.scale_ceiling.resize(n);
+    if (n) launcher_->download(s.scale_ceiling.data(), ref(kScaleCeiling), 4 * n);
   }
   s.exposure.clear();
   s.exposure_m.clear();
@@ -374,6 +384,7 @@ void GpuDevice::adam_step(const AdamSettings& s) {
 DensifyResult GpuDevice::densify(const DensifySettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
   DensifyResult result;
+  has_scale_ceiling_ = false;  // other Gaussians: cap_scales records anew
   const size_t n = count_;
   have_forward_ = false;
   have_train_step_ = false;
@@ -456,6 +467,21 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   end(TimingLabel::Densify);
   finish_op(false);
   return result;
+}
+
+void GpuDevice::cap_scales(float log_growth) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t n = count_;
+  if (!n) return;
+  // Recorded once a run, when densification stops: no allocation a step.
+  ScaleCapParams p{static_cast<uint32_t>(n), has_scale_ceiling_ ? 0u : 1u, log_growth, 0u};
+  const BufferRef ceiling = ensure(kScaleCeiling, 4 * n, true);
+  begin(TimingLabel::Adam);
+  launch(Kernel::CapScales, div_up(n, kGroup), {KernelArg::value(p), KernelArg::buf(ref(kParam0 + 1)),
+                                                KernelArg::buf(ceiling)});
+  end(TimingLabel::Adam);
+  has_scale_ceiling_ = true;
+  finish_op(false);
 }
 
 void GpuDevice::reset_opacity(float max_opacity) {

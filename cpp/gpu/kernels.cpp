@@ -46,6 +46,7 @@ const std::vector<KernelInfo>& table() {
       {Kernel::GradAccumulate, "splat_grad_accumulate", "train.cu", "train.metal", {}, kG},
       {Kernel::GradStats, "splat_grad_stats", "train.cu", "train.metal", {}, kG},
       {Kernel::ResetOpacity, "splat_reset_opacity", "train.cu", "train.metal", {}, kG},
+      {Kernel::CapScales, "splat_cap_scales", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyClassify, "splat_densify_classify", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifyMark, "splat_densify_mark", "train.cu", "train.metal", {}, kG},
       {Kernel::DensifySources, "splat_densify_sources", "train.cu", "train.metal", {}, kG},

@@ -42,6 +42,7 @@ enum class Kernel : uint8_t {
   GradAccumulate,
   GradStats,
   ResetOpacity,
+  CapScales,
   DensifyClassify,
   DensifyMark,
   DensifySources,

@@ -198,6 +198,9 @@ class TrainConfig(_Section):
     # densification
     densify_from: int = _f(500, "int", lo=0, hi=UINT32_MAX, doc="first densification step")
     densify_until: int = _f(15000, "int", lo=0, hi=UINT32_MAX, doc="last densification step")
+    cap_scale_growth: float = _f(0.0, "float", lo=0.0,
+                                 doc="0: off; else from densify_until on no Gaussian's scale grows past this many "
+                                     "times its largest at that step (1: no growth; the default strategy only)")
     densify_every: int = _f(100, "int", lo=1, hi=UINT32_MAX, doc="densify every this many steps")
     densify_grad_threshold: float = _f(2e-4, "float", lo=0.0, lo_open=True,
                                        doc="mean screen-space gradient norm that triggers clone/split")
@@ -350,6 +353,9 @@ class TrainConfig(_Section):
         if not bad & {"strategy", "absgrad"} and v["strategy"] == "mcmc" and v["absgrad"]:
             errors.append("train.absgrad: the mcmc strategy does not densify on screen-space gradients; "
                           "absgrad applies only to strategy = 'default'")
+        if "cap_scale_growth" not in bad and 0.0 < v["cap_scale_growth"] < 1.0:
+            errors.append(f"train.cap_scale_growth: {v['cap_scale_growth']:g} would shrink every Gaussian when "
+                          "densification stops: 0 (off) or at least 1")
         if not bad & {"num_downscales", "exposure"} and v["num_downscales"] > 0 and v["exposure"]:
             errors.append("train.num_downscales: the resolution schedule does not train with exposure = true "
                           "(a view's colour correction is fitted at one image size); set one of them")

@@ -44,7 +44,7 @@ _NATIVE_SETTINGS = (
     "steps", "means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_lr", "sh_dc_lr",
     "sh_rest_lr", "lr_final_fraction", "opacity_reg", "scale_reg", "reg_from", "adam_eps", "adam_beta1",
     "adam_beta2", "sh_degree", "sh_degree_interval",
-    "densify_from", "densify_until", "densify_every", "densify_grad_threshold", "percent_dense",
+    "densify_from", "densify_until", "cap_scale_growth", "densify_every", "densify_grad_threshold", "percent_dense",
     "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
     "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "ssim_weight", "seed",
     "random_background",
@@ -572,7 +572,7 @@ def check_state(state, sh_degree: int) -> dict:
         prefix, _, param = key.partition(".")
         if prefix in ("adam_m", "adam_v") and param in params:
             shape = out[param].shape
-        elif key in _STATS:
+        elif key in _STATS or key == "scale_ceiling":
             shape = (len(g),)
         elif key in _EXPOSURE:
             shape = (None, 3, 4)

@@ -27,6 +27,15 @@ SPLAT_FUNC void densify_stats_add(float d_mean2d_x, float d_mean2d_y, uint32_t w
   max_radius = sp_max(max_radius, (float)r);
 }
 
+// The growth cap after densification (train.cap_scale_growth = g): a
+// Gaussian's ceiling is its largest log scale when densification stops plus
+// log g, and afterwards no axis of it grows past that. Every backend records
+// and applies it so.
+SPLAT_FUNC float scale_ceiling(float s0, float s1, float s2, float log_growth) {
+  return sp_max(s0, sp_max(s1, s2)) + log_growth;
+}
+SPLAT_FUNC float capped_log_scale(float s, float ceiling) { return sp_min(s, ceiling); }
+
 SPLAT_FUNC uint32_t densify_classify(float grad_accum, float grad_count, float max_log_scale, float threshold,
                                      float clone_max_scale) {
   float mean_grad = grad_count > 0.f ? grad_accum / grad_count : 0.f;

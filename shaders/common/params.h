@@ -306,6 +306,15 @@ struct ElementParams {
 };
 SPLAT_STATIC_ASSERT(sizeof(ElementParams) == 16, "ElementParams layout");
 
+// The growth cap after densification (train_optim.h, cap_scales_body).
+struct ScaleCapParams {
+  uint32_t count;    // Gaussians
+  uint32_t record;   // 1: first set each Gaussian's ceiling from its scales now
+  float log_growth;  // what a recorded ceiling adds to the largest log scale
+  uint32_t pad0;
+};
+SPLAT_STATIC_ASSERT(sizeof(ScaleCapParams) == 16, "ScaleCapParams layout");
+
 // The count of non-finite parameters (shaders/kernels/train_check.h): each of
 // `groups` threadgroups strides over every parameter array and writes five
 // partial counts, then one threadgroup sums them.

@@ -71,6 +71,11 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+    splat_cap_scales(ScaleCapParams p, float* log_scales, float* ceiling) {
+  cap_scales_body(SPLAT_THREAD_CTX(), p, log_scales, ceiling);
+}
+
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_reset_opacity(ElementParams p, float* opacity) {
   reset_opacity_body(SPLAT_THREAD_CTX(), p, opacity);
 }

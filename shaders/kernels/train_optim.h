@@ -1,6 +1,6 @@
 // Per-element training kernels: the fused Adam step over every parameter
-// group, the densification statistics after the backward, and the opacity
-// reset. The math is shaders/common (adam.h, densify.h), shared with the CPU.
+// group, the densification statistics after the backward, the growth cap
+// after densification and the opacity reset. The math is shaders/common (adam.h, densify.h), shared with the CPU.
 #pragma once
 #include "adam.h"
 #include "densify.h"
@@ -192,6 +192,28 @@ SPLAT_FUNC void grad_accumulate_body(SimtThread t, SPLAT_CONST_MEM const Accumul
   if (i >= p.count || step_skipped(radius)) return;
   accumulate_view(p.k, p.views, grad[i], sum[i]);
   if (p.with_loss != 0u && i == 0u) accumulate_view(p.k, p.views, loss[0], loss[3]);
+}
+
+// The growth cap after densification, after each Adam step (densify.h,
+// scale_ceiling): with p.record, each Gaussian's ceiling becomes its largest
+// log scale plus p.log_growth first. Not gated on step_skipped: a skipped step's Adam changed
+// nothing, so the clamp leaves what an earlier one left (a ceiling recorded on
+// a skipped step is the scales before it).
+SPLAT_FUNC void cap_scales_body(SimtThread t, SPLAT_CONST_MEM const ScaleCapParams& p,
+                                SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* ceiling) {
+  uint32_t i = global_index(t);
+  if (i >= p.count) return;
+  float s0 = log_scales[3u * i], s1 = log_scales[3u * i + 1u], s2 = log_scales[3u * i + 2u];
+  float c;
+  if (p.record != 0u) {
+    c = scale_ceiling(s0, s1, s2, p.log_growth);
+    ceiling[i] = c;
+  } else {
+    c = ceiling[i];
+  }
+  log_scales[3u * i] = capped_log_scale(s0, c);
+  log_scales[3u * i + 1u] = capped_log_scale(s1, c);
+  log_scales[3u * i + 2u] = capped_log_scale(s2, c);
 }
 
 SPLAT_FUNC void reset_opacity_body(SimtThread t, SPLAT_CONST_MEM const ElementParams& p,

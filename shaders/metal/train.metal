@@ -82,6 +82,11 @@ kernel void splat_grad_accumulate(constant AccumulateParams& p [[buffer(0)]], de
   grad_accumulate_body(SPLAT_THREAD_CTX(), p, grad, sum, radius, loss);
 }
 
+kernel void splat_cap_scales(constant ScaleCapParams& p [[buffer(0)]], device float* log_scales [[buffer(1)]],
+                             device float* ceiling [[buffer(2)]], SPLAT_THREAD_ATTRS) {
+  cap_scales_body(SPLAT_THREAD_CTX(), p, log_scales, ceiling);
+}
+
 kernel void splat_reset_opacity(constant ElementParams& p [[buffer(0)]], device float* opacity [[buffer(1)]],
                                 SPLAT_THREAD_ATTRS) {
   reset_opacity_body(SPLAT_THREAD_CTX(), p, opacity);

@@ -110,6 +110,12 @@ class Device {
   virtual DensifyResult densify(const DensifySettings& settings) = 0;
   // opacity <= max_opacity; the opacity moments restart from zero.
   virtual void reset_opacity(float max_opacity) = 0;
+  // The growth cap after densification: every log scale at or below its
+  // Gaussian's ceiling. When the state has no ceilings (one set without them,
+  // or after densify or an MCMC refine) each Gaussian's largest log scale now
+  // plus log_growth becomes its ceiling first. TrainingState::scale_ceiling
+  // carries them.
+  virtual void cap_scales(float log_growth) = 0;
   // The MCMC strategy. Adds the opacity and scale regularisers' gradients to
   // the resident gradients of the last train_forward_backward.
   virtual void mcmc_regularize(const McmcStepSettings& settings) {

@@ -29,6 +29,10 @@ struct TrainSettings {
   float adam_eps = 1e-15f, adam_beta1 = 0.9f, adam_beta2 = 0.999f;
   uint32_t sh_degree = 3, sh_degree_interval = 1000;
   uint32_t densify_from = 500, densify_until = 15000, densify_every = 100;
+  // > 0: from densify_until on (the default strategy), no Gaussian's scale
+  // grows past cap_scale_growth times its largest at that step
+  // (Device::cap_scales, after each update); 0: no cap.
+  float cap_scale_growth = 0.f;
   float densify_grad_threshold = 2e-4f, percent_dense = 0.01f;
   uint32_t split_count = 2;
   float split_scale_divisor = 1.6f;
@@ -181,6 +185,9 @@ class Trainer {
   // refine, when the step has one). step_ = t after the first.
   void train_step(uint32_t t);
   void train_step_noise(uint32_t t);
+  // The growth cap after densification of the update ending at step t
+  // (cap_scale_growth): the first from densify_until on records the ceilings.
+  void cap_scales_at(uint32_t t);
   // The views of the batch that starts at view step `first`, and its update
   // number (Adam's bias correction): batches follow one another from the step
   // the trainer started at.

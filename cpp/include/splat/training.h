@@ -181,6 +181,9 @@ struct TrainingState {
   // [views, kExposureFloats] and its two Adam moments (TrainingOptions::exposure;
   // empty: identity and zero moments).
   std::vector<float> exposure, exposure_m, exposure_v;
+  // [count]: each Gaussian's ceiling of the growth cap after densification
+  // (TrainSettings::cap_scale_growth; Device::cap_scales); empty: none recorded.
+  std::vector<float> scale_ceiling;
 };
 
 // One ts_* label's accumulated time, split by where it went. compute_ms is
