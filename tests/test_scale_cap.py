@@ -62,9 +62,12 @@ def test_the_ceiling_is_each_gaussians_largest_log_scale_at_densify_until(backen
     want = (a["log_scales"].max(axis=1) + np.float32(np.log(np.float32(growth)))).astype(np.float32)
     np.testing.assert_allclose(a["scale_ceiling"], want, rtol=0, atol=1e-6, err_msg=f"seed {seed}")
     ceiling = a["scale_ceiling"]
+    warm = on._native.allocation_count
     for _ in range(40):
         on.step(read_loss=False)
         off.step(read_loss=False)
+    if backend == "cpu":  # recorded once; a capped step allocates nothing (a GPU's pair buffers may still grow)
+        assert on._native.allocation_count == warm
     a, b = on.state(), off.state()
     np.testing.assert_array_equal(a["scale_ceiling"], ceiling)  # recorded once
     assert np.all(a["log_scales"] <= ceiling[:, None]), seed
@@ -205,3 +208,12 @@ def test_splat_check_says_mcmc_ignores_the_key():
     warned = mode_warnings(splat.TrainConfig(strategy="mcmc", cap_scale_growth=1.5))
     assert any(w.startswith("train.cap_scale_growth: unused with train.strategy = 'mcmc'") for w in warned), warned
     assert not any("cap_scale_growth" in w for w in mode_warnings(splat.TrainConfig(cap_scale_growth=1.5)))
+
+
+def test_splat_check_describes_the_cap():
+    from splat.recipe import describe
+    assert "no Gaussian's scale grows" not in describe(splat.TrainConfig())[0]
+    line = describe(splat.TrainConfig(cap_scale_growth=1.0, densify_until=6000))[0]
+    assert line.endswith("; from step 6000 no Gaussian's scale grows past its largest at that step"), line
+    line = describe(splat.TrainConfig(cap_scale_growth=1.5))[0]
+    assert "from step 15000 no Gaussian's scale grows past 1.5x its largest at that step" in line, line

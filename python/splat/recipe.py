@@ -77,6 +77,10 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
         if train.opacity_reg > 0 or train.scale_reg > 0:
             start = f" from step {train.reg_from}" if train.reg_from > 0 else ""
             lines[0] += f"; opacity / scale regularisers {train.opacity_reg:g} / {train.scale_reg:g}{start}"
+        if train.cap_scale_growth > 0:
+            grow = ("no Gaussian's scale grows past its largest" if train.cap_scale_growth == 1 else
+                    f"no Gaussian's scale grows past {train.cap_scale_growth:g}x its largest")
+            lines[0] += f"; from step {train.densify_until} {grow} at that step"
     lines.append("antialiased: on: the 2D filter's opacity compensation (mip-splatting), in training and in every "
                  "render of the run" if train.antialiased else
                  "antialiased: off: classic 3DGS rasterization (the 0.3-pixel dilation at full opacity)")
