@@ -10,8 +10,8 @@ from .config import PRESETS, PRESETS_RANDOM_START, TrainConfig
 from .schedule import capture_keys, opacity_reset_mode, starts_from_random_points
 
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
-_DEFAULT_ONLY = ("densify_from", "densify_until", "cap_scale_growth", "densify_every", "densify_grad_threshold", "percent_dense",
-                 "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
+_DEFAULT_ONLY = ("densify_from", "densify_until", "cap_scale_growth", "densify_every", "densify_grad_threshold",
+                 "percent_dense", "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
                  "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset",
                  "opacity_reset_every", "opacity_reset_value", "init_opacity", "opacity_reg", "scale_reg",
                  "reg_from")
