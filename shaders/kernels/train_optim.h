@@ -1,6 +1,7 @@
 // Per-element training kernels: the fused Adam step over every parameter
 // group, the densification statistics after the backward, the growth cap
-// after densification and the opacity reset. The math is shaders/common (adam.h, densify.h), shared with the CPU.
+// after densification and the opacity reset. The math is shaders/common
+// (adam.h, densify.h), shared with the CPU.
 #pragma once
 #include "adam.h"
 #include "densify.h"
@@ -196,9 +197,9 @@ SPLAT_FUNC void grad_accumulate_body(SimtThread t, SPLAT_CONST_MEM const Accumul
 
 // The growth cap after densification, after each Adam step (densify.h,
 // scale_ceiling): with p.record, each Gaussian's ceiling becomes its largest
-// log scale plus p.log_growth first. Not gated on step_skipped: a skipped step's Adam changed
-// nothing, so the clamp leaves what an earlier one left (a ceiling recorded on
-// a skipped step is the scales before it).
+// log scale plus p.log_growth first. Not gated on step_skipped: a skipped
+// step's Adam changed nothing, so the clamp leaves what an earlier one left (a
+// ceiling recorded on a skipped step is the scales before it).
 SPLAT_FUNC void cap_scales_body(SimtThread t, SPLAT_CONST_MEM const ScaleCapParams& p,
                                 SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* ceiling) {
   uint32_t i = global_index(t);
