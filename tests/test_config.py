@@ -25,6 +25,7 @@ RECIPE = dict(
     adam_eps=1e-15, adam_beta1=0.9,
     adam_beta2=0.999, sh_degree=3, sh_degree_interval=1000, densify_from=500, densify_until=15000,
     cap_scale_growth=0.0,                          # 3DGS bounds no scale
+    prune_low_weight=0.0,                          # 3DGS prunes by opacity and size only
     densify_every=100, densify_grad_threshold=2e-4, percent_dense=0.01, split_count=2,
     split_scale_divisor=1.6, prune_opacity=0.005, prune_max_screen_radius=0.0, prune_max_world_scale=0.1,
     prune_screen="auto", prune_screen_fraction=0.15,  # gsplat's prune_scale2d while densifying (README)

@@ -284,6 +284,26 @@ class PyTrainer {
     nb::gil_scoped_release release;
     trainer_->reset_opacity();
   }
+  FloatOut blend_weights() {
+    ObjectLock guard(mutex_);
+    std::vector<float> w;
+    {
+      nb::gil_scoped_release release;
+      w = trainer_->blend_weights(trainer_->step_count());
+    }
+    return float_array(w, {w.size()});
+  }
+  bool prunes_low_weight_at(uint32_t t) const { return trainer_->prunes_low_weight_at(t); }
+  uint32_t prune_low_weight(uint32_t t, std::optional<FloatIn> weights) {
+    ObjectLock guard(mutex_);
+    std::vector<float> w;
+    if (weights) {
+      if (weights->ndim() != 1) throw ConfigError("[trainer] weights: expected a 1-D array, one per Gaussian");
+      w.assign(weights->data(), weights->data() + weights->shape(0));
+    }
+    nb::gil_scoped_release release;
+    return weights ? trainer_->prune_least_weight(w) : trainer_->prune_low_weight(t);
+  }
   uint32_t sh_degree_at(uint32_t t) const { return trainer_->active_sh_degree(t); }
   bool mcmc_refines_at(uint32_t t) const { return trainer_->mcmc_refines_at(t); }
 
@@ -424,6 +444,13 @@ void bind_trainer(nb::module_& m) {
       .def("densifies_at", &PyTrainer::densifies_at, nb::arg("step"))
       .def("densify_at", &PyTrainer::densify_at, nb::arg("step"), "The schedule's densification at view step `step`")
       .def("reset_opacity", &PyTrainer::reset_opacity, "The schedule's opacity reset, now")
+      .def("blend_weights", &PyTrainer::blend_weights,
+           "Each Gaussian's blend weight (alpha T summed over the pixels) over every training view, [N]")
+      .def("prunes_low_weight_at", &PyTrainer::prunes_low_weight_at, nb::arg("step"),
+           "Whether view step `step` prunes by blend weight (train.prune_low_weight)")
+      .def("prune_low_weight", &PyTrainer::prune_low_weight, nb::arg("step"), nb::arg("weights").none() = nb::none(),
+           "The pruning by blend weight of view step `step` (by `weights` when given: one per Gaussian), now; "
+           "returns how many Gaussians left")
       .def("sh_degree_at", &PyTrainer::sh_degree_at, nb::arg("step"))
       .def("mcmc_refines_at", &PyTrainer::mcmc_refines_at, nb::arg("step"))
       .def("pair_buffers", &PyTrainer::pair_buffers,

@@ -140,6 +140,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(densify_from);
   SPLAT_READ(densify_until);
   SPLAT_READ(cap_scale_growth);
+  SPLAT_READ(prune_low_weight);
   SPLAT_READ(densify_every);
   SPLAT_READ(densify_grad_threshold);
   SPLAT_READ(percent_dense);

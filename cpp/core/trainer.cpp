@@ -369,6 +369,69 @@ void Trainer::reset_opacity() {
   device_->reset_opacity(settings_.opacity_reset_value);
 }
 
+std::vector<float> Trainer::blend_weights(uint32_t t) {
+  settle();
+  std::vector<CameraParams> cams(views_);
+  for (size_t v = 0; v < views_; ++v) cams[v] = cameras_[device_view(t, static_cast<uint32_t>(v))];
+  std::vector<float> weights;
+  device_->blend_weights(cams.data(), static_cast<uint32_t>(views_), weights);
+  return weights;
+}
+
+bool Trainer::prunes_low_weight_at(uint32_t t) const {
+  const TrainSettings& s = settings_;
+  return s.prune_low_weight > 0.f && !s.mcmc && t == s.densify_until;
+}
+
+namespace {
+
+// Keeps the rows of `v` (`width` floats a row, n rows, or empty) flagged in keep.
+void keep_rows(std::vector<float>& v, size_t width, const std::vector<uint8_t>& keep) {
+  if (v.size() != width * keep.size()) return;
+  size_t out = 0;
+  for (size_t i = 0; i < keep.size(); ++i)
+    if (keep[i]) {
+      if (out != i) std::copy(v.begin() + width * i, v.begin() + width * (i + 1), v.begin() + width * out);
+      ++out;
+    }
+  v.resize(width * out);
+}
+
+}  // namespace
+
+uint32_t Trainer::prune_low_weight(uint32_t t) { return prune_least_weight(blend_weights(t)); }
+
+uint32_t Trainer::prune_least_weight(const std::vector<float>& w) {
+  settle();
+  const size_t n = device_->num_gaussians();
+  if (w.size() != n)
+    throw ConfigError("[trainer] prune by weight: " + std::to_string(w.size()) + " weights for " + std::to_string(n) +
+                      " Gaussians");
+  const size_t drop = static_cast<size_t>(std::floor(static_cast<double>(settings_.prune_low_weight) * n));
+  if (drop == 0) return 0;
+  // The `drop` least weights, ties to the lower index: a strict order, so
+  // the same weights drop the same Gaussians.
+  std::vector<uint32_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+  std::nth_element(order.begin(), order.begin() + (drop - 1), order.end(),
+                   [&](uint32_t a, uint32_t b) { return w[a] < w[b] || (w[a] == w[b] && a < b); });
+  std::vector<uint8_t> keep(n, 1);
+  for (size_t k = 0; k < drop; ++k) keep[order[k]] = 0;
+  TrainingState st;
+  device_->get_training_state(st);
+  for (int a = 0; a < 5; ++a) {
+    const size_t width = param_width(a, st.sh_stride);
+    keep_rows(st.params[a], width, keep);
+    keep_rows(st.adam_m[a], width, keep);
+    keep_rows(st.adam_v[a], width, keep);
+  }
+  for (std::vector<float>* v : {&st.grad_accum, &st.grad_count, &st.max_radii, &st.scale_ceiling})
+    keep_rows(*v, 1, keep);
+  st.count = n - drop;
+  device_->set_training_state(st);
+  return static_cast<uint32_t>(drop);
+}
+
 void Trainer::settle() { settle(true); }
 
 void Trainer::settle(bool noise_done) {
@@ -430,6 +493,11 @@ StepStats Trainer::step(bool read_loss) {
       settle();
       device_->reset_opacity(s.opacity_reset_value);
       stats.opacity_reset = true;
+    }
+    if (prunes_low_weight_at(u)) {
+      stats.densify.pruned += prune_low_weight(u);
+      stats.densify.count = static_cast<uint32_t>(device_->num_gaussians());
+      stats.densified = true;
     }
   }
 

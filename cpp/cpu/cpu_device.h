@@ -83,6 +83,10 @@ class CpuDevice final : public Device {
     follow_modes(train_raster_);
     training_.render(cam, sh_degree, background, image);
   }
+  void blend_weights(const CameraParams* cams, uint32_t count, std::vector<float>& weights) override {
+    follow_modes(train_raster_);
+    training_.blend_weights(cams, count, weights);
+  }
   std::vector<TimingRecord> timings(bool reset) override { return timing_.snapshot(reset); }
   bool debug_snapshot(DebugSnapshot& out) override {
     if (!train_raster_.snapshot_binning(out)) return false;

@@ -9,6 +9,7 @@
 #include "../../shaders/common/adam.h"
 #include "../../shaders/common/densify.h"
 #include "../../shaders/common/exposure.h"
+#include "../../shaders/common/sh.h"
 #include "splat/errors.h"
 
 namespace splat::cpu {
@@ -559,6 +560,33 @@ NonFiniteCounts CpuTraining::count_nonfinite() const {
 void CpuTraining::render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image) {
   ForwardOutputs out{image, nullptr, nullptr};
   raster_.forward(view(), cam, sh_degree, background, out);
+}
+
+void CpuTraining::blend_weights(const CameraParams* cams, uint32_t count, std::vector<float>& weights) {
+  const size_t n = count_;
+  weights.assign(n, 0.f);
+  if (n == 0 || count == 0) return;
+  // White Gaussians (degree 0, colour 1: never clamped) under d_image = 1:
+  // each one's DC gradient is SH_C0 times its summed alpha T.
+  GaussiansView g = view();
+  std::vector<float> white(3 * n, 0.5f / SH_C0);
+  g.sh = white.data();
+  g.sh_stride = 1;
+  size_t max_pixels = 0;
+  for (uint32_t v = 0; v < count; ++v) max_pixels = std::max(max_pixels, static_cast<size_t>(cams[v].width) * cams[v].height);
+  std::vector<float> ones(3 * max_pixels, 1.f), image(3 * max_pixels);
+  std::vector<float> d_means(3 * n), d_scales(3 * n), d_quats(4 * n), d_opacity(n), d_sh(3 * n), d_mean2d(2 * n);
+  const GradientOutputs grads{d_means.data(), d_scales.data(), d_quats.data(), d_opacity.data(), d_sh.data(),
+                              d_mean2d.data(), nullptr};
+  const float black[3] = {0.f, 0.f, 0.f};
+  std::vector<double> sum(n, 0.0);
+  for (uint32_t v = 0; v < count; ++v) {
+    ForwardOutputs out{image.data(), nullptr, nullptr};
+    raster_.forward(g, cams[v], 0, black, out);
+    raster_.backward(ones.data(), nullptr, grads);
+    for (size_t i = 0; i < n; ++i) sum[i] += d_sh[3 * i] / SH_C0;
+  }
+  for (size_t i = 0; i < n; ++i) weights[i] = static_cast<float>(sum[i]);
 }
 
 }  // namespace splat::cpu

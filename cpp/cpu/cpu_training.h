@@ -54,6 +54,7 @@ class CpuTraining {
   McmcRefineResult mcmc_refine(const McmcRefineSettings& s);
   NonFiniteCounts count_nonfinite() const;
   void render(const CameraParams& cam, uint32_t sh_degree, const float background[3], float* image);
+  void blend_weights(const CameraParams* cams, uint32_t count, std::vector<float>& weights);
 
   size_t allocation_count() const { return allocations_ + loss_.allocation_count(); }
   void set_timing(TimingRegistry* registry) { timing_ = registry; }

@@ -73,6 +73,8 @@ class GpuDevice final : public Device {
   NonFiniteCounts count_nonfinite() override;
   void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                        float* image) override;
+  // gpu_weights.cpp
+  void blend_weights(const CameraParams* cams, uint32_t count, std::vector<float>& weights) override;
   // ts_* with {upload, alloc, gpu, readback} attribution (timing = per_kernel).
   std::vector<TimingRecord> timings(bool reset) override { return registry_.snapshot(reset); }
   // Tile ranges, sorted pairs and gradients of the last train_forward_backward.

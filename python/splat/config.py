@@ -201,6 +201,10 @@ class TrainConfig(_Section):
     cap_scale_growth: float = _f(0.0, "float", lo=0.0,
                                  doc="0: off; else from densify_until on no Gaussian's scale grows past this many "
                                      "times its largest at that step (1: no growth; the default strategy only)")
+    prune_low_weight: float = _f(0.0, "float", lo=0.0, hi=1.0, hi_open=True,
+                                 doc="0: off; else at densify_until prune this fraction of the Gaussians, those "
+                                     "with the least blend weight (alpha T summed over every training view's "
+                                     "pixels; the default strategy only)")
     densify_every: int = _f(100, "int", lo=1, hi=UINT32_MAX, doc="densify every this many steps")
     densify_grad_threshold: float = _f(2e-4, "float", lo=0.0, lo_open=True,
                                        doc="mean screen-space gradient norm that triggers clone/split")

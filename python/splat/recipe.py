@@ -10,7 +10,8 @@ from .config import PRESETS, PRESETS_RANDOM_START, TrainConfig
 from .schedule import capture_keys, opacity_reset_mode, starts_from_random_points
 
 # Keys only the default strategy reads (clone / split / prune, opacity resets, absgrad).
-_DEFAULT_ONLY = ("densify_from", "densify_until", "cap_scale_growth", "densify_every", "densify_grad_threshold",
+_DEFAULT_ONLY = ("densify_from", "densify_until", "cap_scale_growth", "prune_low_weight", "densify_every",
+                 "densify_grad_threshold",
                  "percent_dense", "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
                  "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset",
                  "opacity_reset_every", "opacity_reset_value", "init_opacity", "opacity_reg", "scale_reg",
@@ -81,6 +82,9 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
             grow = ("no Gaussian's scale grows past its largest" if train.cap_scale_growth == 1 else
                     f"no Gaussian's scale grows past {train.cap_scale_growth:g}x its largest")
             lines[0] += f"; from step {train.densify_until} {grow} at that step"
+        if train.prune_low_weight > 0:
+            lines[0] += (f"; at step {train.densify_until} the {100 * train.prune_low_weight:g}% of Gaussians with "
+                         "the least blend weight over the training views pruned")
     lines.append("antialiased: on: the 2D filter's opacity compensation (mip-splatting), in training and in every "
                  "render of the run" if train.antialiased else
                  "antialiased: off: classic 3DGS rasterization (the 0.3-pixel dilation at full opacity)")

@@ -44,7 +44,8 @@ _NATIVE_SETTINGS = (
     "steps", "means_lr", "means_lr_final", "log_scales_lr", "quats_lr", "opacity_lr", "sh_dc_lr",
     "sh_rest_lr", "lr_final_fraction", "opacity_reg", "scale_reg", "reg_from", "adam_eps", "adam_beta1",
     "adam_beta2", "sh_degree", "sh_degree_interval",
-    "densify_from", "densify_until", "cap_scale_growth", "densify_every", "densify_grad_threshold", "percent_dense",
+    "densify_from", "densify_until", "cap_scale_growth", "prune_low_weight", "densify_every",
+    "densify_grad_threshold", "percent_dense",
     "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
     "prune_max_world_scale", "opacity_reset_every", "opacity_reset_value", "ssim_weight", "seed",
     "random_background",
@@ -377,6 +378,12 @@ class Trainer:
         bg = None if background is None else as_float32("background", background, (3,))
         c = camera
         return self._native.render(c.world_to_camera, c.fx, c.fy, c.cx, c.cy, c.width, c.height, bg)
+
+    def blend_weights(self) -> np.ndarray:
+        """Each Gaussian's blend weight [N]: alpha T summed over every pixel of every training
+        view (at the current step's resolution), as the forward blends and stops. Occluded,
+        faint and off-screen Gaussians score near 0; `train.prune_low_weight` prunes by it."""
+        return self._native.blend_weights()
 
     def state(self) -> dict:
         """Every array of the training state (parameters, Adam moments, statistics): numpy copies."""

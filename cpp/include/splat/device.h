@@ -241,6 +241,12 @@ class Device {
   // Renders the resident Gaussians into a host image [H,W,3].
   virtual void render_resident(const CameraParams& cam, uint32_t sh_degree, const float background[3],
                                float* image) = 0;
+  // Each resident Gaussian's blend weight, alpha T, summed over every pixel of
+  // these views (the forward's own blend and stop: occluded and faint
+  // Gaussians score low). Read as the colour gradient of a backward under
+  // d_image = 1, which does not depend on the colours; one forward and one
+  // backward a view, and the weights come back (weights[i] for Gaussian i).
+  virtual void blend_weights(const CameraParams* cams, uint32_t count, std::vector<float>& weights) = 0;
 
   // --- Instrumentation --------------------------------------------------------
   // ts_* timings recorded since the last reset (only with timing = per_kernel).

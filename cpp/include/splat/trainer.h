@@ -33,6 +33,10 @@ struct TrainSettings {
   // grows past cap_scale_growth times its largest at that step
   // (Device::cap_scales, after each update); 0: no cap.
   float cap_scale_growth = 0.f;
+  // > 0: at densify_until (the default strategy) this fraction of the
+  // Gaussians, those with the least blend weight over the training views,
+  // is pruned (Trainer::prune_low_weight); 0: none.
+  float prune_low_weight = 0.f;
   float densify_grad_threshold = 2e-4f, percent_dense = 0.01f;
   uint32_t split_count = 2;
   float split_scale_divisor = 1.6f;
@@ -165,6 +169,19 @@ class Trainer {
   DensifyResult densify_at(uint32_t t);
   // The opacity reset of the schedule (resets_opacity_at).
   void reset_opacity();
+  // Each Gaussian's blend weight (alpha T summed over the pixels) over every
+  // training view at step t's resolution (Device::blend_weights).
+  std::vector<float> blend_weights(uint32_t t);
+  // Whether view step t prunes by blend weight (prune_low_weight > 0, the
+  // default strategy, t = densify_until), and that pruning: the
+  // floor(prune_low_weight n) Gaussians of least blend_weights(t), ties to the
+  // lower index, leave the state (parameters, moments, statistics, ceilings).
+  // Returns how many left.
+  bool prunes_low_weight_at(uint32_t t) const;
+  uint32_t prune_low_weight(uint32_t t);
+  // The same pruning by given weights (one per Gaussian): data-parallel
+  // ranks prune by their weights' mean, so that they drop the same rows.
+  uint32_t prune_least_weight(const std::vector<float>& weights);
 
   // Runs again the steps whose pairs did not fit the device's buffers (they
   // changed nothing; Device::take_pair_overflow), so that the state is that of

@@ -244,6 +244,14 @@ class DataParallelTrainer:
             if native.resets_opacity_at(t):
                 native.reset_opacity()
                 opacity_reset = True
+            if native.prunes_low_weight_at(t):
+                # Every rank prunes by the ranks' mean weight: their own sums may differ
+                # by the float atomics' order, and the ranks must drop the same rows.
+                weights = native.blend_weights()
+                if n > 1:
+                    (weights,) = self.group.allreduce([weights], "sum")
+                native.prune_low_weight(t, np.ascontiguousarray(weights, np.float32))
+                densified = True
         out = UpdateStats(last, self.updates, loss, native.num_gaussians, densified, opacity_reset, stopping)
         if read_loss:
             self.trainer.history.append((out.step, out.loss, out.num_gaussians))
