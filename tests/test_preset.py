@@ -84,8 +84,13 @@ def test_a_random_start_takes_the_presets_mcmc_recipe_unless_the_config_says_oth
     for strategy in ("default", "mcmc"):
         own = TrainConfig(preset="fast", strategy=strategy)
         assert own.for_random_start() is own
+    # The plain preset's random start prunes by blend weight when densification ends,
+    # unless the config says otherwise.
     plain = TrainConfig()
-    assert plain.for_random_start() is plain
+    assert plain.for_random_start().prune_low_weight == PRESETS_RANDOM_START["default"]["prune_low_weight"] > 0
+    assert plain.prune_low_weight == 0.0
+    assert TrainConfig(prune_low_weight=0.0).for_random_start().prune_low_weight == 0.0
+    assert TrainConfig(prune_low_weight=0.25).for_random_start().prune_low_weight == 0.25
     assert any("starts from random points" in line for line in describe(resolved, "blender"))
     assert not any("random points" in line for line in describe(resolved, "colmap"))
 

@@ -174,3 +174,17 @@ def test_splat_check_describes_the_pruning_and_warns_for_mcmc():
     assert "; at step 6000 the 50% of Gaussians with the least blend weight over the training views pruned" in line
     warned = mode_warnings(splat.TrainConfig(strategy="mcmc", prune_low_weight=0.5))
     assert any(w.startswith("train.prune_low_weight: unused with train.strategy = 'mcmc'") for w in warned), warned
+
+
+def test_a_random_start_prunes_half_unless_set():
+    from splat.recipe import describe
+    from splat.data import synthetic
+    train, _ = synthetic.make_scene(n_gaussians=40, n_views=2, width=16, height=16, n_test_views=1)
+    train.points = train.point_colors = None  # as a Blender scene: no point cloud
+    for cfg, want in ((splat.TrainConfig(steps=30), 0.5), (splat.TrainConfig(steps=30, prune_low_weight=0.0), 0.0)):
+        tr = splat.Trainer.from_dataset(train, cfg, splat.BackendConfig(backend="cpu"))
+        assert tr.config.prune_low_weight == want
+    line = describe(splat.TrainConfig(), "blender")[0]
+    assert line == ("preset: default on a scene that starts from random points (a blender dataset): then "
+                    "prune_low_weight 0.5 where not set explicitly"), line
+    assert not any("prune_low_weight" in x for x in describe(splat.TrainConfig(), "colmap"))

@@ -38,10 +38,11 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
     preset = []
     if PRESETS.get(train.preset):
         preset = [f"preset: {train.preset}: the keys not set explicitly take {_keys_text(PRESETS[train.preset])}"]
-        extra = PRESETS_RANDOM_START.get(train.preset)
-        if extra and starts_from_random_points(dataset_format):
-            preset.append(f"preset: {train.preset} on a scene that starts from random points (a {dataset_format} "
-                          f"dataset): then {_keys_text(extra)}, unless the strategy is set explicitly")
+    extra = PRESETS_RANDOM_START.get(train.preset)
+    if extra and starts_from_random_points(dataset_format):
+        unless = ", unless the strategy is set explicitly" if "strategy" in extra else " where not set explicitly"
+        preset.append(f"preset: {train.preset} on a scene that starts from random points (a {dataset_format} "
+                      f"dataset): then {_keys_text(extra)}{unless}")
     extra = capture_keys(train, dataset_format, layout)
     if extra:
         seen = ("cameras around an object, no opacity resets" if layout == "object"
