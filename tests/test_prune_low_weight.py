@@ -11,6 +11,7 @@ import splat
 from _scenes import make_rng
 from splat.reference import backward as ref_backward
 from splat.reference import forward as ref_forward
+from test_scale_cap import check_train_key
 from test_training import make_dataset, random_gaussians, small_config
 
 _cuda_ok, _cuda_why = splat.backend_available("cuda")
@@ -158,13 +159,7 @@ def test_a_data_parallel_rank_prunes_as_one_process():
 
 
 def test_the_key_reads_from_toml_and_is_named_in_errors(tmp_path):
-    assert splat.TrainConfig().prune_low_weight == 0.0
-    path = tmp_path / "run.toml"
-    path.write_text("[train]\nprune_low_weight = 0.5\n")
-    assert splat.load_config(path, check_paths=False).train.prune_low_weight == 0.5
-    for bad in ("half", -0.1, 1.0):
-        with pytest.raises(ValueError, match="train.prune_low_weight"):
-            splat.TrainConfig(prune_low_weight=bad)
+    check_train_key(tmp_path, "prune_low_weight", 0.0, 0.5, ("half", -0.1, 1.0))
 
 
 def test_splat_check_describes_the_pruning_and_warns_for_mcmc():

@@ -193,14 +193,19 @@ def test_mcmc_has_no_cap():
     assert "scale_ceiling" not in tr.state()
 
 
-def test_the_key_reads_from_toml_and_is_named_in_errors(tmp_path):
-    assert splat.TrainConfig().cap_scale_growth == 0.0
+def check_train_key(tmp_path, key, default, value, bad_values):
+    """A [train] key's default, its value read from TOML, and errors naming it."""
+    assert getattr(splat.TrainConfig(), key) == default
     path = tmp_path / "run.toml"
-    path.write_text("[train]\ncap_scale_growth = 1.5\n")
-    assert splat.load_config(path, check_paths=False).train.cap_scale_growth == 1.5
-    for bad in ("yes", -1.0, 0.5):
-        with pytest.raises(ValueError, match="train.cap_scale_growth"):
-            splat.TrainConfig(cap_scale_growth=bad)
+    path.write_text(f"[train]\n{key} = {value!r}\n")
+    assert getattr(splat.load_config(path, check_paths=False).train, key) == value
+    for bad in bad_values:
+        with pytest.raises(ValueError, match=f"train.{key}"):
+            splat.TrainConfig(**{key: bad})
+
+
+def test_the_key_reads_from_toml_and_is_named_in_errors(tmp_path):
+    check_train_key(tmp_path, "cap_scale_growth", 0.0, 1.5, ("yes", -1.0, 0.5))
 
 
 def test_splat_check_says_mcmc_ignores_the_key():
