@@ -41,11 +41,11 @@ def config(fraction, **over):
     return small_config(**kw)
 
 
-def reference_weights(state, cameras, blend_stop):
+def reference_weights(state, cameras, blend_stop, antialiased=False):
     g = splat.Gaussians(*(state[k] for k in ("means", "log_scales", "quats", "opacity_logits", "sh")))
     total = np.zeros(len(g))
     for cam in cameras:
-        out = ref_forward(g, cam, 0, np.zeros(3), blend_stop=blend_stop)
+        out = ref_forward(g, cam, 0, np.zeros(3), blend_stop=blend_stop, antialiased=antialiased)
         total += ref_backward(out, np.ones((cam.height, cam.width, 3))).colors[:, 0]
     return total
 
@@ -54,19 +54,20 @@ def reference_weights(state, cameras, blend_stop):
 # for all but a Gaussian whose alpha at some pixel falls on the other side of the
 # blend's 1/255 skip in float than in float64 (one seed in six: 1.7e-4). So the
 # bound holds for all but 2% of the Gaussians, and 2e-3 for every one.
-@pytest.mark.parametrize("backend,deterministic,blend_stop,bound", [
-    ("cpu", True, "chunk", 3e-6), ("cpu", True, "splat", 3e-6),
-    pytest.param("cuda", False, "chunk", 1e-4, marks=_CUDA), pytest.param("cuda", True, "chunk", 1e-4, marks=_CUDA),
-    pytest.param("cuda", False, "splat", 1e-4, marks=_CUDA)])
-def test_blend_weights_match_the_reference(backend, deterministic, blend_stop, bound):
+@pytest.mark.parametrize("backend,deterministic,blend_stop,antialiased,bound", [
+    ("cpu", True, "chunk", False, 3e-6), ("cpu", True, "splat", False, 3e-6), ("cpu", True, "chunk", True, 3e-6),
+    pytest.param("cuda", False, "chunk", False, 1e-4, marks=_CUDA),
+    pytest.param("cuda", True, "chunk", False, 1e-4, marks=_CUDA),
+    pytest.param("cuda", False, "splat", False, 1e-4, marks=_CUDA)])
+def test_blend_weights_match_the_reference(backend, deterministic, blend_stop, antialiased, bound):
     rng, seed = make_rng()
     ds, start = scene(rng)
-    tr = splat.Trainer.from_dataset(ds, config(0, seed=seed, blend_stop=blend_stop),
+    tr = splat.Trainer.from_dataset(ds, config(0, seed=seed, blend_stop=blend_stop, antialiased=antialiased),
                                     backend_config(backend, deterministic), initial=start)
     for _ in range(3):
         tr.step(read_loss=False)
     got = tr.blend_weights()
-    want = reference_weights(tr.state(), ds.cameras, blend_stop)
+    want = reference_weights(tr.state(), ds.cameras, blend_stop, antialiased)
     assert got.shape == (tr.num_gaussians,) and got.dtype == np.float32
     err = np.abs(got - want) / want.max()
     print(f"seed {seed}: |device - reference| / max weight: 98th percentile {np.quantile(err, 0.98):.2e}, "
