@@ -184,3 +184,20 @@ def test_a_random_start_prunes_half_unless_set():
     assert line == ("preset: default on a scene that starts from random points (a blender dataset): then "
                     "prune_low_weight 0.5 where not set explicitly"), line
     assert not any("prune_low_weight" in x for x in describe(splat.TrainConfig(), "colmap"))
+
+
+def test_given_weights_prune_their_least_and_a_nan_ranks_least():
+    rng, seed = make_rng()
+    ds, start = scene(rng)
+    tr = splat.Trainer.from_dataset(ds, config(0.25, seed=seed), backend_config("cpu"), initial=start)
+    n = tr.num_gaussians
+    w = rng.permutation(n).astype(np.float32)  # distinct: the least quarter is known
+    w[int(rng.integers(n // 2, n))] = np.nan
+    before = tr.state()
+    assert tr._native.prune_low_weight(tr.step_count, w) == n // 4
+    ranked = np.where(np.isnan(w), -np.inf, w)
+    keep = np.ones(n, bool)
+    keep[np.argsort(ranked, kind="stable")[:n // 4]] = False
+    np.testing.assert_array_equal(tr.state()["means"], before["means"][keep])
+    with pytest.raises(ValueError, match="weights for"):
+        tr._native.prune_low_weight(tr.step_count, w[:3])

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -401,12 +402,16 @@ void keep_rows(std::vector<float>& v, size_t width, const std::vector<uint8_t>& 
 
 uint32_t Trainer::prune_low_weight(uint32_t t) { return prune_least_weight(blend_weights(t)); }
 
-uint32_t Trainer::prune_least_weight(const std::vector<float>& w) {
+uint32_t Trainer::prune_least_weight(const std::vector<float>& weights) {
   settle();
   const size_t n = device_->num_gaussians();
-  if (w.size() != n)
-    throw ConfigError("[trainer] prune by weight: " + std::to_string(w.size()) + " weights for " + std::to_string(n) +
-                      " Gaussians");
+  if (weights.size() != n)
+    throw ConfigError("[trainer] prune by weight: " + std::to_string(weights.size()) + " weights for " +
+                      std::to_string(n) + " Gaussians");
+  // A NaN weight (a non-finite Gaussian) ranks least, so the order stays strict.
+  std::vector<float> w(weights);
+  for (float& x : w)
+    if (std::isnan(x)) x = -std::numeric_limits<float>::infinity();
   const size_t drop = static_cast<size_t>(std::floor(static_cast<double>(settings_.prune_low_weight) * n));
   if (drop == 0) return 0;
   // The `drop` least weights, ties to the lower index: a strict order, so
