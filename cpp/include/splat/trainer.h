@@ -180,7 +180,8 @@ class Trainer {
   bool prunes_low_weight_at(uint32_t t) const;
   uint32_t prune_low_weight(uint32_t t);
   // The same pruning by given weights (one per Gaussian): data-parallel
-  // ranks prune by their weights' mean, so that they drop the same rows.
+  // ranks prune by their weights summed over the ranks, so that they drop
+  // the same rows.
   uint32_t prune_least_weight(const std::vector<float>& weights);
 
   // Runs again the steps whose pairs did not fit the device's buffers (they

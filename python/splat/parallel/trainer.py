@@ -245,7 +245,7 @@ class DataParallelTrainer:
                 native.reset_opacity()
                 opacity_reset = True
             if native.prunes_low_weight_at(t):
-                # Every rank prunes by the ranks' mean weight: their own sums may differ
+                # Every rank prunes by the weights summed over the ranks: its own may differ
                 # by the float atomics' order, and the ranks must drop the same rows.
                 weights = native.blend_weights()
                 if n > 1:
