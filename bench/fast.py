@@ -67,8 +67,8 @@ def run(scene, name, cfg, train, test, evals, backend_fields, log, floaters=Fals
         views = trainer.config.batch_views   # view steps a step trains
         while trainer.step_count < mark:
             for _ in range(-(-min(mark - trainer.step_count, 100) // views) - 1):
-                trainer.step(read_loss=False)
-            trainer.step(read_loss=True)  # synchronizes the device
+                trainer.step(read_loss=False, until=mark)
+            trainer.step(read_loss=True, until=mark)  # synchronizes the device
         seconds += time.perf_counter() - t0
         ev = splat.evaluate(trainer, test)
         points.append((mark, seconds, ev.psnr, trainer.num_gaussians))

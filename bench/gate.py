@@ -105,9 +105,9 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
     views = trainer.config.batch_views   # view steps a step trains
     for mark in marks:
         t0 = time.perf_counter()
-        while trainer.step_count + views < mark:
-            trainer.step(read_loss=False)
-        last = trainer.step(read_loss=True)  # the loss read-back synchronizes the device
+        while trainer.step_count < mark:   # a batch of views ends at the mark
+            # The last step's loss read-back synchronizes the device.
+            last = trainer.step(read_loss=trainer.step_count + views >= mark, until=mark)
         train_s += time.perf_counter() - t0
         t1 = time.perf_counter()
         ev = splat.evaluate(trainer, test, supersample=supersample)

@@ -176,8 +176,8 @@ def run_splat(scene, train, test, marks, overrides, backend, budget, log, breakd
         while trainer.step_count < mark:
             n = -(-min(mark - trainer.step_count, 100) // views)
             for _ in range(n - 1):
-                trainer.step(read_loss=False)
-            trainer.step(read_loss=True)        # synchronizes the device
+                trainer.step(read_loss=False, until=mark)
+            trainer.step(read_loss=True, until=mark)        # synchronizes the device
             if budget.spent() and trainer.step_count < mark:
                 stopped = True
                 break

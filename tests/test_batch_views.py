@@ -32,19 +32,21 @@ def recipe(strategy, views, seed, steps=60):
                         seed=seed, batch_views=views, absgrad=strategy == "absgrad")
 
 
-def numpy_batches(ds, cfg, state, views):
+def numpy_batches(ds, cfg, state, views, ends=()):
     """The batches from the native primitives: each view's gradients in turn, their
     float32 sum in view order divided by the views, Adam at the rates times
-    sqrt(views) and the betas to the power views, then each view step's events."""
+    sqrt(views) and the betas to the power views, then each view step's events.
+    A batch ends early at train.steps and at each step of `ends`; its update number
+    is ceil((first - 1) / views) + 1 (one a batch while they run whole)."""
     one = splat.TrainConfig(**{**{k: getattr(cfg, k) for k in cfg.kept_keys()}, "batch_views": 1})
     tr = splat.Trainer(ds, one, splat.BackendConfig(backend="cpu"), state)
     nat = tr._native
-    update = 0
     tr.batch_losses = []   # each batch's loss: its views' float32 mean
     while tr.step_count < cfg.steps:
         first = tr.step_count + 1
-        n = min(views, cfg.steps - first + 1)
-        last = first + n - 1
+        last = min([first + views - 1, cfg.steps] + [e for e in ends if e >= first])
+        n = last - first + 1
+        update = -(-(first - 1) // views) + 1
         total, loss = None, None
         for k in range(n):
             nat.forward_backward(first + k, nat.sh_degree_at(first))
@@ -55,7 +57,6 @@ def numpy_batches(ds, cfg, state, views):
         tr.batch_losses.append(float(loss / np.float32(n)))
         if n > 1:
             nat.set_gradients({p: total[p] / np.float32(n) for p in PARAMS})
-        update += 1
         # Betas: the float32 values raised in double, as the trainer does.
         nat.apply_update(last, update, math.sqrt(n), float(np.float32(cfg.adam_beta1)) ** n,
                          float(np.float32(cfg.adam_beta2)) ** n)
@@ -137,6 +138,104 @@ def test_batch_views_out_of_range_names_the_key(bad):
         splat.TrainConfig(batch_views=bad)
 
 
+@pytest.mark.parametrize("strategy,views", [("default", 4), ("mcmc", 3)])
+def test_batches_end_where_the_caller_names_a_step(strategy, views):
+    """step(until=e) ends a batch at e (an evaluation, a checkpoint): the state exists
+    there, and the next batch starts after it; to the bit of the numpy batches."""
+    rng, seed = make_rng()
+    ds, state = scene(rng)
+    cfg = recipe(strategy, views, seed % 1000, steps=int(rng.integers(40, 61)))
+    ends = sorted({int(e) for e in rng.choice(np.arange(1, cfg.steps), 6, replace=False)})
+    tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)
+    counts = []
+    while tr.step_count < cfg.steps:
+        counts.append(tr.step(read_loss=True, until=min((e for e in ends if e > tr.step_count), default=None)).step)
+    assert set(ends) <= set(counts), (ends, counts, seed)
+    assert all(b - a <= views for a, b in zip([0] + counts, counts)), (counts, seed)
+    ref = numpy_batches(ds, cfg, state, views, ends)
+    for k, v in ref.state().items():
+        np.testing.assert_array_equal(tr.state()[k], v, err_msg=f"{k} ({strategy}); ends {ends}; seed {seed}")
+
+
+def test_a_run_resumed_where_a_batch_ended_early_continues_it():
+    """A checkpoint at a named step off the batches' grid resumes to the same bits as the
+    run that went on (batches after it start where it ended, the update count too)."""
+    rng, seed = make_rng()
+    ds, state = scene(rng)
+    cfg = recipe("default", 4, seed % 1000, steps=44)
+    cut = int(rng.integers(9, 35))
+    while cut % 4 == 0:
+        cut += 1
+    whole = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state)
+    whole.run(cut, progress=False)
+    assert whole.step_count == cut
+    saved = whole.state()
+    whole.run(44 - cut, progress=False)
+    resumed = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), saved, step=cut)
+    resumed.run(44 - cut, progress=False)
+    assert resumed.step_count == whole.step_count == 44
+    for k, v in whole.state().items():
+        np.testing.assert_array_equal(resumed.state()[k], v, err_msg=f"{k}; cut {cut}; seed {seed}")
+
+
+def test_run_counts_view_steps_and_step_refuses_a_past_end():
+    rng, seed = make_rng()
+    ds, state = scene(rng)
+    tr = splat.Trainer(ds, recipe("default", 4, seed % 1000, steps=40), splat.BackendConfig(backend="cpu"), state)
+    last = tr.run(10, progress=False)
+    assert tr.step_count == last.step == 10 and np.isfinite(last.loss)
+    assert tr.run(7, progress=True).step == 17
+    assert tr.step().step == 21
+    with pytest.raises(ValueError, match=r"\[splat\] until: must be >= 22"):
+        tr.step(until=21)
+    assert tr.step(until=22).step == 22
+
+
+def blender_like(rng):
+    """A scene without a point cloud (as a Blender scene): it starts from random points."""
+    ds, state = scene(rng)
+    ds.points = ds.point_colors = None
+    return ds
+
+
+def test_a_random_start_trains_eight_views_a_step_where_they_train_together():
+    from splat.parallel import DataParallelTrainer, ProcessGroup
+    rng, seed = make_rng()
+    ds = blender_like(rng)
+    cpu = splat.BackendConfig(backend="cpu")
+    for over, want in (({}, 8), ({"batch_views": 2}, 2), ({"batch_views": 1}, 1), ({"strategy": "mcmc"}, 1),
+                       ({"exposure": True}, 1), ({"visible_adam": True}, 1), ({"absgrad": True}, 1),
+                       ({"random_background": True}, 1)):
+        tr = splat.Trainer.from_dataset(ds, splat.TrainConfig(steps=20, seed=seed % 1000, **over), cpu)
+        assert tr.config.batch_views == want, (over, tr.config.batch_views)
+    # Ranks make the batch with a view each: the preset's batch goes, an explicit one is refused (below).
+    ranks = DataParallelTrainer(ds, splat.TrainConfig(steps=20, seed=seed % 1000), cpu, ProcessGroup.single())
+    assert ranks.trainer.config.batch_views == 1
+    assert splat.TrainConfig(steps=20).for_random_start().one_view_a_rank().for_random_start().batch_views == 1
+    # A capture (a point cloud) keeps one view a step.
+    ds.points = rng.normal(size=(50, 3)).astype(np.float32)
+    ds.point_colors = rng.uniform(size=(50, 3)).astype(np.float32)
+    assert splat.Trainer.from_dataset(ds, splat.TrainConfig(steps=20), cpu).config.batch_views == 1
+
+
+def test_cli_blender_run_batches_eight_views_and_stops_at_every_named_step(tmp_path, capsys):
+    """`splat train` on a Blender scene: eight views an update, evaluations and checkpoints
+    at exactly the steps asked (none a multiple of 8), config.toml recording the batch."""
+    import json
+    import tomllib
+    from _cli import run_cli
+    from _scenes import write_blender_scene
+    write_blender_scene(tmp_path / "scene", 24, n_test_views=1, n_gaussians=60, n_views=6, seed=make_rng()[1] % 100000)
+    rc, out, err = run_cli(capsys, "train", tmp_path / "scene", "--steps", 29, "--set", "output.eval_steps=[5,13,29]",
+                           "--set", "output.checkpoint_steps=[11]", "--backend", "cpu", "--out", tmp_path / "r",
+                           "--quiet")
+    assert rc == 0, err
+    m = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert [e["step"] for e in m["evals"]] == [5, 13, 29] and m["steps"] == 29, m["evals"]
+    assert sorted(p.name for p in (tmp_path / "r").glob("checkpoint_*.npz")) == ["checkpoint_11.npz"]
+    assert tomllib.loads((tmp_path / "r" / "config.toml").read_text())["train"]["batch_views"] == 8
+
+
 def test_data_parallel_ranks_refuse_batches_of_views():
     from splat.parallel import DataParallelTrainer, ProcessGroup
     rng, _ = make_rng()
@@ -153,9 +252,9 @@ def test_splat_check_describes_the_batch():
     assert not any(line.startswith("batch:") for line in describe(splat.TrainConfig()))
 
 
-def test_cli_trains_batches_and_evaluates_a_shared_milestone_once(tmp_path, capsys):
-    """Milestones 10 and 12 both fall on step 12 with 4 views a step: one evaluation and
-    one checkpoint there; the run ends at train.steps (21, inside a batch)."""
+def test_cli_batches_end_at_its_milestones(tmp_path, capsys):
+    """Milestones 10 and 12 with 4 views a step: batches end at each, so each has its
+    evaluation and checkpoint; the run ends at train.steps (21)."""
     import json
     from _cli import assert_user_error, run_cli
     rc, out, err = run_cli(capsys, "train", "--steps", 21, "--set", "train.batch_views=4", "--set",
@@ -163,8 +262,9 @@ def test_cli_trains_batches_and_evaluates_a_shared_milestone_once(tmp_path, caps
                            "--backend", "cpu", "--out", tmp_path / "r", "--quiet")
     assert rc == 0, err
     m = json.loads((tmp_path / "r" / "metrics.json").read_text())
-    assert [e["step"] for e in m["evals"]] == [12, 21], m["evals"]
-    assert sorted(p.name for p in (tmp_path / "r").glob("checkpoint_*.npz")) == ["checkpoint_12.npz"]
+    assert [e["step"] for e in m["evals"]] == [10, 12, 21], m["evals"]
+    assert sorted(p.name for p in (tmp_path / "r").glob("checkpoint_*.npz")) == ["checkpoint_10.npz",
+                                                                                  "checkpoint_12.npz"]
     rc, out, err = run_cli(capsys, "train", "--steps", 8, "--set", "train.batch_views=2", "--set",
                            "train.visible_adam=true", "--backend", "cpu", "--out", tmp_path / "bad", "--quiet")
     assert_user_error(rc, err, "train.batch_views", "visible_adam")

@@ -105,7 +105,9 @@ def test_bench_writes_json(root, capsys):
     assert res["mode"] == "bench" and (res["iters"], res["repeats"], res["warmup"]) == (4, 2, 1)
     check_summary(res, 2, 4)
     assert res["checkpoint"] == str((root / "run" / "checkpoint.npz").resolve())   # the newest
-    assert res["start_step"] == 24 and res["end_step"] == 24 + 1 + 2 * 4
+    # A step of the run's recipe: a Blender scene's batch of eight views (the random start's default).
+    assert res["views_per_step"] == 8 and "(8 views a step)" in out
+    assert res["start_step"] == 24 and res["end_step"] == 24 + (1 + 2 * 4) * 8
     assert res["backend"] == "cpu" and res["backend_config"]["backend"] == "cpu"
     assert res["image_size"] == [SIZE, SIZE] and res["views"] == 8
     # the replay neither densifies nor resets opacities
@@ -122,7 +124,8 @@ def test_bench_checkpoint_and_out(root, tmp_path, capsys):
                              "--repeats", 1, "--warmup", 0)
     assert rc == 0, err
     res = json.loads((tmp_path / "b" / "bench.json").read_text())
-    assert res["start_step"] == 12 and res["end_step"] == 15
+    # Three batches of the run's 8 views from step 12: the second ends at its train.steps (24).
+    assert res["start_step"] == 12 and res["end_step"] == 12 + 8 + 4 + 8
     check_summary(res, 1, 3)
 
 
@@ -174,10 +177,12 @@ def test_timing_table(root, capsys):
     table = res["timings"]
     assert table, res.get("timings_note")
     assert all(label.startswith("ts_") for label in table)
-    for label in ("ts_fwd_rasterize", "ts_backward_raster", "ts_adam"):
+    # 2 x 4 steps, each of the run's 8 views one after another on the CPU and one update.
+    views = res["views_per_step"]
+    for label, calls in (("ts_fwd_rasterize", views), ("ts_backward_raster", views), ("ts_adam", 1)):
         assert label in table, sorted(table)
         row = table[label]
-        assert row["calls"] == 8 and row["calls_per_step"] == pytest.approx(1.0)   # 2 x 4 steps
+        assert row["calls"] == 8 * calls and row["calls_per_step"] == pytest.approx(calls), (label, row)
         for key in ("mean_us", "total_ms", "upload_ms", "alloc_ms", "gpu_ms", "readback_ms", "gpu_ms_per_step"):
             assert finite(row[key]) and row[key] >= 0, (label, key)
     assert finite(res["gpu_busy_ms_per_step"]) and res["gpu_busy_ms_per_step"] > 0
@@ -318,7 +323,7 @@ def test_adam_recovery_matches_snapshot(root):
     setup = bench.load_setup(root / "configs" / "a.toml")
     setup = bench.float32_moments(setup)   # as the parity step trains
     ckpt = bench.read_checkpoint(root / "run" / "checkpoint.npz")
-    trainer = bench.make_trainer(ckpt, setup, densify_stats=True)
+    trainer = bench.make_trainer(ckpt, setup, densify_stats=True, one_view=True)
     trainer.step()
     if not hasattr(trainer._native, "debug_snapshot"):
         pytest.skip("splat._core.Trainer has no debug_snapshot() in this build")

@@ -3,8 +3,9 @@ the accumulated mean against the CPU backend's (tests/test_batch_views.py holds
 the CPU to the numpy batch to the bit); a batch's views rasterized together
 (BackendConfig.view_launches, the default) against the same views one after
 another, to the bit when deterministic; and batches whose views overflow the
-pair buffers (a forced small capacity, anywhere in a batch) running again to
-the bit of the read-back trainer's state, both deterministic.
+pair buffers (a forced small capacity, anywhere in a batch, batches ending early
+where the caller names a step among them) running again to the bit of the
+read-back trainer's state, both deterministic.
 Run on a GPU: `pytest -m cuda tests/test_cuda_batch_views.py`."""
 import numpy as np
 import pytest
@@ -35,22 +36,24 @@ def test_batches_of_views_match_cpu(views):
     assert_states_close(cpu.state(), gpu.state(), seed, f"{views} views a step", lr_steps=4 * 0.05 * views ** 0.5)
 
 
-def run(ds, cfg, initial, sizing, capacities, launches="together"):
+def run(ds, cfg, initial, sizing, capacities, launches="together", ends=()):
     tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda", deterministic=True, pair_sizing=sizing,
                                                                  view_launches=launches), initial=initial)
-    losses = []
+    losses, pending = [], dict(capacities)
     while tr.step_count < cfg.steps:
-        if sizing == "device" and tr.step_count in capacities:
-            tr._native.set_pair_capacity(capacities[tr.step_count])
+        for k in [k for k in pending if k <= tr.step_count and sizing == "device"]:   # batches may skip k
+            tr._native.set_pair_capacity(pending.pop(k))
         read = tr.step_count % 5 == 0
-        s = tr.step(read_loss=read)
+        until = min((e for e in ends if e > tr.step_count), default=None)
+        s = tr.step(read_loss=read, until=until)
+        assert until is None or s.step <= until
         if read:
             losses.append((s.step, s.loss))
     return tr, losses
 
 
-@pytest.mark.parametrize("launches", ["together", "per_view"])
-def test_overflowing_views_of_a_batch_run_again_to_the_bit(launches):
+@pytest.mark.parametrize("launches,named", [("together", False), ("per_view", False), ("together", True)])
+def test_overflowing_views_of_a_batch_run_again_to_the_bit(launches, named):
     rng, seed = make_rng()
     ds = make_dataset(rng, random_gaussians(rng, 60), n_views=6, width=64, height=48)
     initial = random_gaussians(rng, 150)
@@ -60,8 +63,11 @@ def test_overflowing_views_of_a_batch_run_again_to_the_bit(launches):
     # views of a batch need different counts, so overflows fall on its first
     # view and on later ones; together, on the whole batch.
     capacities = {s: int(c) for s, c in zip((0, 21, 42, 63), rng.integers(60, 400, 4))}
-    want, want_losses = run(ds, cfg, initial, "readback", {}, launches)
-    got, got_losses = run(ds, cfg, initial, "device", capacities, launches)
+    # Steps a caller names (off the batches' grid of 3): batches end there, and a
+    # replay after an overflow runs the batches as they ran.
+    ends = sorted({int(e) for e in rng.choice(np.arange(1, 99), 8, replace=False)}) if named else ()
+    want, want_losses = run(ds, cfg, initial, "readback", {}, launches, ends)
+    got, got_losses = run(ds, cfg, initial, "device", capacities, launches, ends)
     buffers = got._native.pair_buffers()
     assert buffers["overflows"] >= 2, (buffers, seed)
     a, b = want.state(), got.state()

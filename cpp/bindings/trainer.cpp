@@ -33,12 +33,12 @@ class PyTrainer {
     trainer_ = std::make_unique<Trainer>(create_device(config), s, std::move(cams), views, initial, step);
   }
 
-  nb::dict step(bool read_loss) {
+  nb::dict step(bool read_loss, std::optional<uint32_t> until) {
     ObjectLock guard(mutex_);
     StepStats st;
     {
       nb::gil_scoped_release release;
-      st = trainer_->step(read_loss);
+      st = trainer_->step(read_loss, until.value_or(UINT32_MAX));
     }
     nb::dict d;
     d["step"] = st.step;
@@ -58,13 +58,18 @@ class PyTrainer {
     return d;
   }
 
-  // n steps without returning to Python in between; the loss of the last.
+  // n view steps without returning to Python in between (the last batch ends
+  // at the n-th); the loss of the last.
   nb::dict run(uint32_t n) {
     ObjectLock guard(mutex_);
     StepStats st;
     {
       nb::gil_scoped_release release;
-      for (uint32_t i = 0; i < n; ++i) st = trainer_->step(i + 1 == n);
+      const uint64_t end64 = uint64_t(trainer_->step_count()) + n;
+      if (end64 > UINT32_MAX) throw ConfigError("[trainer] run: " + std::to_string(n) + " steps pass the step limit");
+      const uint32_t end = static_cast<uint32_t>(end64);
+      const uint32_t b = trainer_->settings().batch_views;
+      while (trainer_->step_count() < end) st = trainer_->step(uint64_t(trainer_->step_count()) + b >= end, end);
     }
     nb::dict d;
     d["step"] = st.step;
@@ -381,7 +386,7 @@ void bind_trainer(nb::module_& m) {
            "images: a list of uint8 [H,W,3] arrays, one per camera, each its own size; masks: None or a list of "
            "None / uint8 [H,W] (0: the pixel is left out of the loss); copied: None or a callable given each view's "
            "index once the device holds its own copy of it (the caller may drop that view's arrays)")
-      .def("step", &PyTrainer::step, nb::arg("read_loss") = true)
+      .def("step", &PyTrainer::step, nb::arg("read_loss") = true, nb::arg("until").none() = nb::none())
       .def("run", &PyTrainer::run, nb::arg("n"))
       .def("state", &PyTrainer::state)
       .def("check_finite", &PyTrainer::check_finite,

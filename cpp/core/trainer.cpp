@@ -16,7 +16,9 @@ namespace splat {
 
 Trainer::Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, std::vector<CameraParams> cameras,
                  const std::vector<TrainingImage>& images, const TrainingState& initial, uint32_t step)
-    : device_(std::move(device)), settings_(settings), cameras_(std::move(cameras)), step_(step), batch_origin_(step) {
+    : device_(std::move(device)), settings_(settings), cameras_(std::move(cameras)), step_(step) {
+  batches_run_.reserve(kFiniteCheckEvery + 1);
+  batches_replayed_.reserve(kFiniteCheckEvery + 1);
   if (cameras_.empty()) throw ConfigError("[trainer] no training views");
   if (settings_.batch_views == 0 || settings_.batch_views > kMaxBatchViews)
     throw ConfigError("[splat] batch_views " + std::to_string(settings_.batch_views) + ": must be 1.." +
@@ -228,32 +230,32 @@ void Trainer::cap_scales_at(uint32_t t) {
   if (s.cap_scale_growth > 0.f && !s.mcmc && t >= s.densify_until) device_->cap_scales(std::log(s.cap_scale_growth));
 }
 
-uint32_t Trainer::batch_size_at(uint32_t first) const {
+uint32_t Trainer::batch_last(uint32_t first, uint32_t last_at_most) const {
   const uint32_t b = settings_.batch_views;
-  if (b <= 1) return 1;
   const uint32_t steps = settings_.steps;
-  return first <= steps ? std::min(b, steps - first + 1) : b;  // the last batch ends at `steps`
+  uint32_t last = first + (b - 1);
+  if (first <= steps) last = std::min(last, steps);  // the run's last batch ends at `steps`
+  return std::min(last, last_at_most);              // and any batch where its caller names a step
 }
 
-uint32_t Trainer::batch_first(uint32_t t) const {
-  const uint32_t b = settings_.batch_views;  // >= 1 (the constructor refuses 0)
-  return t <= batch_origin_ ? t : batch_origin_ + (t - batch_origin_ - 1) / b * b + 1;
-}
-
-uint32_t Trainer::batch_update(uint32_t first) const {
-  // Updates before the origin as the data-parallel trainer counts them,
-  // ceil(step / views), then one a batch.
+uint32_t Trainer::update_number(uint32_t first) const {
+  // ceil((first - 1) / B) + 1: the data-parallel trainer's count (ceil(step / views)
+  // updates before a resume, then one a batch) wherever batches run whole from the
+  // step a run started or resumed at, and a function of the batch's first view step
+  // alone, so a run resumed where one of its batches ended counts on as it did.
   const uint32_t b = settings_.batch_views;
-  return (batch_origin_ + b - 1) / b + (first - batch_origin_ - 1) / b + 1;
+  return (first - 1 + (b - 1)) / b + 1;
 }
 
-uint32_t Trainer::train_batch(uint32_t first, uint32_t from) {
+uint32_t Trainer::train_batch(uint32_t first, uint32_t last, uint32_t from) {
+  batches_run_.push_back({first, last});
   if (settings_.batch_views <= 1) {
     train_step(first);
     return first;
   }
-  const uint32_t views = batch_size_at(first);  // a run's last batch may hold one view
+  const uint32_t views = last - first + 1;  // a batch may hold one view (the run's end, a named step)
   const uint32_t sh_degree = active_sh_degree(first);
+  batch_first_ = first;
   if (from == 0 && views > 1 && train_views_together(first, views, sh_degree)) from = views;
   for (uint32_t k = from; k < views; ++k) {
     forward_backward(first + k, sh_degree);
@@ -261,11 +263,11 @@ uint32_t Trainer::train_batch(uint32_t first, uint32_t from) {
     // The batch's next image while this view's work runs (streamed images).
     if (k + 1 < views) device_->prefetch_image(device_view(first + k + 1, view_for_step(first + k + 1)));
   }
-  const uint32_t last = first + views - 1;
+  batch_first_ = 0;
   // In double, then rounded once: what a caller of apply_update passing
   // sqrt(views) and beta ** views from Python gives.
   const double v = views;
-  apply_update(last, batch_update(first), static_cast<float>(std::sqrt(v)),
+  apply_update(last, update_number(first), static_cast<float>(std::sqrt(v)),
                static_cast<float>(std::pow(static_cast<double>(settings_.adam_beta1), v)),
                static_cast<float>(std::pow(static_cast<double>(settings_.adam_beta2), v)));
   return last;
@@ -339,9 +341,11 @@ std::optional<McmcStepSettings> Trainer::regularizers_at(uint32_t t) const {
   const TrainSettings& s = settings_;
   // The regularisers read only their weights (McmcStepSettings' noise_scale is
   // the noise's, left 0). The default strategy's start by the batch's first
-  // step, so the views of a batch trained together or one by one agree.
+  // step, so the views of a batch trained together or one by one agree (a
+  // view trained alone is its own batch).
   if (s.mcmc) return McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, 0.f, s.seed, t};
-  if ((s.opacity_reg == 0.f && s.scale_reg == 0.f) || batch_first(t) < s.reg_from) return std::nullopt;
+  const uint32_t first = batch_first_ != 0 ? batch_first_ : t;
+  if ((s.opacity_reg == 0.f && s.scale_reg == 0.f) || first < s.reg_from) return std::nullopt;
   return McmcStepSettings{s.opacity_reg, s.scale_reg, 0.f, s.seed, t};
 }
 
@@ -445,35 +449,48 @@ void Trainer::settle(bool noise_done) {
   // that overflows again (its Gaussians moved) takes another pass.
   for (int pass = 0; pass < 8; ++pass) {
     const Device::PairOverflow o = device_->take_pair_overflow();
-    if (!o.happened) return;
+    if (!o.happened) {
+      batches_run_.clear();  // nothing before this point runs again
+      return;
+    }
     if (o.first_step == 0 || o.first_step > current)
       throw BackendError("[trainer] the device names step " + std::to_string(o.first_step) +
                          " as overflowing its pair buffers, not one of steps 1.." + std::to_string(current));
     step_ = o.first_step - 1;  // those steps changed nothing
     check_pair_count(o.required, o.saturated);
-    // From the overflowing view on: the views of its batch before it added
-    // their gradients already (a view that overflowed adds nothing).
-    for (uint32_t t = o.first_step; t <= current;) {
-      const uint32_t first = batch_first(t);
-      const uint32_t last = train_batch(first, t - first);
+    // The batches since the last sync point again, as they ran, from the
+    // overflowing view on: the views of its batch before it added their
+    // gradients already (a view that overflowed adds nothing).
+    batches_replayed_.swap(batches_run_);
+    batches_run_.clear();
+    bool found = false;
+    for (const auto& [first, last] : batches_replayed_) {
+      if (last < o.first_step) continue;
+      found = found || first <= o.first_step;
+      if (!found)
+        throw BackendError("[trainer] the device names step " + std::to_string(o.first_step) +
+                           " as overflowing its pair buffers, not one of the steps since the last sync point");
+      train_batch(first, last, o.first_step > first ? o.first_step - first : 0);
       if (last < current || noise_done) train_step_noise(last);
-      t = last + 1;
     }
   }
   throw BackendError("[trainer] steps " + std::to_string(step_) +
                      " kept overflowing the pair buffers after 8 enlargements");
 }
 
-StepStats Trainer::step(bool read_loss) {
+StepStats Trainer::step(bool read_loss, uint32_t last_at_most) {
   if (diverged_)
     throw TrainingDiverged("[trainer] training diverged at step " + std::to_string(diverged_step_) + " (" +
                            diverged_why_ + "); load a checkpoint to train on");
   auto t0 = std::chrono::steady_clock::now();
   const TrainSettings& s = settings_;
   const uint32_t first = step_ + 1;  // counted once the step's forward has run (it may stop at a limit)
+  if (last_at_most < first)
+    throw ConfigError("[trainer] step: a batch ending at step " + std::to_string(last_at_most) +
+                      " starts at step " + std::to_string(first) + " (steps trained: " + std::to_string(step_) + ")");
   StepStats stats;
   stats.sh_degree = active_sh_degree(first);
-  const uint32_t t = train_batch(first, 0);
+  const uint32_t t = train_batch(first, batch_last(first, last_at_most), 0);
   stats.step = t;
 
   // The schedule's events of each view step of the batch, after its update

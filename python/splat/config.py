@@ -65,7 +65,7 @@ PRESETS: dict[str, dict] = {
 # 23.1 s, 37.50 -> 37.45), lego_400 25.0 -> 21.0 and 24.4 -> 20.7 s at -0.06 and -0.05 dB.
 # Chosen by measurement (README: the fast preset; pruning by blend weight).
 PRESETS_RANDOM_START: dict[str, dict] = {
-    "default": {"prune_low_weight": 0.5},
+    "default": {"prune_low_weight": 0.5, "batch_views": 8},
     "fast": {"steps": 5000, "strategy": "mcmc", "max_gaussians": 250000, "mcmc_refine_from": 300,
              "mcmc_refine_until": 3750, "mcmc_growth": 0.1},
 }
@@ -323,7 +323,27 @@ class TrainConfig(_Section):
             return self
         if "strategy" in extra and "strategy" in self.kept_keys():
             return self
+        if "batch_views" in extra and not self.trains_views_together():
+            extra = {k: v for k, v in extra.items() if k != "batch_views"}
         return self.with_preset_keys(extra)
+
+    def trains_views_together(self) -> bool:
+        """Whether the views of a batch (batch_views > 1) can be rasterized together in
+        this recipe, which is what a batch gains time by: the default strategy (the one
+        measured), no absgrad nor random background (their views go one after another),
+        neither exposure nor visible_adam (no batches yet)."""
+        return not (self.strategy != "default" or self.absgrad or self.random_background or self.exposure
+                    or self.visible_adam)
+
+    def one_view_a_rank(self) -> "TrainConfig":
+        """This recipe for data-parallel ranks, which make the batch with a view each:
+        batch_views = 1 where the preset gave more (set explicitly, more stays an error)."""
+        given = getattr(self, "_given", None)
+        if given is None or "batch_views" in given:
+            return self
+        out = TrainConfig(**{**{f.name: getattr(self, f.name) for f in fields(self)}, "batch_views": 1})
+        out._given = frozenset(given | {"batch_views"})   # so that no preset gives it again
+        return out
 
     def kept_keys(self) -> dict:
         """The keys this config does not leave to its preset, with their values: set

@@ -41,6 +41,9 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
     extra = PRESETS_RANDOM_START.get(train.preset)
     if extra and starts_from_random_points(dataset_format):
         unless = ", unless the strategy is set explicitly" if "strategy" in extra else " where not set explicitly"
+        if "batch_views" in extra:
+            unless += (" (batch_views where a batch's views train together: the default strategy, without "
+                       "absgrad, random_background, exposure or visible_adam, on one process)")
         preset.append(f"preset: {train.preset} on a scene that starts from random points (a {dataset_format} "
                       f"dataset): then {_keys_text(extra)}{unless}")
     extra = capture_keys(train, dataset_format, layout)
@@ -100,7 +103,8 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
     if train.batch_views > 1:
         b = train.batch_views
         lines.append(f"batch: {b} views a step, one update on their mean gradient (learning rates x {b ** 0.5:.3g}, "
-                     f"Adam's betas ^ {b}); steps count views ({-(-train.steps // b)} updates)")
+                     f"Adam's betas ^ {b}); steps count views ({-(-train.steps // b)} updates; a batch "
+                     f"ends early at each evaluation and checkpoint step)")
     return preset + lines
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import time
 import warnings
@@ -308,18 +309,22 @@ class Trainer:
     def backend(self) -> str:
         return self._native.backend
 
-    def step(self, read_loss: bool = True) -> StepStats:
+    def step(self, read_loss: bool = True, until: int | None = None) -> StepStats:
         """One training step: one view, or with train.batch_views = B one update over the next B
-        views (step_count advances by B; the run's last batch ends at train.steps; the loss read
-        back is their mean). On GPUs, read_loss=False avoids the sync that reading the loss needs:
-        nothing in a step waits for the GPU. A step whose (tile, Gaussian) pairs outgrew the
-        device's buffers changes nothing and runs again at the next sync point (reading the
-        loss, densifying, the state, a render), with the same result (docs/gpu.md).
+        views (step_count advances by B; the loss read back is their mean). A batch ends early
+        at train.steps and at `until`, a view step you name (an evaluation, a checkpoint), so
+        that the state exists there; the next batch starts after it. On GPUs, read_loss=False
+        avoids the sync that reading the loss needs: nothing in a step waits for the GPU. A
+        step whose (tile, Gaussian) pairs outgrew the device's buffers changes nothing and runs
+        again at the next sync point (reading the loss, densifying, the state, a render), with
+        the same result (docs/gpu.md).
 
         Raises TrainingDiverged when the loss read back is not finite, or a
         parameter is not at the check every 100 steps (then and after, every
         call raises; the state is not finite)."""
-        d = self._native.step(read_loss)
+        if until is not None:
+            until = integer("until", until, self.step_count + 1, UINT32_MAX)
+        d = self._native.step(read_loss, until)
         stats = StepStats(d["step"], d["loss"], d["num_gaussians"], d["ms"], d["sh_degree"], d["densified"],
                           d["opacity_reset"])
         if read_loss:
@@ -327,13 +332,24 @@ class Trainer:
         return stats
 
     def run(self, n: int, progress: bool = True, loss_every: int = 10) -> StepStats | None:
-        """n steps (each train.batch_views views), with a progress bar (loss, #Gaussians,
-        steps/s) when `progress`."""
+        """n view steps (step_count advances by n: with train.batch_views = B, updates of B
+        views, the last ending at the n-th), with a progress bar (loss, #Gaussians, steps/s)
+        when `progress`. The loss is read back every `loss_every` view steps and at the end."""
         n = integer("n", n, 0)
+        loss_every = integer("loss_every", loss_every, 1)
+        start = self.step_count
+        end = start + n
         last = None
+
+        def one() -> StepStats:
+            i = self.step_count + 1
+            j = min(i + self.config.batch_views - 1, end)   # the update's last view step at most
+            read = j // loss_every > (i - 1) // loss_every or j >= end
+            return self.step(read_loss=read, until=end)
+
         if not progress:
-            for i in range(n):
-                last = self.step(read_loss=(i + 1) % loss_every == 0 or i + 1 == n)
+            while self.step_count < end:
+                last = one()
             return last
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         columns = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
@@ -342,12 +358,12 @@ class Trainer:
         with Progress(*columns, transient=False) as bar:
             task = bar.add_task("train", total=n, loss=float("nan"), gaussians=self.num_gaussians, rate=0.0)
             t0 = time.perf_counter()
-            for i in range(n):
-                read = (i + 1) % loss_every == 0 or i + 1 == n
-                last = self.step(read_loss=read)
-                if read:
-                    rate = (i + 1) / max(time.perf_counter() - t0, 1e-9)
-                    bar.update(task, completed=i + 1, loss=last.loss, gaussians=last.num_gaussians, rate=rate)
+            while self.step_count < end:
+                last = one()
+                if not math.isnan(last.loss):
+                    done = self.step_count - start
+                    rate = done / max(time.perf_counter() - t0, 1e-9)
+                    bar.update(task, completed=done, loss=last.loss, gaussians=last.num_gaussians, rate=rate)
         return last
 
     def check_finite(self) -> None:

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device.h"
@@ -109,13 +110,15 @@ class Trainer {
   Trainer(std::unique_ptr<Device> device, const TrainSettings& settings, std::vector<CameraParams> cameras,
           const std::vector<TrainingImage>& images, const TrainingState& initial, uint32_t step = 0);
 
-  // One step: one view, or batch_views views and one update (the last
-  // batch of a run may be shorter: it ends at `steps`). The loss is read back
+  // One step: one view, or batch_views views and one update. A batch ends
+  // early at `steps` (the run's last) and at `last_at_most`, a view step its
+  // caller names (an evaluation, a checkpoint), so that the state exists
+  // there; the next batch starts after it. The loss is read back
   // only when read_loss (a sync on GPUs): the mean of the batch's views'.
   // Throws TrainingDiverged when the loss read back, or a parameter at a
   // check (every kFiniteCheckEvery steps), is not finite; every later call
   // throws again.
-  StepStats step(bool read_loss = true);
+  StepStats step(bool read_loss = true, uint32_t last_at_most = UINT32_MAX);
   // Checks the resident parameters now; throws TrainingDiverged if any is
   // not finite.
   void check_finite();
@@ -206,16 +209,15 @@ class Trainer {
   // The growth cap after densification of the update ending at step t
   // (cap_scale_growth): the first from densify_until on records the ceilings.
   void cap_scales_at(uint32_t t);
-  // The views of the batch that starts at view step `first`, and its update
-  // number (Adam's bias correction): batches follow one another from the step
-  // the trainer started at.
-  uint32_t batch_size_at(uint32_t first) const;
-  uint32_t batch_first(uint32_t t) const;
-  uint32_t batch_update(uint32_t first) const;
-  // The batch starting at `first` from its view `from` on (earlier views'
-  // gradients already accumulated on the device), then its update; step_
-  // becomes its last view step, which it returns.
-  uint32_t train_batch(uint32_t first, uint32_t from);
+  // The last view step of the batch that starts at view step `first` (batches
+  // follow one another: each starts after the one before it ended), and its
+  // update number (Adam's bias correction).
+  uint32_t batch_last(uint32_t first, uint32_t last_at_most) const;
+  uint32_t update_number(uint32_t first) const;
+  // The batch of view steps first..last from its view `from` on (earlier
+  // views' gradients already accumulated on the device), then its update;
+  // step_ becomes `last`, which it returns. Recorded for a replay.
+  uint32_t train_batch(uint32_t first, uint32_t last, uint32_t from);
   // The whole batch's forwards, backwards and accumulation in one device pass
   // (Device::train_views_together); false, having done nothing, where the
   // recipe (a random background per view) or the device asks for one view
@@ -238,7 +240,11 @@ class Trainer {
   size_t views_ = 0;
   std::vector<std::vector<uint8_t>> level_pixels_;  // per downscaled view: RGB then its mask, if any
   uint32_t step_ = 0;
-  uint32_t batch_origin_ = 0;  // the step batches are counted from (the one the trainer started at)
+  uint32_t batch_first_ = 0;  // the first view step of the batch running now; 0 between batches
+  // The batches trained since the last sync point, (first, last) each: what
+  // settle() trains again after an overflow (reserved once; swapped, never
+  // reallocated while a sync point comes at least every kFiniteCheckEvery steps).
+  std::vector<std::pair<uint32_t, uint32_t>> batches_run_, batches_replayed_;
   bool diverged_ = false;
   uint32_t diverged_step_ = 0;
   std::string diverged_why_;

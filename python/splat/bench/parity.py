@@ -54,7 +54,7 @@ def float32_moments(setup: Setup) -> Setup:
 
 def _parity_step(ckpt: Checkpoint, setup: Setup) -> dict:
     """One step from the checkpoint (float32_moments); its buffers and loss."""
-    trainer = make_trainer(ckpt, float32_moments(setup), densify_stats=True)
+    trainer = make_trainer(ckpt, float32_moments(setup), densify_stats=True, one_view=True)
     view = int(trainer._native.view_for_step(ckpt.step + 1))
     stats = trainer.step(read_loss=True)
     snap, why = _snapshot(trainer._native)

@@ -132,9 +132,11 @@ def replay_train_config(checkpoint_train: dict, overrides: dict | None = None, *
     return TrainConfig(**values)
 
 
-def make_trainer(ckpt: Checkpoint, setup: Setup, *, densify_stats: bool | None = None):
+def make_trainer(ckpt: Checkpoint, setup: Setup, *, densify_stats: bool | None = None, one_view: bool = False):
     """A Trainer in the checkpoint's state under the setup's backend config and
-    [train] overrides, replaying without densification or opacity resets."""
+    [train] overrides, replaying without densification or opacity resets; a step
+    trains the run's batch_views views, or one with `one_view` (a step whose Adam
+    update the parity check inverts)."""
     from ..trainer import Trainer, check_checkpoint_sizes
     ds = setup.dataset
     try:
@@ -144,7 +146,8 @@ def make_trainer(ckpt: Checkpoint, setup: Setup, *, densify_stats: bool | None =
     train = ckpt.meta["train_config"]
     if densify_stats is None:   # as a real step at this point of training would
         densify_stats = ckpt.step < int(setup.train_overrides.get("densify_until", train.get("densify_until", 0)))
-    config = replay_train_config(train, setup.train_overrides, densify_stats=densify_stats)
+    config = replay_train_config(train, {**setup.train_overrides, **({"batch_views": 1} if one_view else {})},
+                                 densify_stats=densify_stats)
     return Trainer(ds, config, setup.backend, dict(ckpt.arrays), step=ckpt.step,
                    scene_extent=ckpt.meta.get("scene_extent"))
 
@@ -305,6 +308,7 @@ class Replay:
             "checkpoint": str(ckpt.path.resolve()),
             "start_step": ckpt.step,
             "end_step": self.trainer.step_count,
+            "views_per_step": self.trainer.config.batch_views,   # a step: one update over this many views
             "num_gaussians": self.start_gaussians,
             "num_gaussians_end": self.trainer.num_gaussians,
             # the largest training view; image_sizes: how many distinct sizes

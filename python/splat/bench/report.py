@@ -9,6 +9,9 @@ def _ms(x) -> str:
 
 def _print_runs(console, res: dict, title: str) -> None:
     from rich.table import Table
+    views = res.get("views_per_step", 1)
+    if views > 1:   # a step of the run's recipe: one update over its batch of views
+        title = f"{title} ({views} views a step)"
     t = Table(title=title, title_justify="left")
     t.add_column("repeat", justify="right")
     t.add_column("median ms/step", justify="right")

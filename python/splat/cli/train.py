@@ -287,6 +287,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     if group is not None:
         from ..parallel import rank_backend_config
         bc = rank_backend_config(bc, group)
+        cfg.train = cfg.train.one_view_a_rank()   # the ranks make the batch, a view each
 
     eval_steps = sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps})
     ckpt_steps = sorted(s for s in cfg.output.checkpoint_steps if s <= steps)
@@ -456,10 +457,11 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             t0 = time.perf_counter()
             while trainer.step_count < milestone and not stopping():
                 i = trainer.step_count + 1
-                j = i + ranks * trainer.config.batch_views - 1   # the update's last view step
+                # The update's last view step: a batch of views ends at the milestone.
+                j = min(i + trainer.config.batch_views - 1, milestone) if group is None else i + ranks - 1
                 read = j // LOSS_EVERY > (i - 1) // LOSS_EVERY or j >= milestone
                 if group is None:
-                    st = trainer.step(read_loss=read)
+                    st = trainer.step(read_loss=read, until=milestone)
                 else:
                     st = runner.step(read_loss=read, stop=stop.signum is not None)
                     ranks_stop = st.stop
@@ -475,8 +477,8 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
             if stopping():
                 break
             trainer.check_finite()
-            # Several ranks or views a step: the first step at or past the milestone, which
-            # two milestones can share (evaluated and saved once).
+            # Several ranks a step: the first step at or past the milestone, which two
+            # milestones can share (evaluated and saved once). A batch of views ends on it.
             if milestone in ckpt_steps and trainer.step_count not in saved_steps:
                 trainer.save_checkpoint(out / f"checkpoint_{trainer.step_count}.npz")
                 saved_steps.add(trainer.step_count)

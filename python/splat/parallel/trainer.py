@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import backend_config as as_backend_config
+from ..config import TrainConfig
 from ..trainer import Trainer
 from .group import ProcessGroup
 
@@ -92,6 +93,8 @@ class DataParallelTrainer:
                  step: int = 0, check_every: int = 100, lr_scaling: str = "sqrt", exchange: str = "auto"):
         _check_group(group)
         _check_options(check_every, lr_scaling, exchange)
+        if isinstance(config, TrainConfig):   # the ranks make the batch: none from a preset
+            config = config.one_view_a_rank()
         _check_recipe(config, group, exchange)
         backend_config = rank_backend_config(backend_config, group)
         if state is None:
