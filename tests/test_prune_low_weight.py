@@ -78,7 +78,8 @@ def test_blend_weights_match_the_reference(backend, deterministic, blend_stop, a
     assert want.max() > 10 * np.quantile(want, 0.1) and want.max() > 1.0, seed
 
 
-@pytest.mark.parametrize("backend,views", [("cpu", 1), ("cpu", 4), pytest.param("cuda", 1, marks=_CUDA)])
+@pytest.mark.parametrize("backend,views", [("cpu", 1), ("cpu", 4), pytest.param("cuda", 1, marks=_CUDA),
+                                           pytest.param("cuda", 4, marks=_CUDA)])
 def test_densify_until_prunes_the_least_weights_of_a_twin(backend, views):
     rng, seed = make_rng()
     ds, start = scene(rng)
@@ -89,8 +90,9 @@ def test_densify_until_prunes_the_least_weights_of_a_twin(backend, views):
     off = splat.Trainer.from_dataset(ds, config(0, **kw), bc, initial=start)
     n = on.num_gaussians
     while on.step_count < until:
-        stats = on.step(read_loss=False)
-        off.step(read_loss=False)
+        # Every loss read back, the pruning step's too: the step's, from before the pruning.
+        stats = on.step(read_loss=True)
+        assert stats.loss == off.step(read_loss=True).loss and np.isfinite(stats.loss), (on.step_count, seed)
         if on.step_count < until:
             assert on.num_gaussians == n and not stats.densified
     assert stats.densified and on.num_gaussians == n - int(0.4 * n)

@@ -505,6 +505,9 @@ StepStats Trainer::step(bool read_loss, uint32_t last_at_most) {
     }
   }
   train_step_noise(t);
+  // The step's loss, read before a pruning replaces the device's state (a GPU
+  // keeps no loss across set_training_state); once a run.
+  std::optional<float> loss_before_prune;
   for (uint32_t u = first; u <= t; ++u) {
     if (densifies_at(u)) {
       settle();
@@ -517,6 +520,10 @@ StepStats Trainer::step(bool read_loss, uint32_t last_at_most) {
       stats.opacity_reset = true;
     }
     if (prunes_low_weight_at(u)) {
+      if (read_loss && !loss_before_prune) {
+        settle();
+        loss_before_prune = device_->last_loss();
+      }
       stats.densify.pruned += prune_low_weight(u);
       stats.densify.count = static_cast<uint32_t>(device_->num_gaussians());
       stats.densified = true;
@@ -527,7 +534,7 @@ StepStats Trainer::step(bool read_loss, uint32_t last_at_most) {
   device_->prefetch_image(device_view(t + 1, view_for_step(t + 1)));
   if (read_loss) settle();
   stats.num_gaussians = static_cast<uint32_t>(device_->num_gaussians());
-  stats.loss = read_loss ? device_->last_loss() : std::nanf("");
+  stats.loss = !read_loss ? std::nanf("") : loss_before_prune ? *loss_before_prune : device_->last_loss();
   if (read_loss && !std::isfinite(stats.loss)) {
     const std::string loss = std::isnan(stats.loss) ? "nan" : stats.loss > 0 ? "inf" : "-inf";
     diverge("the loss is " + loss);
