@@ -198,12 +198,12 @@ def blender_like(rng):
     return ds
 
 
-def test_a_random_start_trains_eight_views_a_step_where_they_train_together():
+def test_a_random_start_trains_four_views_a_step_where_they_train_together():
     from splat.parallel import DataParallelTrainer, ProcessGroup
     rng, seed = make_rng()
     ds = blender_like(rng)
     cpu = splat.BackendConfig(backend="cpu")
-    for over, want in (({}, 8), ({"batch_views": 2}, 2), ({"batch_views": 1}, 1), ({"strategy": "mcmc"}, 1),
+    for over, want in (({}, 4), ({"batch_views": 2}, 2), ({"batch_views": 1}, 1), ({"strategy": "mcmc"}, 1),
                        ({"exposure": True}, 1), ({"visible_adam": True}, 1), ({"absgrad": True}, 1),
                        ({"random_background": True}, 1)):
         tr = splat.Trainer.from_dataset(ds, splat.TrainConfig(steps=20, seed=seed % 1000, **over), cpu)
@@ -218,9 +218,9 @@ def test_a_random_start_trains_eight_views_a_step_where_they_train_together():
     assert splat.Trainer.from_dataset(ds, splat.TrainConfig(steps=20), cpu).config.batch_views == 1
 
 
-def test_cli_blender_run_batches_eight_views_and_stops_at_every_named_step(tmp_path, capsys):
-    """`splat train` on a Blender scene: eight views an update, evaluations and checkpoints
-    at exactly the steps asked (none a multiple of 8), config.toml recording the batch."""
+def test_cli_blender_run_batches_four_views_and_stops_at_every_named_step(tmp_path, capsys):
+    """`splat train` on a Blender scene: four views an update, evaluations and checkpoints
+    at exactly the steps asked (none a multiple of 4), config.toml recording the batch."""
     import json
     import tomllib
     from _cli import run_cli
@@ -233,7 +233,7 @@ def test_cli_blender_run_batches_eight_views_and_stops_at_every_named_step(tmp_p
     m = json.loads((tmp_path / "r" / "metrics.json").read_text())
     assert [e["step"] for e in m["evals"]] == [5, 13, 29] and m["steps"] == 29, m["evals"]
     assert sorted(p.name for p in (tmp_path / "r").glob("checkpoint_*.npz")) == ["checkpoint_11.npz"]
-    assert tomllib.loads((tmp_path / "r" / "config.toml").read_text())["train"]["batch_views"] == 8
+    assert tomllib.loads((tmp_path / "r" / "config.toml").read_text())["train"]["batch_views"] == 4
 
 
 def test_data_parallel_ranks_refuse_batches_of_views():

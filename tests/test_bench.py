@@ -105,9 +105,9 @@ def test_bench_writes_json(root, capsys):
     assert res["mode"] == "bench" and (res["iters"], res["repeats"], res["warmup"]) == (4, 2, 1)
     check_summary(res, 2, 4)
     assert res["checkpoint"] == str((root / "run" / "checkpoint.npz").resolve())   # the newest
-    # A step of the run's recipe: a Blender scene's batch of eight views (the random start's default).
-    assert res["views_per_step"] == 8 and "(8 views a step)" in out
-    assert res["start_step"] == 24 and res["end_step"] == 24 + (1 + 2 * 4) * 8
+    # A step of the run's recipe: a Blender scene's batch of four views (the random start's default).
+    assert res["views_per_step"] == 4 and "(4 views a step)" in out
+    assert res["start_step"] == 24 and res["end_step"] == 24 + (1 + 2 * 4) * 4
     assert res["backend"] == "cpu" and res["backend_config"]["backend"] == "cpu"
     assert res["image_size"] == [SIZE, SIZE] and res["views"] == 8
     # the replay neither densifies nor resets opacities
@@ -124,8 +124,8 @@ def test_bench_checkpoint_and_out(root, tmp_path, capsys):
                              "--repeats", 1, "--warmup", 0)
     assert rc == 0, err
     res = json.loads((tmp_path / "b" / "bench.json").read_text())
-    # Three batches of the run's 8 views from step 12: the second ends at its train.steps (24).
-    assert res["start_step"] == 12 and res["end_step"] == 12 + 8 + 4 + 8
+    # Three batches of the run's 4 views from step 12.
+    assert res["start_step"] == 12 and res["end_step"] == 12 + 3 * 4
     check_summary(res, 1, 3)
 
 
@@ -177,7 +177,7 @@ def test_timing_table(root, capsys):
     table = res["timings"]
     assert table, res.get("timings_note")
     assert all(label.startswith("ts_") for label in table)
-    # 2 x 4 steps, each of the run's 8 views one after another on the CPU and one update.
+    # 2 x 4 steps, each of the run's 4 views one after another on the CPU and one update.
     views = res["views_per_step"]
     for label, calls in (("ts_fwd_rasterize", views), ("ts_backward_raster", views), ("ts_adam", 1)):
         assert label in table, sorted(table)

@@ -184,7 +184,7 @@ def test_a_random_start_prunes_half_unless_set():
         assert tr.config.prune_low_weight == want
     line = describe(splat.TrainConfig(), "blender")[0]
     assert line == ("preset: default on a scene that starts from random points (a blender dataset): then "
-                    "prune_low_weight 0.5, batch_views 8 where not set explicitly (batch_views where a batch's "
+                    "prune_low_weight 0.5, batch_views 4 where not set explicitly (batch_views where a batch's "
                     "views train together: the default strategy, without absgrad, random_background, exposure or "
                     "visible_adam, on one process)"), line
     assert not any("prune_low_weight" in x for x in describe(splat.TrainConfig(), "colmap"))

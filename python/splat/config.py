@@ -62,10 +62,15 @@ PRESETS: dict[str, dict] = {
 # no better). default: prune the half of the Gaussians with the least blend weight when
 # densification ends (prune_low_weight; one H100, each paired with the unpruned run from
 # the same state): lego_800 36.7 -> 30.6 s at 37.59 -> 37.58 dB (8 views a step: 28.3 ->
-# 23.1 s, 37.50 -> 37.45), lego_400 25.0 -> 21.0 and 24.4 -> 20.7 s at -0.06 and -0.05 dB.
-# Chosen by measurement (README: the fast preset; pruning by blend weight).
+# 23.1 s, 37.50 -> 37.45), lego_400 25.0 -> 21.0 and 24.4 -> 20.7 s at -0.06 and -0.05 dB;
+# and train four views a step where a batch's views train together (batch_views; the
+# TrainConfig.for_random_start conditions): the gate on one H100 (bench/gate.py, pruning by
+# half in each), lego_400 21.8 s, 35.60 dB at one view a step, 13.2 s, 35.56 at four, 12.1-12.2
+# s, 35.44-35.47 at eight; lego_800 25.0 s, 37.49 at four, 24.7 s, 37.45 at eight. Four is
+# the size every step the 3DGS schedule names is a multiple of, so no event moves.
+# Chosen by measurement (README: the fast preset; pruning by blend weight; several views a step).
 PRESETS_RANDOM_START: dict[str, dict] = {
-    "default": {"prune_low_weight": 0.5, "batch_views": 8},
+    "default": {"prune_low_weight": 0.5, "batch_views": 4},
     "fast": {"steps": 5000, "strategy": "mcmc", "max_gaussians": 250000, "mcmc_refine_from": 300,
              "mcmc_refine_until": 3750, "mcmc_growth": 0.1},
 }
