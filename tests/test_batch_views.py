@@ -227,13 +227,20 @@ def test_cli_blender_run_batches_four_views_and_stops_at_every_named_step(tmp_pa
     from _scenes import write_blender_scene
     write_blender_scene(tmp_path / "scene", 24, n_test_views=1, n_gaussians=60, n_views=6, seed=make_rng()[1] % 100000)
     rc, out, err = run_cli(capsys, "train", tmp_path / "scene", "--steps", 29, "--set", "output.eval_steps=[5,13,29]",
-                           "--set", "output.checkpoint_steps=[11]", "--backend", "cpu", "--out", tmp_path / "r",
-                           "--quiet")
+                           "--set", "output.checkpoint_steps=[11]", "--set", "train.densify_from=10", "--set", "train.densify_until=22",
+                           "--backend", "cpu", "--out", tmp_path / "r", "--quiet")
     assert rc == 0, err
+    assert ("note: a scene that starts from random points: 4 views a step, the 50% of the Gaussians that "
+            "blend least pruned at step 22 (train.batch_views / train.prune_low_weight: set them yourself)") in out
     m = json.loads((tmp_path / "r" / "metrics.json").read_text())
     assert [e["step"] for e in m["evals"]] == [5, 13, 29] and m["steps"] == 29, m["evals"]
     assert sorted(p.name for p in (tmp_path / "r").glob("checkpoint_*.npz")) == ["checkpoint_11.npz"]
     assert tomllib.loads((tmp_path / "r" / "config.toml").read_text())["train"]["batch_views"] == 4
+    # Set explicitly: no note for it.
+    rc, out, err = run_cli(capsys, "train", tmp_path / "scene", "--steps", 6, "--set", "train.batch_views=1",
+                           "--backend", "cpu", "--out", tmp_path / "one", "--quiet")
+    assert rc == 0, err
+    assert "starts from random points" not in out   # nor the pruning, at step 15000 of a 6-step run
 
 
 def test_data_parallel_ranks_refuse_batches_of_views():

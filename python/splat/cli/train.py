@@ -123,6 +123,27 @@ def _capture_note(given, trained) -> str:
             if parts else "")
 
 
+def _random_start_note(train) -> str:
+    """The note for what a scene that starts from random points gets from its preset
+    (TrainConfig.for_random_start) besides the keys the config sets; "" for none."""
+    from ..config import PRESETS_RANDOM_START
+    extra = PRESETS_RANDOM_START.get(train.preset) or {}
+    given = getattr(train, "_given", None)
+    if given is None or "strategy" in extra:   # the fast preset's MCMC recipe is printed by splat check
+        return ""
+    parts, keys = [], []
+    if "batch_views" in extra and "batch_views" not in given and train.batch_views > 1:
+        parts.append(f"{train.batch_views} views a step")
+        keys.append("train.batch_views")
+    if "prune_low_weight" in extra and "prune_low_weight" not in given and train.prune_low_weight > 0 \
+            and train.strategy == "default" and train.densify_until <= train.steps:
+        parts.append(f"the {train.prune_low_weight:.0%} of the Gaussians that blend least pruned at step "
+                     f"{train.densify_until}")
+        keys.append("train.prune_low_weight")
+    return (f"note: a scene that starts from random points: {', '.join(parts)} ({' / '.join(keys)}: set them "
+            f"yourself)" if parts else "")
+
+
 def _storage_text(trainer) -> str:
     """Where the training images live, e.g. "images 1.23 GiB on the device"."""
     st = trainer.image_storage
@@ -324,7 +345,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     seconds = warm_up(train, bc, cfg.train)
     if start is None:
         trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget, release_images=True)
-        capture_note = _capture_note(cfg.train, trainer.config)
+        capture_note = _capture_note(cfg.train, trainer.config) or _random_start_note(cfg.train)
         cfg.train = trainer.config   # the recipe as the scene gets it (config.toml records it)
         if resume and not restart:
             print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
