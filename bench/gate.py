@@ -121,7 +121,8 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
         r["driver_peak"] = mem.get("driver_peak_used_bytes", 0)
         r["driver_start"] = mem.get("driver_start_used_bytes", 0)
 
-    ts = step_breakdown(train, trainer, cfg, backend, fields) if backend != "cpu" else {}
+    # The recipe the run trained (a Blender scene's preset keys: its views a step among them).
+    ts = step_breakdown(train, trainer, trainer.config, backend, fields) if backend != "cpu" else {}
     return rows, ts, trainer.num_gaussians
 
 
@@ -150,7 +151,8 @@ def step_breakdown(train, trainer, cfg, backend: str, fields=None, steps: int = 
     fields = {k: v for k, v in (fields or {}).items() if k != "timing"}
     state = trainer.state()
     wall_off = step_wall_ms(train, state, cfg, backend, fields)
-    start = cfg.densify_until - cfg.densify_every - 2  # the second step (measured) densifies
+    # The second step (measured) densifies: its first view step is the last densification's.
+    start = cfg.densify_until - cfg.densify_every - cfg.batch_views - 1
     ts, wall = label_timings(train, cfg, backend, state, start, fields, steps)
     ts["wall_ms_per_step (timing on)"] = (wall * 1e3, steps + 1)
     ts["wall_ms_per_step (timing off)"] = (wall_off, 200)
