@@ -255,7 +255,12 @@ uint32_t Trainer::train_batch(uint32_t first, uint32_t last, uint32_t from) {
   }
   const uint32_t views = last - first + 1;  // a batch may hold one view (the run's end, a named step)
   const uint32_t sh_degree = active_sh_degree(first);
-  batch_first_ = first;
+  // The batch's first view step while its views run (regularizers_at), 0 after,
+  // an error thrown from a view included.
+  struct RunningBatch {
+    uint32_t& first;
+    ~RunningBatch() { first = 0; }
+  } running{batch_first_ = first};
   if (from == 0 && views > 1 && train_views_together(first, views, sh_degree)) from = views;
   for (uint32_t k = from; k < views; ++k) {
     forward_backward(first + k, sh_degree);
@@ -263,7 +268,6 @@ uint32_t Trainer::train_batch(uint32_t first, uint32_t last, uint32_t from) {
     // The batch's next image while this view's work runs (streamed images).
     if (k + 1 < views) device_->prefetch_image(device_view(first + k + 1, view_for_step(first + k + 1)));
   }
-  batch_first_ = 0;
   // In double, then rounded once: what a caller of apply_update passing
   // sqrt(views) and beta ** views from Python gives.
   const double v = views;
