@@ -255,15 +255,9 @@ uint32_t Trainer::train_batch(uint32_t first, uint32_t last, uint32_t from) {
   }
   const uint32_t views = last - first + 1;  // a batch may hold one view (the run's end, a named step)
   const uint32_t sh_degree = active_sh_degree(first);
-  // The batch's first view step while its views run (regularizers_at), 0 after,
-  // an error thrown from a view included.
-  struct RunningBatch {
-    uint32_t& first;
-    ~RunningBatch() { first = 0; }
-  } running{batch_first_ = first};
   if (from == 0 && views > 1 && train_views_together(first, views, sh_degree)) from = views;
   for (uint32_t k = from; k < views; ++k) {
-    forward_backward(first + k, sh_degree);
+    forward_backward(first + k, sh_degree, first);
     if (views > 1) device_->accumulate_gradients(k, views);
     // The batch's next image while this view's work runs (streamed images).
     if (k + 1 < views) device_->prefetch_image(device_view(first + k + 1, view_for_step(first + k + 1)));
@@ -327,7 +321,7 @@ DensifySettings Trainer::densify_settings(uint32_t t) const {
   return d;
 }
 
-void Trainer::forward_backward(uint32_t t, uint32_t sh_degree) {
+void Trainer::forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_first) {
   if (t == 0) throw ConfigError("[trainer] forward_backward: steps count from 1");
   const TrainSettings& s = settings_;
   const uint32_t view = device_view(t, view_for_step(t));
@@ -338,18 +332,15 @@ void Trainer::forward_backward(uint32_t t, uint32_t sh_degree) {
   }
   const bool densifying = !s.mcmc && t < s.densify_until;
   device_->train_forward_backward(cameras_[view], view, sh_degree, bg, s.ssim_weight, densifying, t);
-  if (const std::optional<McmcStepSettings> reg = regularizers_at(t)) device_->mcmc_regularize(*reg);
+  if (const std::optional<McmcStepSettings> reg = regularizers_at(t, batch_first)) device_->mcmc_regularize(*reg);
 }
 
-std::optional<McmcStepSettings> Trainer::regularizers_at(uint32_t t) const {
+std::optional<McmcStepSettings> Trainer::regularizers_at(uint32_t t, uint32_t first) const {
   const TrainSettings& s = settings_;
   // The regularisers read only their weights (McmcStepSettings' noise_scale is
-  // the noise's, left 0). The default strategy's start by the batch's first
-  // step, so the views of a batch trained together or one by one agree (a
-  // view trained alone is its own batch).
+  // the noise's, left 0).
   if (s.mcmc) return McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, 0.f, s.seed, t};
-  const uint32_t first = batch_first_ != 0 ? batch_first_ : t;
-  if ((s.opacity_reg == 0.f && s.scale_reg == 0.f) || first < s.reg_from) return std::nullopt;
+  if ((s.opacity_reg == 0.f && s.scale_reg == 0.f) || (first != 0 ? first : t) < s.reg_from) return std::nullopt;
   return McmcStepSettings{s.opacity_reg, s.scale_reg, 0.f, s.seed, t};
 }
 

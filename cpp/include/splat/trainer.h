@@ -141,9 +141,12 @@ class Trainer {
   // The SH degree the schedule trains at view step t.
   uint32_t active_sh_degree(uint32_t step) const;
   float means_lr(uint32_t step) const;
-  // The loss's regularisers at step t: MCMC's, or the default strategy's
-  // (opacity_reg, scale_reg) from reg_from on; none where they do not apply.
-  std::optional<McmcStepSettings> regularizers_at(uint32_t t) const;
+  // The loss's regularisers at step t of the batch starting at view step
+  // `first` (0: t alone): MCMC's, or the default strategy's (opacity_reg,
+  // scale_reg) from reg_from on, counted by the batch's first step so that
+  // its views trained together or one by one agree; none where they do not
+  // apply.
+  std::optional<McmcStepSettings> regularizers_at(uint32_t t, uint32_t first = 0) const;
   // The factor on every rate but the means' at step t (lr_final_fraction).
   float late_lr_scale(uint32_t step) const;
   float exposure_lr(uint32_t step) const;
@@ -160,7 +163,8 @@ class Trainer {
   // backward alone (its view and background, the statistics while
   // densifying, the MCMC regularisers) at `sh_degree`; the gradients stay on
   // the device for the ranks' reduction (Device::get/set_gradients).
-  void forward_backward(uint32_t t, uint32_t sh_degree);
+  // `batch_first`: the first view step of the batch t belongs to (0: t alone).
+  void forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_first = 0);
   // The update of a batch whose last view step is t: Adam as its `update`-th
   // step (bias correction) with the learning rates of view step t times
   // `lr_scale` and the betas given. The step count becomes t. (The MCMC
@@ -240,7 +244,6 @@ class Trainer {
   size_t views_ = 0;
   std::vector<std::vector<uint8_t>> level_pixels_;  // per downscaled view: RGB then its mask, if any
   uint32_t step_ = 0;
-  uint32_t batch_first_ = 0;  // the first view step of the batch running now; 0 between batches
   // The batches trained since the last sync point, (first, last) each: what
   // settle() trains again after an overflow (reserved once; swapped, never
   // reallocated while a sync point comes at least every kFiniteCheckEvery steps).
