@@ -155,13 +155,23 @@ def test_chunked_stop_steps_match_cpu(batch_views):
     cfg = small_config(sh_degree_interval=1, densify_from=10_000, densify_until=10_000, blend_stop="chunk",
                        batch_views=batch_views)
     cpu, gpu = trainers(ds, cfg, initial=initial)
-    for t in range(2):
+    # |cpu - gpu| / cpu of the loss, 600 seeds each on an H100: the first step (the start's
+    # render alone) 6.2e-5 at most with one view a step, 1.4e-5 with four (medians 1.3e-6 and
+    # 7e-7: a rare pixel whose stop falls on the other side of a rounding); the second, after
+    # an Adam step whose noise-level gradients step +-lr either way on the two backends,
+    # 1.8e-4 and 1.0e-4.
+    for t, bound in enumerate((2e-4, 5e-4)):
         a, b = cpu.step(), gpu.step()
-        assert abs(a.loss - b.loss) <= 1e-5 * abs(a.loss), (t, a.loss, b.loss, seed)
+        assert abs(a.loss - b.loss) <= bound * abs(a.loss), (t, a.loss, b.loss, seed)
         assert_states_close(cpu.state(), gpu.state(), seed, f"chunked stop, step {t + 1}",
                             lr_steps=2 * 0.05 * np.sqrt(batch_views))
+    # The GPU's state drawn by both backends (after the steps the states themselves differ by
+    # those +-lr steps, and renders by up to 3.6e-3). 400 seeds on an H100: at most one pixel
+    # (3 of 3840 values) above 1e-5, by up to 1.9e-3; the median seed's largest difference 2.4e-7.
     cam = ds.cameras[0]
-    np.testing.assert_allclose(gpu.render(cam), cpu.render(cam), atol=1e-5, err_msg=f"seed {seed}")
+    same = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), gpu.state(), step=gpu.step_count)
+    diff = np.abs(gpu.render(cam) - same.render(cam))
+    assert diff.max() <= 5e-3 and np.mean(diff > 1e-5) <= 2e-3, (diff.max(), np.mean(diff > 1e-5), seed)
     splat_rule = splat.Trainer(ds, small_config(sh_degree_interval=1, densify_from=10_000, densify_until=10_000,
                                                 blend_stop="splat"),
                                splat.BackendConfig(backend="cuda"), gpu.state(), step=gpu.step_count)

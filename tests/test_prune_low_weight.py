@@ -205,3 +205,20 @@ def test_given_weights_prune_their_least_and_a_nan_ranks_least():
     np.testing.assert_array_equal(tr.state()["means"], before["means"][keep])
     with pytest.raises(ValueError, match="weights for"):
         tr._native.prune_low_weight(tr.step_count, w[:3])
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=_CUDA)])
+def test_a_replaced_state_has_no_loss_on_any_backend(backend):
+    """last_loss() belongs to a forward of the current state: NaN before the first step and
+    after a pruning replaces the state, on the CPU backend as on a GPU; a step's loss
+    otherwise (the mean of its batch's views)."""
+    rng, seed = make_rng()
+    ds, start = scene(rng)
+    tr = splat.Trainer.from_dataset(ds, config(0.25, seed=seed, batch_views=2), backend_config(backend),
+                                    initial=start)
+    assert np.isnan(tr._native.last_loss()), seed
+    stats = tr.step(read_loss=True)
+    assert np.isfinite(stats.loss) and stats.loss > 0 and tr._native.last_loss() == stats.loss, seed
+    assert tr._native.prune_low_weight(tr.step_count, tr.blend_weights()) > 0, seed
+    assert np.isnan(tr._native.last_loss()), seed
+    assert np.isfinite(tr.step(read_loss=True).loss), seed

@@ -500,8 +500,8 @@ StepStats Trainer::step(bool read_loss, uint32_t last_at_most) {
     }
   }
   train_step_noise(t);
-  // The step's loss, read before a pruning replaces the device's state (a GPU
-  // keeps no loss across set_training_state); once a run.
+  // The step's loss, read before a pruning replaces the device's state
+  // (set_training_state drops the last loss); once a run.
   std::optional<float> loss_before_prune;
   for (uint32_t u = first; u <= t; ++u) {
     if (densifies_at(u)) {

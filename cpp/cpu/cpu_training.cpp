@@ -99,6 +99,7 @@ void CpuTraining::resize(size_t n) {
 }
 
 void CpuTraining::set_state(const TrainingState& s) {
+  loss_value_ = std::numeric_limits<float>::quiet_NaN();  // no forward of this state yet
   sh_stride_ = s.sh_stride;
   resize(s.count);
   for (int a = 0; a < 5; ++a) {

@@ -2,6 +2,7 @@
 // backward, fused Adam, densification statistics, densification in place.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -94,7 +95,8 @@ class CpuTraining {
   // The view's RGB and mask (null without one), staged first when streamed.
   std::pair<const uint8_t*, const uint8_t*> view_pixels(uint32_t view);
   std::vector<float> rendered_, d_rendered_, alpha_;
-  float loss_value_ = 0.f;
+  // NaN until a forward of the current state (Device::last_loss).
+  float loss_value_ = std::numeric_limits<float>::quiet_NaN();
   float loss_sum_ = 0.f;  // several views a step: the batch's losses so far
   TrainingOptions options_;
   // absgrad: the backward's summed absolute 2D-mean gradient [N, 2].

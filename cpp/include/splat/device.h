@@ -97,7 +97,9 @@ class Device {
   // Renders the resident Gaussians, computes the loss against image `view`
   // and back-propagates it into the resident gradients; accumulates the
   // densification statistics when `track_stats`. The loss stays on the
-  // device until last_loss() asks for it.
+  // device until last_loss() asks for it; last_loss() is NaN on every
+  // backend until a forward of the current state ran (set_training_state
+  // drops the last loss: it belonged to another state).
   // `step` names the step (GPU: recorded when its pairs do not fit).
   virtual void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
                                       const float background[3], float ssim_weight, bool track_stats,
