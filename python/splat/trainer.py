@@ -72,6 +72,12 @@ class StepStats:
     opacity_reset: bool = False
 
 
+def reads_loss(first: int, last: int, every: int, end: int) -> bool:
+    """Whether an update of view steps first..last reads its loss back (a sync): where it
+    reaches a multiple of `every` or the run's `end`."""
+    return last // every > (first - 1) // every or last >= end
+
+
 def initial_gaussians(points, colors, config: TrainConfig) -> Gaussians:
     """3DGS initialisation: isotropic scales from the mean squared distance to
     the 3 nearest points, identity rotation, opacity `init_opacity`, SH DC from
@@ -342,10 +348,8 @@ class Trainer:
         last = None
 
         def one() -> StepStats:
-            i = self.step_count + 1
-            j = min(i + self.config.batch_views - 1, end)   # the update's last view step at most
-            read = j // loss_every > (i - 1) // loss_every or j >= end
-            return self.step(read_loss=read, until=end)
+            first, last = self.update_views(end)
+            return self.step(read_loss=reads_loss(first, last, loss_every, end), until=end)
 
         if not progress:
             while self.step_count < end:
@@ -365,6 +369,12 @@ class Trainer:
                     rate = done / max(time.perf_counter() - t0, 1e-9)
                     bar.update(task, completed=done, loss=last.loss, gaussians=last.num_gaussians, rate=rate)
         return last
+
+    def update_views(self, until: int) -> tuple[int, int]:
+        """(first, last): the view steps the next `step(until=until)` trains, a batch of
+        train.batch_views views ending early at `until`."""
+        first = self.step_count + 1
+        return first, min(first + self.config.batch_views - 1, until)
 
     def check_finite(self) -> None:
         """Checks every parameter for NaN and infinity now (a reduction on the

@@ -290,7 +290,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     from ..config import OutputConfig
     from ..metrics import check_supersample, evaluate
     from ..plot import save_training_plot
-    from ..trainer import Trainer, TrainingDiverged, check_checkpoint_sizes
+    from ..trainer import Trainer, TrainingDiverged, check_checkpoint_sizes, reads_loss
     from ..warmup import warm_up
 
     out = folder.path
@@ -477,10 +477,10 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
                 continue
             t0 = time.perf_counter()
             while trainer.step_count < milestone and not stopping():
-                i = trainer.step_count + 1
-                # The update's last view step: a batch of views ends at the milestone.
-                j = min(i + trainer.config.batch_views - 1, milestone) if group is None else i + ranks - 1
-                read = j // LOSS_EVERY > (i - 1) // LOSS_EVERY or j >= milestone
+                # The update's views: a batch ends at the milestone; several ranks train one each.
+                i, j = (trainer.update_views(milestone) if group is None else
+                        (trainer.step_count + 1, trainer.step_count + ranks))
+                read = reads_loss(i, j, LOSS_EVERY, milestone)
                 if group is None:
                     st = trainer.step(read_loss=read, until=milestone)
                 else:
