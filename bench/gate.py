@@ -102,12 +102,11 @@ def run_scene(scene: str, data: Path, steps: int, backend: str, log, train_overr
     marks = sorted({c for c in CHECKPOINTS if c <= steps} | {steps})
     rows = []
     train_s = 0.0
-    views = trainer.config.batch_views   # view steps a step trains
     for mark in marks:
         t0 = time.perf_counter()
         while trainer.step_count < mark:   # a batch of views ends at the mark
             # The last step's loss read-back synchronizes the device.
-            last = trainer.step(read_loss=trainer.step_count + views >= mark, until=mark)
+            last = trainer.step(read_loss=trainer.update_views(mark)[1] >= mark, until=mark)
         train_s += time.perf_counter() - t0
         t1 = time.perf_counter()
         ev = splat.evaluate(trainer, test, supersample=supersample)

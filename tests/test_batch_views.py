@@ -189,6 +189,10 @@ def test_run_counts_view_steps_and_step_refuses_a_past_end():
     with pytest.raises(ValueError, match=r"\[splat\] until: must be >= 22"):
         tr.step(until=21)
     assert tr.step(until=22).step == 22
+    # update_views: the native batch's end, the run's last step included.
+    assert tr.update_views(24) == (23, 24) and tr.update_views(100) == (23, 26)
+    tr.run(15, progress=False)
+    assert tr.update_views(100) == (38, 40) and tr.step(until=100).step == 40
 
 
 def blender_like(rng):

@@ -58,26 +58,6 @@ class PyTrainer {
     return d;
   }
 
-  // n view steps without returning to Python in between (the last batch ends
-  // at the n-th); the loss of the last.
-  nb::dict run(uint32_t n) {
-    ObjectLock guard(mutex_);
-    StepStats st;
-    {
-      nb::gil_scoped_release release;
-      const uint64_t end64 = uint64_t(trainer_->step_count()) + n;
-      if (end64 > UINT32_MAX) throw ConfigError("[trainer] run: " + std::to_string(n) + " steps pass the step limit");
-      const uint32_t end = static_cast<uint32_t>(end64);
-      const uint32_t b = trainer_->settings().batch_views;
-      while (trainer_->step_count() < end) st = trainer_->step(uint64_t(trainer_->step_count()) + b >= end, end);
-    }
-    nb::dict d;
-    d["step"] = st.step;
-    d["loss"] = st.loss;
-    d["num_gaussians"] = st.num_gaussians;
-    return d;
-  }
-
   nb::dict state() {
     ObjectLock guard(mutex_);
     TrainingState s;
@@ -329,6 +309,7 @@ class PyTrainer {
   std::string backend() { return backend_name(trainer_->device().backend()); }
   float means_lr(uint32_t step) const { return trainer_->means_lr(step); }
   uint32_t view_for_step(uint32_t step) { return trainer_->view_for_step(step); }
+  uint32_t batch_last(uint32_t first, uint32_t last_at_most) const { return trainer_->batch_last(first, last_at_most); }
   uint32_t downscale_level(uint32_t step) const { return trainer_->downscale_level(step); }
 
   // The MCMC ops on the resident state, outside the schedule (tests).
@@ -387,7 +368,6 @@ void bind_trainer(nb::module_& m) {
            "None / uint8 [H,W] (0: the pixel is left out of the loss); copied: None or a callable given each view's "
            "index once the device holds its own copy of it (the caller may drop that view's arrays)")
       .def("step", &PyTrainer::step, nb::arg("read_loss") = true, nb::arg("until").none() = nb::none())
-      .def("run", &PyTrainer::run, nb::arg("n"))
       .def("state", &PyTrainer::state)
       .def("check_finite", &PyTrainer::check_finite,
            "Counts the non-finite parameters on the device; raises TrainingDiverged if there are any")
@@ -411,6 +391,8 @@ void bind_trainer(nb::module_& m) {
       .def_prop_ro("backend", &PyTrainer::backend)
       .def("means_lr", &PyTrainer::means_lr, nb::arg("step"))
       .def("view_for_step", &PyTrainer::view_for_step, nb::arg("step"))
+      .def("batch_last", &PyTrainer::batch_last, nb::arg("first"), nb::arg("last_at_most"),
+           "The last view step of the batch starting at `first` when step() is given `last_at_most`")
       .def("downscale_level", &PyTrainer::downscale_level, nb::arg("step"),
            "The resolution level step `step` trains at: its view at 1/2^level of its size")
       .def("mcmc_refine", &PyTrainer::mcmc_refine, nb::arg("min_opacity"), nb::arg("add"), nb::arg("seed"),

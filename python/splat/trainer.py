@@ -372,9 +372,9 @@ class Trainer:
 
     def update_views(self, until: int) -> tuple[int, int]:
         """(first, last): the view steps the next `step(until=until)` trains, a batch of
-        train.batch_views views ending early at `until`."""
+        train.batch_views views ending early at train.steps and at `until` (the native rule)."""
         first = self.step_count + 1
-        return first, min(first + self.config.batch_views - 1, until)
+        return first, int(self._native.batch_last(first, until))
 
     def check_finite(self) -> None:
         """Checks every parameter for NaN and infinity now (a reduction on the

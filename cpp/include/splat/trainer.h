@@ -137,6 +137,10 @@ class Trainer {
   uint32_t mcmc_growth_at(uint32_t n) const;
 
   uint32_t step_count() const { return step_; }
+  // The last view step of the batch that starts at view step `first` (batches
+  // follow one another: each starts after the one before it ended): step()
+  // with `last_at_most` trains first..batch_last(first, last_at_most).
+  uint32_t batch_last(uint32_t first, uint32_t last_at_most) const;
   uint32_t active_sh_degree() const { return active_sh_degree(step_); }
   // The SH degree the schedule trains at view step t.
   uint32_t active_sh_degree(uint32_t step) const;
@@ -213,10 +217,8 @@ class Trainer {
   // The growth cap after densification of the update ending at step t
   // (cap_scale_growth): the first from densify_until on records the ceilings.
   void cap_scales_at(uint32_t t);
-  // The last view step of the batch that starts at view step `first` (batches
-  // follow one another: each starts after the one before it ended), and its
-  // update number (Adam's bias correction).
-  uint32_t batch_last(uint32_t first, uint32_t last_at_most) const;
+  // The update number of the batch that starts at view step `first` (Adam's
+  // bias correction).
   uint32_t update_number(uint32_t first) const;
   // The batch of view steps first..last from its view `from` on (earlier
   // views' gradients already accumulated on the device), then its update;
