@@ -141,7 +141,7 @@ class PyTrainer {
   void forward_backward(uint32_t t, uint32_t sh_degree) {
     ObjectLock guard(mutex_);
     nb::gil_scoped_release release;
-    trainer_->forward_backward(t, sh_degree);
+    trainer_->forward_backward(t, sh_degree, t);  // one view a rank: its own batch
   }
   float last_loss() {
     ObjectLock guard(mutex_);

@@ -215,7 +215,7 @@ void Trainer::check_finite() {
 
 void Trainer::train_step(uint32_t t) {
   const TrainSettings& s = settings_;
-  forward_backward(t, active_sh_degree(t));
+  forward_backward(t, active_sh_degree(t), t);
   step_ = t;
   const float late = late_lr_scale(t);
   AdamSettings adam{means_lr(t), s.log_scales_lr * late, s.quats_lr * late, s.opacity_lr * late, s.sh_dc_lr * late,
@@ -283,7 +283,7 @@ bool Trainer::train_views_together(uint32_t first, uint32_t views, uint32_t sh_d
     cams[k] = cameras_[device_views[k]];
     track[k] = !s.mcmc && t < s.densify_until;
   }
-  const std::optional<McmcStepSettings> reg = regularizers_at(first);
+  const std::optional<McmcStepSettings> reg = regularizers_at(first, first);
   return device_->train_views_together(cams.data(), device_views.data(), track.data(), views, sh_degree,
                                        s.background, s.ssim_weight, first, reg ? &*reg : nullptr);
 }
@@ -340,7 +340,7 @@ std::optional<McmcStepSettings> Trainer::regularizers_at(uint32_t t, uint32_t fi
   // The regularisers read only their weights (McmcStepSettings' noise_scale is
   // the noise's, left 0).
   if (s.mcmc) return McmcStepSettings{s.mcmc_opacity_reg, s.mcmc_scale_reg, 0.f, s.seed, t};
-  if ((s.opacity_reg == 0.f && s.scale_reg == 0.f) || (first != 0 ? first : t) < s.reg_from) return std::nullopt;
+  if ((s.opacity_reg == 0.f && s.scale_reg == 0.f) || first < s.reg_from) return std::nullopt;
   return McmcStepSettings{s.opacity_reg, s.scale_reg, 0.f, s.seed, t};
 }
 

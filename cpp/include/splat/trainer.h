@@ -146,11 +146,11 @@ class Trainer {
   uint32_t active_sh_degree(uint32_t step) const;
   float means_lr(uint32_t step) const;
   // The loss's regularisers at step t of the batch starting at view step
-  // `first` (0: t alone): MCMC's, or the default strategy's (opacity_reg,
-  // scale_reg) from reg_from on, counted by the batch's first step so that
-  // its views trained together or one by one agree; none where they do not
-  // apply.
-  std::optional<McmcStepSettings> regularizers_at(uint32_t t, uint32_t first = 0) const;
+  // `first` (t itself for a view trained alone): MCMC's, or the default
+  // strategy's (opacity_reg, scale_reg) from reg_from on, counted by the
+  // batch's first step so that its views trained together or one by one
+  // agree; none where they do not apply.
+  std::optional<McmcStepSettings> regularizers_at(uint32_t t, uint32_t first) const;
   // The factor on every rate but the means' at step t (lr_final_fraction).
   float late_lr_scale(uint32_t step) const;
   float exposure_lr(uint32_t step) const;
@@ -167,8 +167,9 @@ class Trainer {
   // backward alone (its view and background, the statistics while
   // densifying, the MCMC regularisers) at `sh_degree`; the gradients stay on
   // the device for the ranks' reduction (Device::get/set_gradients).
-  // `batch_first`: the first view step of the batch t belongs to (0: t alone).
-  void forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_first = 0);
+  // `batch_first`: the first view step of the batch t belongs to (t itself for
+  // a view trained alone, as each rank's is).
+  void forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_first);
   // The update of a batch whose last view step is t: Adam as its `update`-th
   // step (bias correction) with the learning rates of view step t times
   // `lr_scale` and the betas given. The step count becomes t. (The MCMC

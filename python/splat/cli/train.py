@@ -115,6 +115,10 @@ def _capture_note(given, trained) -> str:
     if trained.densify_until != given.densify_until:
         parts.append(f"densification until step {trained.densify_until}")
         keys.append("train.densify_until")
+    if trained.lr_final_fraction != given.lr_final_fraction:
+        parts.append(f"every learning rate but the means' decaying to {trained.lr_final_fraction:g}x after "
+                     f"densification")
+        keys.append("train.lr_final_fraction")
     if trained.num_downscales != given.num_downscales or trained.resolution_schedule != given.resolution_schedule:
         parts.append(f"views at 1/{1 << trained.num_downscales} size at first, doubling every "
                      f"{trained.resolution_schedule} steps")
