@@ -188,6 +188,8 @@ def test_run_counts_view_steps_and_step_refuses_a_past_end():
     assert tr.step().step == 21
     with pytest.raises(ValueError, match=r"\[splat\] until: must be >= 22"):
         tr.step(until=21)
+    with pytest.raises(ValueError, match=r"\[splat\] until: must be >= 22"):
+        tr.update_views(21)
     assert tr.step(until=22).step == 22
     # update_views: the native batch's end, the run's last step included.
     assert tr.update_views(24) == (23, 24) and tr.update_views(100) == (23, 26)

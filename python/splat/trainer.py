@@ -328,9 +328,7 @@ class Trainer:
         Raises TrainingDiverged when the loss read back is not finite, or a
         parameter is not at the check every 100 steps (then and after, every
         call raises; the state is not finite)."""
-        if until is not None:
-            until = integer("until", until, self.step_count + 1, UINT32_MAX)
-        d = self._native.step(read_loss, until)
+        d = self._native.step(read_loss, None if until is None else self._until(until))
         stats = StepStats(d["step"], d["loss"], d["num_gaussians"], d["ms"], d["sh_degree"], d["densified"],
                           d["opacity_reset"])
         if read_loss:
@@ -374,7 +372,11 @@ class Trainer:
         """(first, last): the view steps the next `step(until=until)` trains, a batch of
         train.batch_views views ending early at train.steps and at `until` (the native rule)."""
         first = self.step_count + 1
-        return first, int(self._native.batch_last(first, until))
+        return first, int(self._native.batch_last(first, self._until(until)))
+
+    def _until(self, until) -> int:
+        """`until` checked: a view step after the ones trained."""
+        return integer("until", until, self.step_count + 1, UINT32_MAX)
 
     def check_finite(self) -> None:
         """Checks every parameter for NaN and infinity now (a reduction on the
