@@ -1,8 +1,7 @@
 """What a capture gets with the opacity resets its camera layout gets (none around an
 object, resets in an open scene): the default preset's clone / split threshold becomes
-0.0006 and densification stops at step 7000 (PRESETS_CAPTURE), and around an object the
-other rates decay to a tenth after it (PRESETS_OBJECT_CAPTURE), for the keys a config
-leaves to its preset; every other scene, recipe and explicit key keeps
+0.0006, densification stops at step 7000 and every rate but the means' decays to a tenth
+after it (PRESETS_CAPTURE), for the keys a config leaves to its preset; every other scene, recipe and explicit key keeps
 its value. Oracles: the rule written out here case by case, a TOML round trip,
 and what `splat train` records and `splat check` prints."""
 import numpy as np
@@ -20,7 +19,7 @@ DEFAULT = splat.TrainConfig().densify_grad_threshold
 CAPTURE = 6e-4
 DEFAULT_UNTIL = splat.TrainConfig().densify_until
 CAPTURE_UNTIL = 7000
-OBJECT_DECAY = 0.1   # lr_final_fraction for cameras around an object (PRESETS_OBJECT_CAPTURE)
+CAPTURE_DECAY = 0.1   # lr_final_fraction for a capture (PRESETS_CAPTURE)
 
 
 def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
@@ -30,8 +29,8 @@ def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
                             (splat.TrainConfig(), "open"), (splat.TrainConfig(opacity_reset="on"), "open")):
             got = capture_recipe(cfg, fmt, layout)
             assert (got.densify_grad_threshold, got.densify_until) == (CAPTURE, CAPTURE_UNTIL), (fmt, layout)
-            # Around an object (no resets) the other rates also decay once the count is settled.
-            assert got.lr_final_fraction == (OBJECT_DECAY if layout == "object" else 1.0), (fmt, layout)
+            # The other rates decay once the count is settled, around an object and in an open scene.
+            assert got.lr_final_fraction == CAPTURE_DECAY, (fmt, layout)
             changed = ("densify_grad_threshold", "densify_until", "lr_final_fraction")
             others = {k: v for k, v in got.to_dict().items() if k not in changed}
             assert others == {k: v for k, v in cfg.to_dict().items() if k not in changed}, (fmt, layout)
@@ -103,8 +102,9 @@ def test_keys_set_explicitly_win_and_a_second_call_changes_nothing():
     assert once.steps == twice.steps == steps and once.to_dict() == twice.to_dict()
     mine_decay = float(rng.uniform(0.2, 1.0))
     for given in (1.0, mine_decay):   # the default's own value too, when set
-        got = capture_recipe(splat.TrainConfig(lr_final_fraction=given), "colmap", "object")
-        assert (got.lr_final_fraction, got.densify_grad_threshold) == (given, CAPTURE)
+        for layout in ("object", "open"):
+            got = capture_recipe(splat.TrainConfig(lr_final_fraction=given), "colmap", layout)
+            assert (got.lr_final_fraction, got.densify_grad_threshold) == (given, CAPTURE), layout
     # A value changed after construction counts as set.
     later = splat.TrainConfig()
     later.densify_grad_threshold = mine
@@ -147,7 +147,7 @@ def test_from_dataset_trains_with_the_scene_recipe(tmp_path, outward):
     assert tr.camera_layout == ("open" if outward else "object")
     assert (tr.config.densify_grad_threshold, tr.config.densify_until) == (CAPTURE, CAPTURE_UNTIL)
     assert tr.opacity_resets == outward   # the layout's own reset mode, under which the keys apply
-    assert tr.config.lr_final_fraction == (1.0 if outward else OBJECT_DECAY)
+    assert tr.config.lr_final_fraction == CAPTURE_DECAY
     assert tr.config.steps == 20 and tr.config.init_points == 200
     assert cfg.densify_grad_threshold == DEFAULT   # the caller's config is left as it was
     mine = splat.TrainConfig(steps=20, init_points=200, densify_grad_threshold=DEFAULT)
@@ -174,10 +174,10 @@ def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys
     assert rc == 0, err
     assert "note: a capture's recipe: clone / split above a gradient of 0.0006, densification until step 7000" in out
     decay = "every learning rate but the means' decaying to 0.1x after densification"
-    assert (decay in out) == (not outward), out
+    assert decay in out, out
     recorded = load_config(run / "config.toml", check_paths=False).train
     assert (recorded.densify_grad_threshold, recorded.densify_until) == (CAPTURE, CAPTURE_UNTIL)
-    assert recorded.lr_final_fraction == (1.0 if outward else OBJECT_DECAY)
+    assert recorded.lr_final_fraction == CAPTURE_DECAY
     # --fast: the preset's capture keys, noted and recorded.
     rc, out, err = run_cli(capsys, "train", scene, "--fast", "--steps", "3", "--backend", "cpu",
                            "--out", str(tmp_path / "fast"), "--set", "train.init_points=200")
@@ -192,7 +192,7 @@ def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys
     assert "a capture's recipe" not in out
     resumed = load_config(run / "config.toml", check_paths=False).train
     assert (resumed.densify_grad_threshold, resumed.densify_until) == (CAPTURE, CAPTURE_UNTIL)
-    assert resumed.lr_final_fraction == (1.0 if outward else OBJECT_DECAY)
+    assert resumed.lr_final_fraction == CAPTURE_DECAY
     # A run written under an earlier default (0.0004 and constant rates, recorded in its
     # config.toml and checkpoint as every resolved key is) resumes with what it recorded.
     old_run = tmp_path / "old_run"

@@ -91,23 +91,19 @@ PRESETS_RANDOM_START: dict[str, dict] = {
 # dB in 4.9 s against 34.74 in 5.5 s, room 19.47 against 19.30 in 8.0 s, beer 22.27
 # against 22.66 (std 0.47) in 5.6 s against 6.1. A Blender scene keeps it off (lego_400
 # lost 0.28 dB with it before it got MCMC).
+# default also decays every rate but the means' to a tenth of itself once densification
+# ends (lr_final_fraction), so the last views' order no longer decides where the fixed
+# count of Gaussians ends. One H100, `deterministic = true`, 30000 steps, paired with
+# constant rates seed by seed (the two share every bit to step 7000): thermos +0.19 dB (se
+# 0.02; each of four seeds +0.14 to +0.25, 35.00 -> 35.15, std 0.09 -> 0.06), room +0.09
+# (se 0.04; each of four seeds +0.03 to +0.20, 20.40 -> 20.49, std 0.16 -> 0.10), beer
+# -0.03 (se 0.06; four seeds, 24.31 -> 24.29) with every seed's 30000-step result within
+# 0.1 dB of its 7000-step one (constant rates: seed 0 lost 0.16). Chosen by measurement
+# (README: what a capture gets by default; docs/training_modes.md, "The last iterate's
+# noise"). The fast preset keeps constant rates (not measured with its schedule).
 PRESETS_CAPTURE: dict[str, dict] = {
-    "default": {"densify_grad_threshold": 6e-4, "densify_until": 7000},
+    "default": {"densify_grad_threshold": 6e-4, "densify_until": 7000, "lr_final_fraction": 0.1},
     "fast": {"num_downscales": 2, "resolution_schedule": 1000},
-}
-
-# What a preset gives, over PRESETS_CAPTURE, a capture whose cameras look at an object
-# (trained without opacity resets). default: every rate but the means' decays to a tenth
-# of itself once densification ends (lr_final_fraction), so the last views' order no longer
-# decides where the fixed count of Gaussians ends. One H100, `deterministic = true`, 30000
-# steps, paired with the default seed by seed (the two share every bit to step 7000):
-# thermos +0.19 dB (se 0.02; each of four seeds +0.14 to +0.25, 35.00 -> 35.15, std 0.09 ->
-# 0.06), beer -0.03 (se 0.06; four seeds, 24.31 -> 24.29) with every seed's 30000-step
-# result within 0.1 dB of its 7000-step one (the default's seed 0 lost 0.16). An open
-# capture (room) keeps 1 until it is measured. Chosen by measurement (README: what a
-# capture gets by default; docs/training_modes.md, "The last iterate's noise").
-PRESETS_OBJECT_CAPTURE: dict[str, dict] = {
-    "default": {"lr_final_fraction": 0.1},
 }
 
 # Preset keys that train with exposure = false only (TrainConfig's cross-check).

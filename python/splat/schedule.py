@@ -7,7 +7,7 @@ Trainer::resets_opacity_at); tests hold the two equal.
 """
 from __future__ import annotations
 
-from .config import PRESETS_CAPTURE, PRESETS_OBJECT_CAPTURE, SCHEDULE_KEYS, TrainConfig
+from .config import PRESETS_CAPTURE, SCHEDULE_KEYS, TrainConfig
 
 # An Adam step moves a parameter by up to about its learning rate; above this
 # per step, a run is all but certain to diverge.
@@ -48,16 +48,13 @@ def auto_reset_mode(dataset_format: str | None, layout: str | None) -> str:
 
 
 def capture_keys(train: TrainConfig, dataset_format: str | None, layout: str | None) -> dict:
-    """The preset's PRESETS_CAPTURE keys (and PRESETS_OBJECT_CAPTURE's for cameras around
-    an object) when this recipe trains a capture (CAPTURE_FORMATS)
+    """The preset's PRESETS_CAPTURE keys when this recipe trains a capture (CAPTURE_FORMATS)
     of a known camera layout with the opacity resets that layout gets by default (none
     around an object, resets in an open scene: the combinations measured), under the
     default strategy without absgrad (the combinations the keys were measured with); else {}. With
     exposure = true, or num_downscales set to another value, the resolution schedule's
     keys are left out (it does not train with exposure; the two keys are one choice)."""
     extra = dict(PRESETS_CAPTURE.get(train.preset, {}))
-    if layout == "object":
-        extra.update(PRESETS_OBJECT_CAPTURE.get(train.preset, {}))
     own = train.kept_keys().get("num_downscales", extra.get("num_downscales"))
     if train.exposure or own != extra.get("num_downscales"):
         extra = {k: v for k, v in extra.items() if k not in SCHEDULE_KEYS}
