@@ -54,7 +54,7 @@ def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
     fast = capture_recipe(splat.TrainConfig(preset="fast"), "colmap", "object")
     assert fast.densify_grad_threshold == PRESETS["fast"]["densify_grad_threshold"]
     assert fast.densify_until == PRESETS["fast"]["densify_until"]
-    assert fast.lr_final_fraction == 1.0   # not measured with the fast schedule
+    assert fast.lr_final_fraction == PRESETS["fast"]["lr_final_fraction"] == 0.1   # the preset's own
 
 
 def test_the_fast_preset_gives_a_capture_the_resolution_schedule():

@@ -9,7 +9,7 @@ import pytest
 
 import splat
 from splat.data.dataset import Dataset
-from _parity import rel_err
+from _parity import flipped_rows, rel_err
 from _scenes import make_rng
 from test_cuda_training import PARAMS, TINY, assert_states_close, trainers
 from test_mixed_sizes import SIZES, mixed_dataset, no_densify, random_gaussians
@@ -28,34 +28,75 @@ def with_blank_view(ds):
                    names=ds.names + ["blank"], masks=masks, points=ds.points, point_colors=ds.point_colors)
 
 
-def test_every_view_size_and_mask_matches_cpu():
+# A splat whose alpha lands within rounding of 1/255 at a pixel is blended on one backend
+# only (the GPU takes the hardware exp), so at that step its gradient row and those of the
+# splats behind it there differ by more than rounding, and from then on so do their moments
+# and parameters, and the loss by more than its rounding. Such rows (`flipped_rows`) are
+# allowed, counted, and left out of the comparisons that follow; every other row is held
+# to rounding. Measured on the H100 (this test's two epochs, 120 Gaussians): before this
+# rule, 7 runs of 401 failed, with a flip of 2-7 rows at one step, the whole gradient up to
+# 8e-3 off while every other row stayed within 2.4e-5. Over 6766 runs of the rule as it
+# grew (up to 17 rows at a step and 35 in a run; 59% of runs have one or more), every
+# other row within 6.3e-5 (99th percentile 1.7e-5), the loss within 2.0e-6 before any
+# flip and 3.8e-5 after (relative). Of the last 3899 runs one failed, at the final
+# renders, which compared the two runs' states until they compared one; of the 1173
+# after that, none.
+FLIPPED_AT_A_STEP = 24
+FLIPPED_IN_A_RUN = 48
+LOSS_TOL, LOSS_TOL_FLIPPED = 1e-5, 1e-4
+
+
+def train_both_backends(rng, seed):
     """Two epochs over five sizes (landscape, portrait, off-tile sizes, off-centre
-    principal points), masked and unmasked views and one masked entirely: each
-    step's loss, gradients and state agree with the CPU backend."""
-    rng, seed = make_rng()
+    principal points), masked and unmasked views and one masked entirely, on the CPU and
+    the GPU from one state: each step's loss, gradients and state agree but for the rows
+    a flip has touched. Returns (rows flipped at the worst step, rows flipped in the run,
+    the largest relative error of a gradient without them, the largest relative loss
+    difference before any flip, and after)."""
     ds = with_blank_view(mixed_dataset(rng, random_gaussians(rng, 150)))
     cfg = no_densify(sh_degree=1, sh_degree_interval=1)
     cpu, gpu = trainers(ds, cfg, initial=random_gaussians(rng, 120))
+    flipped = np.zeros(len(cpu.state()["means"]), bool)
+    worst_step, worst_rest, worst_loss = 0, 0.0, [0.0, 0.0]
     for t in range(2 * len(ds)):
         v = cpu._native.view_for_step(t + 1)
         a, b = cpu.step(), gpu.step()
+        what = f"step {t + 1} view {v} {ds.cameras[v].width}x{ds.cameras[v].height}"
         if ds.names[v] == "blank":
             assert a.loss == 0.0 and b.loss == 0.0, seed
-        else:
-            assert abs(a.loss - b.loss) <= 1e-5 * abs(a.loss), (t, v, a.loss, b.loss, seed)
         sa, sb = cpu._native.debug_snapshot(), gpu._native.debug_snapshot()
         for name in PARAMS + ("means2d",):
             if ds.names[v] == "blank":
                 assert not np.any(sb["grad." + name]), (name, seed)
                 continue
-            err = rel_err(sb["grad." + name], sa["grad." + name], TINY)
-            assert err <= 1e-4, (f"step {t + 1} view {v} {ds.cameras[v].width}x{ds.cameras[v].height}", name,
-                                 err, seed)
-        assert_states_close(cpu.state(), gpu.state(), seed, f"step {t + 1}")
+            got, want = sb["grad." + name], sa["grad." + name]
+            now = flipped_rows(got, want)
+            assert now.sum() <= FLIPPED_AT_A_STEP, (what, name, int(now.sum()), seed)
+            worst_step = max(worst_step, int(now.sum()))
+            flipped |= now
+            err = rel_err(got[~flipped], want[~flipped], TINY)
+            assert err <= 1e-4, (what, name, err, seed)
+            worst_rest = max(worst_rest, err)
+        assert flipped.sum() <= FLIPPED_IN_A_RUN, (what, int(flipped.sum()), seed)
+        if ds.names[v] != "blank":   # this step's flips included
+            diff = abs(a.loss - b.loss) / abs(a.loss)
+            worst_loss[int(flipped.any())] = max(worst_loss[int(flipped.any())], diff)
+            assert diff <= (LOSS_TOL_FLIPPED if flipped.any() else LOSS_TOL), (what, a.loss, b.loss, seed)
+        keep = ~flipped
+        assert_states_close({k: x[keep] for k, x in cpu.state().items()},
+                            {k: x[keep] for k, x in gpu.state().items()}, seed, what)
+    # Renders of one state (the CPU's: the two runs' flipped rows differ).
+    same = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cuda"), cpu.state(), step=2 * len(ds))
     for cam in ds.cameras:
-        r_cpu, r_gpu = cpu.render(cam), gpu.render(cam)
-        assert r_gpu.shape == (cam.height, cam.width, 3)
-        assert np.mean(np.abs(r_gpu - r_cpu) > 1e-4) < 0.01, seed
+        r_cpu, r_gpu = cpu.render(cam), same.render(cam)
+        assert gpu.render(cam).shape == r_gpu.shape == (cam.height, cam.width, 3)
+        assert np.mean(np.abs(r_gpu - r_cpu) > 1e-4) < 0.01, (cam.width, cam.height, seed)
+    return worst_step, int(flipped.sum()), worst_rest, *worst_loss
+
+
+def test_every_view_size_and_mask_matches_cpu():
+    rng, seed = make_rng()
+    train_both_backends(rng, seed)
 
 
 def test_noise_under_the_masks_does_not_change_training():

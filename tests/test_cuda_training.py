@@ -34,7 +34,10 @@ MOMENT_TOL = 1e-4  # first / second moments (gradients up to atomics order), nor
 # of it) on one backend and not the other: one such element in a 200-element
 # array is ~3e-4 norm-wise. Measured on the H200 (the densification test below,
 # 12 seeds): 1.2e-6 for bfloat16, 9.7e-7 for float32 (no element rounded apart).
-MOMENT_TOL_BF16 = 2e-3
+# Where one element dominates its array's norm (the second moments square the gradients),
+# that one rounding apart is the whole array's 2^-8 to 2^-7: the mixed-sizes test on the
+# H100 met 2.1e-3 to 6.1e-3 in 5 runs of 2867. So one bfloat16 step of the largest element.
+MOMENT_TOL_BF16 = 2.0 ** -7 + 1e-4
 # ... and its parameter then steps by up to ~2^-8 of a step differently while the two
 # moments differ (m forgets by beta1 a step: ~10 steps), so a parameter may sit a few
 # thousandths of a learning rate apart. Seen on the H200 (bfloat16 as the default, the
