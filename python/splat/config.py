@@ -51,8 +51,8 @@ BLEND_STOPS = ("splat", "chunk")
 # settled (lr_final_fraction; from densify_until, or mcmc_refine_until for a random start):
 # one H100, bench/fast.py, four seeds a recipe in one call, the same training time: thermos
 # 34.77 -> 34.87 dB (gsplat's 34.75 met by 3 -> 4 seeds of 4, in 4.5 s), lego_400 34.62 ->
-# 34.71 (every seed, 4.1 s), beer 23.31 -> 23.31 (std 0.77 -> 0.53). Chosen by measurement
-# (README: the fast preset).
+# 34.71 (every seed, 4.1 s), beer 23.31 -> 23.31 (std 0.77 -> 0.53); room (three seeds,
+# another call) 19.24 -> 19.41 in 7.7 s. Chosen by measurement (README: the fast preset).
 PRESETS: dict[str, dict] = {
     "default": {},
     "fast": {"steps": 6000, "densify_from": 300, "densify_until": 3000, "densify_grad_threshold": 1.5e-4,
