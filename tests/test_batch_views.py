@@ -178,13 +178,18 @@ def test_a_run_resumed_where_a_batch_ended_early_continues_it():
         np.testing.assert_array_equal(resumed.state()[k], v, err_msg=f"{k}; cut {cut}; seed {seed}")
 
 
-def test_run_counts_view_steps_and_step_refuses_a_past_end():
+def test_run_counts_view_steps_and_step_refuses_a_past_end(capsys):
     rng, seed = make_rng()
     ds, state = scene(rng)
     tr = splat.Trainer(ds, recipe("default", 4, seed % 1000, steps=40), splat.BackendConfig(backend="cpu"), state)
     last = tr.run(10, progress=False)
     assert tr.step_count == last.step == 10 and np.isfinite(last.loss)
-    assert tr.run(7, progress=True).step == 17
+    capsys.readouterr()
+    last = tr.run(7, progress=True)
+    assert last.step == 17
+    # The bar ends at the run's last read: all 7 view steps, its loss and count.
+    bar = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "7/7" in bar and f"loss {last.loss:.4f}" in bar and f"{last.num_gaussians:,} Gaussians" in bar, bar
     assert tr.step().step == 21
     with pytest.raises(ValueError, match=r"\[splat\] until: must be >= 22"):
         tr.step(until=21)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import time
 import warnings
@@ -345,13 +344,15 @@ class Trainer:
         end = start + n
         last = None
 
-        def one() -> StepStats:
-            first, last = self.update_views(end)
-            return self.step(read_loss=reads_loss(first, last, loss_every, end), until=end)
+        def one() -> tuple[StepStats, bool]:
+            """The next update, and whether it read its loss back."""
+            first, last_view = self.update_views(end)
+            read = reads_loss(first, last_view, loss_every, end)
+            return self.step(read_loss=read, until=end), read
 
         if not progress:
             while self.step_count < end:
-                last = one()
+                last, _ = one()
             return last
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         columns = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
@@ -361,8 +362,8 @@ class Trainer:
             task = bar.add_task("train", total=n, loss=float("nan"), gaussians=self.num_gaussians, rate=0.0)
             t0 = time.perf_counter()
             while self.step_count < end:
-                last = one()
-                if not math.isnan(last.loss):
+                last, read = one()
+                if read:   # the bar moves with the reads, so it shows no unread state's loss
                     done = self.step_count - start
                     rate = done / max(time.perf_counter() - t0, 1e-9)
                     bar.update(task, completed=done, loss=last.loss, gaussians=last.num_gaussians, rate=rate)
