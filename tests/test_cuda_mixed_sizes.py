@@ -46,18 +46,16 @@ FLIPPED_IN_A_RUN = 48
 LOSS_TOL, LOSS_TOL_FLIPPED = 1e-5, 1e-4
 
 
-def train_both_backends(rng, seed):
+def test_every_view_size_and_mask_matches_cpu():
     """Two epochs over five sizes (landscape, portrait, off-tile sizes, off-centre
     principal points), masked and unmasked views and one masked entirely, on the CPU and
     the GPU from one state: each step's loss, gradients and state agree but for the rows
-    a flip has touched. Returns (rows flipped at the worst step, rows flipped in the run,
-    the largest relative error of a gradient without them, the largest relative loss
-    difference before any flip, and after)."""
+    a flip has touched."""
+    rng, seed = make_rng()
     ds = with_blank_view(mixed_dataset(rng, random_gaussians(rng, 150)))
     cfg = no_densify(sh_degree=1, sh_degree_interval=1)
     cpu, gpu = trainers(ds, cfg, initial=random_gaussians(rng, 120))
     flipped = np.zeros(len(cpu.state()["means"]), bool)
-    worst_step, worst_rest, worst_loss = 0, 0.0, [0.0, 0.0]
     for t in range(2 * len(ds)):
         v = cpu._native.view_for_step(t + 1)
         a, b = cpu.step(), gpu.step()
@@ -72,15 +70,12 @@ def train_both_backends(rng, seed):
             got, want = sb["grad." + name], sa["grad." + name]
             now = flipped_rows(got, want)
             assert now.sum() <= FLIPPED_AT_A_STEP, (what, name, int(now.sum()), seed)
-            worst_step = max(worst_step, int(now.sum()))
             flipped |= now
             err = rel_err(got[~flipped], want[~flipped], TINY)
             assert err <= 1e-4, (what, name, err, seed)
-            worst_rest = max(worst_rest, err)
         assert flipped.sum() <= FLIPPED_IN_A_RUN, (what, int(flipped.sum()), seed)
         if ds.names[v] != "blank":   # this step's flips included
             diff = abs(a.loss - b.loss) / abs(a.loss)
-            worst_loss[int(flipped.any())] = max(worst_loss[int(flipped.any())], diff)
             assert diff <= (LOSS_TOL_FLIPPED if flipped.any() else LOSS_TOL), (what, a.loss, b.loss, seed)
         keep = ~flipped
         assert_states_close({k: x[keep] for k, x in cpu.state().items()},
@@ -91,12 +86,6 @@ def train_both_backends(rng, seed):
         r_cpu, r_gpu = cpu.render(cam), same.render(cam)
         assert gpu.render(cam).shape == r_gpu.shape == (cam.height, cam.width, 3)
         assert np.mean(np.abs(r_gpu - r_cpu) > 1e-4) < 0.01, (cam.width, cam.height, seed)
-    return worst_step, int(flipped.sum()), worst_rest, *worst_loss
-
-
-def test_every_view_size_and_mask_matches_cpu():
-    rng, seed = make_rng()
-    train_both_backends(rng, seed)
 
 
 def test_noise_under_the_masks_does_not_change_training():
