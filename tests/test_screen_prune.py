@@ -99,3 +99,90 @@ def test_the_camera_layout_tells_an_object_from_an_open_scene():
     facing = [camera(p, p + ahead) for p in rng.normal(0, 0.5, (n, 3))]
     assert axes_meeting_angle(facing) == 90.0 and camera_layout(facing) == "open"
     assert camera_layout(ring[:1]) == "open"
+
+
+# ----------------------------------------------------------------------------- near the cameras, without resets
+def near_and_far(rng, near, far, radius_px):
+    """One view and two Gaussians on its axis, each drawn `radius_px` wide on it: one
+    `near` x the extent in front of the camera, one `far` x the extent. Their true
+    depths are the oracle: train.prune_near = p takes the first (p > near), not the
+    second (p < far)."""
+    ds = make_dataset(rng, random_gaussians(rng, 20), n_views=1, width=40, height=32)
+    cam = ds.cameras[0]
+    w2c = np.asarray(cam.world_to_camera, np.float64)
+    eye = -w2c[:3, :3].T @ w2c[:3, 3]
+    forward = w2c[2, :3]  # the camera's +z, world frame
+    depths = np.array([near, far]) * ds.scene_extent
+    means = eye + depths[:, None] * forward
+    scale = radius_px * depths / (3.0 * max(cam.fx, cam.fy))  # r = 3 s f / d
+    f = lambda a: np.ascontiguousarray(a, np.float32)
+    state = dict(means=f(means), log_scales=f(np.repeat(np.log(scale)[:, None], 3, 1)),
+                 quats=f(np.tile([1.0, 0, 0, 0], (2, 1)) + rng.normal(0, 0.01, (2, 4))),
+                 opacity_logits=f(rng.uniform(0.5, 2.0, 2)), sh=f(rng.normal(0, 0.3, (2, 4, 3))),
+                 # a mean gradient far under the threshold whatever this step adds: no clone / split
+                 grad_accum=f(np.zeros(2)), grad_count=f(np.full(2, 1e7)), max_radii=f(np.zeros(2)))
+    return ds, state, depths
+
+
+BACKENDS = [pytest.param("cpu"), pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+def trainer_on(backend, ds, cfg, state, step):
+    ok, why = splat.backend_available(backend)
+    if not ok:
+        pytest.skip(f"{backend} backend not available: {why}")
+    return splat.Trainer(ds, cfg, splat.BackendConfig(backend=backend), state, step=step)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_near_pruning_takes_what_is_seen_large_from_near_a_camera_and_keeps_the_far(backend):
+    rng, seed = make_rng()
+    near, far = rng.uniform(0.05, 0.12), rng.uniform(1.0, 3.0)
+    ds, state, depths = near_and_far(rng, near, far, radius_px=rng.uniform(14.0, 18.0))  # threshold 0.15 x 40 = 6 px
+    base = dict(densify_from=0, densify_until=1000, densify_every=10, opacity_reset="off", prune_screen="on")
+    kept = {}
+    for prune_near in (0.0, 0.3):
+        tr = trainer_on(backend, ds, small_config(prune_near=prune_near, **base), state, 9)
+        assert tr.step().densified  # step 10
+        kept[prune_near] = tr.state()["means"]
+    # Off: no size pruning without resets. On: the near one goes, the far one stays where it was.
+    assert kept[0.0].shape[0] == 2, seed
+    assert kept[0.3].shape[0] == 1, (seed, near, far)
+    far_mean = state["means"][1]
+    assert np.linalg.norm(kept[0.3][0] - far_mean) < 0.01 * depths[1], seed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_near_pruning_reads_the_radius_the_views_drew(backend):
+    """Both Gaussians near, one drawn under the screen threshold: only the one drawn above it goes."""
+    rng, seed = make_rng()
+    near = rng.uniform(0.05, 0.12)
+    ds, state, _ = near_and_far(rng, near, near * rng.uniform(1.5, 2.5), radius_px=16.0)
+    state["log_scales"][1] += np.float32(np.log(0.2))  # the second: about 3 px, under 6
+    cfg = small_config(densify_from=0, densify_until=1000, densify_every=10, opacity_reset="off",
+                       prune_screen="on", prune_near=0.3)
+    tr = trainer_on(backend, ds, cfg, state, 9)
+    assert tr.step().densified
+    after = tr.state()["means"]
+    assert after.shape[0] == 1 and np.linalg.norm(after[0] - state["means"][1]) < 0.01, seed
+
+
+def test_near_pruning_waits_for_nothing_and_resets_keep_their_own_rule():
+    """With resets, prune_near changes nothing: both large Gaussians go after the first reset (the
+    rule above), neither before it."""
+    rng, seed = make_rng()
+    ds, state, _ = near_and_far(rng, 0.1, 2.0, radius_px=16.0)
+    for reset_every, count in ((50, 2), (5, 0)):
+        cfg = small_config(densify_from=0, densify_until=1000, densify_every=10, opacity_reset="on",
+                           opacity_reset_every=reset_every, prune_screen="on", prune_near=0.3)
+        tr = splat.Trainer(ds, cfg, splat.BackendConfig(backend="cpu"), state, step=9)
+        assert tr.step().densified
+        assert tr.num_gaussians == count, (reset_every, seed)
+
+
+def test_near_scale_per_px_is_the_depth_over_three_focal_lengths():
+    from splat.trainer import near_scale_per_px
+    cams = [camera((0, 5, 0), (0, 0, 0), f=50.0), camera((5, 0, 0), (0, 0, 0), f=80.0)]
+    assert near_scale_per_px(0.3, 7.0, cams) == pytest.approx(0.3 * 7.0 / (3 * 80.0))
+    with pytest.raises(ValueError, match="prune_near"):
+        splat.TrainConfig(prune_near=-0.1)

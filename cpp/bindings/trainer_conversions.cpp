@@ -148,6 +148,7 @@ TrainSettings settings_from_dict(nb::dict d) {
   SPLAT_READ(split_scale_divisor);
   SPLAT_READ(prune_opacity);
   SPLAT_READ(prune_max_screen_radius);
+  SPLAT_READ(prune_near_scale_per_px);
   SPLAT_READ(prune_max_world_scale);
   SPLAT_READ(opacity_resets);
   SPLAT_READ(opacity_reset_every);

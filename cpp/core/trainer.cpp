@@ -307,6 +307,9 @@ DensifySettings Trainer::densify_settings(uint32_t t) const {
   // never does (measured: pruning by size without resets costs beer 1.9 dB
   // and thermos 0.35; README, "What a capture gets by default").
   const bool after_reset = s.opacity_resets && t > s.opacity_reset_every;
+  // Without resets, the screen-size pruning limited to what is seen large from
+  // near a camera runs at every densification (train.prune_near).
+  const bool near_only = !s.opacity_resets && s.prune_near_scale_per_px > 0.f;
   DensifySettings d;
   d.grad_threshold = s.absgrad ? s.absgrad_grad_threshold : s.densify_grad_threshold;
   d.clone_max_scale = s.percent_dense * s.scene_extent;
@@ -314,7 +317,8 @@ DensifySettings Trainer::densify_settings(uint32_t t) const {
   d.split_scale_divisor = s.split_scale_divisor;
   d.prune_opacity = s.prune_opacity;
   d.prune_max_world_scale = after_reset ? s.prune_max_world_scale * s.scene_extent : 0.f;
-  d.prune_max_screen_radius = after_reset ? s.prune_max_screen_radius : 0.f;
+  d.prune_max_screen_radius = after_reset || near_only ? s.prune_max_screen_radius : 0.f;
+  d.prune_screen_scale_per_px = near_only ? s.prune_near_scale_per_px : 0.f;
   d.seed = s.seed;
   d.step = t;
   d.max_gaussians = s.max_gaussians;

@@ -455,7 +455,9 @@ DensifyResult CpuTraining::densify(const DensifySettings& s) {
     float radius = src.kind == kChild ? 0.f : max_radii_[src.index];
     bool prune = params_[kOpacity][src.index] < logit_min;
     if (s.prune_max_world_scale > 0.f && max_scale > s.prune_max_world_scale) prune = true;
-    if (s.prune_max_screen_radius > 0.f && radius > s.prune_max_screen_radius) prune = true;
+    if (s.prune_max_screen_radius > 0.f && radius > s.prune_max_screen_radius &&
+        !(s.prune_screen_scale_per_px > 0.f && max_scale >= radius * s.prune_screen_scale_per_px))
+      prune = true;
     src.keep = !prune;
     out += src.keep;
   }

@@ -404,6 +404,7 @@ DensifyResult GpuDevice::densify(const DensifySettings& s) {
   p.logit_min = std::log(s.prune_opacity / (1.f - s.prune_opacity));
   p.prune_max_world_scale = s.prune_max_world_scale;
   p.prune_max_screen_radius = s.prune_max_screen_radius;
+  p.prune_screen_scale_per_px = s.prune_screen_scale_per_px;
 
   BufferRef kind = ensure(kDensifyKind, 4 * n, true), extra = ensure(kDensifyExtra, 4 * n, true),
             extra_offsets = ensure(kDensifyExtraOffsets, 4 * (n + 1), true),

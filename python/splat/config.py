@@ -251,6 +251,10 @@ class TrainConfig(_Section):
                                       doc="with prune_screen on: prune screen radius above this fraction of the "
                                           "larger image side (after the first opacity reset, while densifying). "
                                           "It removes the low-opacity clusters that grow right in front of a camera")
+    prune_near: float = _f(0.0, "float", lo=0.0,
+                           doc="0: off; else, with no opacity resets, the screen-size pruning (prune_screen, "
+                               "prune_screen_fraction) runs at every densification, for a Gaussian whose size says "
+                               "the view that saw it that large was nearer than this times the extent")
     prune_max_world_scale: float = _f(0.1, "float", lo=0.0, lo_open=True,
                                       doc="prune max scale above this times the extent (after the first opacity reset)")
     opacity_reset: str = _f("auto", "str", choices=("auto", "on", "off"),

@@ -13,7 +13,7 @@ from .schedule import capture_keys, opacity_reset_mode, starts_from_random_point
 _DEFAULT_ONLY = ("densify_from", "densify_until", "cap_scale_growth", "prune_low_weight", "densify_every",
                  "densify_grad_threshold",
                  "percent_dense", "split_count", "split_scale_divisor", "prune_opacity", "prune_max_screen_radius",
-                 "prune_screen", "prune_screen_fraction", "prune_max_world_scale", "opacity_reset",
+                 "prune_screen", "prune_screen_fraction", "prune_near", "prune_max_world_scale", "opacity_reset",
                  "opacity_reset_every", "opacity_reset_value", "init_opacity", "opacity_reg", "scale_reg",
                  "reg_from")
 
@@ -71,7 +71,11 @@ def describe(train: TrainConfig, dataset_format: str | None = None, layout: str 
             when = None
         screen = (f" or, after the first reset, above a screen radius of {train.prune_screen_fraction:.0%} of the "
                   f"larger image side{when}" if when is not None and train.prune_screen_fraction > 0 else "")
-        if train.prune_max_screen_radius > 0 and mode != "off":
+        if mode == "off" and train.prune_near > 0 and train.prune_screen != "off" and train.prune_screen_fraction > 0:
+            auto = " (for cameras around an object)" if train.prune_screen == "auto" else ""
+            screen = (f" or above a screen radius of {train.prune_screen_fraction:.0%} of the larger image side "
+                      f"when seen so from nearer than {train.prune_near:g} x the extent{auto}")
+        if train.prune_max_screen_radius > 0 and (mode != "off" or train.prune_near > 0):
             screen += f" (at most {train.prune_max_screen_radius:g} px)"
         stat = (f"the summed absolute screen-space gradient (absgrad) above {train.absgrad_grad_threshold:g}"
                 if train.absgrad else f"the screen-space gradient above {train.densify_grad_threshold:g}")

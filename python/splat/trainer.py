@@ -189,6 +189,17 @@ def screen_prune_radius(config: TrainConfig, sizes, layout: str = "object") -> f
     return min(limits) if limits else 0.0
 
 
+def near_scale_per_px(prune_near: float, scene_extent: float, cameras) -> float:
+    """What the native pruning near the cameras compares a Gaussian's largest
+    scale with, per pixel of its largest screen radius: a Gaussian of scale s drawn
+    at radius r (3 sigma) by a view of focal length f was about 3 s f / r away, so
+    one under r times (prune_near x extent) / (3 f) was nearer than prune_near x
+    extent. f is the views' largest, so no Gaussian farther than that is taken
+    for a near one."""
+    focal = max(max(float(c.fx), float(c.fy)) for c in cameras)
+    return float(prune_near) * float(scene_extent) / (3.0 * focal)
+
+
 class Trainer:
     """Trains Gaussians on a dataset; every step runs natively with the GIL released."""
 
@@ -223,13 +234,17 @@ class Trainer:
         settings["chunked_stop"] = train_config.blend_stop == "chunk"
         # What the cameras' layout (splat.data.layout) and the dataset's kind decide:
         # opacity resets, and screen-size pruning, which runs after the first reset
-        # only (0 without resets: it never runs).
+        # only (0 without resets: it never runs), or without resets near the cameras
+        # (prune_near).
         self.camera_layout = camera_layout(dataset.cameras)
         self.opacity_resets = opacity_resets_on(train_config, dataset.format, self.camera_layout)
         settings["opacity_resets"] = self.opacity_resets
+        near = not self.opacity_resets and train_config.prune_near > 0
         self.screen_prune_px = (screen_prune_radius(train_config, self.sizes, self.camera_layout)
-                                if self.opacity_resets else 0.0)
+                                if self.opacity_resets or near else 0.0)
         settings["prune_max_screen_radius"] = self.screen_prune_px
+        settings["prune_near_scale_per_px"] = (near_scale_per_px(train_config.prune_near, self.scene_extent,
+                                                                 dataset.cameras) if near else 0.0)
         if isinstance(image_budget, bool) or not isinstance(image_budget, (int, np.integer)) or image_budget < 0:
             raise ValueError(f"[splat] image_budget: expected a number of bytes >= 0, got {image_budget!r}")
         settings.update(scene_extent=self.scene_extent, background=self.background,

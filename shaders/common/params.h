@@ -356,7 +356,10 @@ struct DensifyParams {
   float logit_min;        // logit(prune_opacity)
   float prune_max_world_scale, prune_max_screen_radius;
   uint32_t out_count;     // gather: Gaussians after densifying (the rows written)
-  float pad2;
+  // > 0: the screen-size pruning takes only a Gaussian whose largest scale is
+  // under its radius times this, i.e. one seen that large from nearer than a
+  // set depth (DensifySettings::prune_screen_scale_per_px); 0: any size.
+  float prune_screen_scale_per_px;
 };
 SPLAT_STATIC_ASSERT(sizeof(DensifyParams) == 64, "DensifyParams layout");
 

@@ -62,7 +62,9 @@ SPLAT_FUNC void densify_mark_body(SimtThread t, SPLAT_CONST_MEM const DensifyPar
   bool low_opacity = opacity[i] < p.logit_min;
   bool prune_self = low_opacity;
   if (p.prune_max_world_scale > 0.f && sp_exp(max_ls - 0.f) > p.prune_max_world_scale) prune_self = true;
-  if (p.prune_max_screen_radius > 0.f && max_radii[i] > p.prune_max_screen_radius) prune_self = true;
+  if (p.prune_max_screen_radius > 0.f && max_radii[i] > p.prune_max_screen_radius &&
+      !(p.prune_screen_scale_per_px > 0.f && sp_exp(max_ls) >= max_radii[i] * p.prune_screen_scale_per_px))
+    prune_self = true;
   bool prune_child = low_opacity;
   if (p.prune_max_world_scale > 0.f && sp_exp(max_ls - p.log_div) > p.prune_max_world_scale) prune_child = true;
   flags[i] = (k != DENSIFY_SPLIT && !prune_self) ? 1u : 0u;

@@ -42,6 +42,10 @@ struct TrainSettings {
   uint32_t split_count = 2;
   float split_scale_divisor = 1.6f;
   float prune_opacity = 0.005f, prune_max_screen_radius = 0.f, prune_max_world_scale = 0.1f;
+  // > 0 and no opacity resets: the screen-size pruning runs at every
+  // densification, limited to Gaussians seen that large from near a camera
+  // (DensifySettings::prune_screen_scale_per_px; the Python side's train.prune_near).
+  float prune_near_scale_per_px = 0.f;
   // Opacity resets, and the world- and screen-size pruning that starts after
   // the first one: with opacity_resets false neither happens (the Python
   // side's opacity_reset = "auto" turns them off for captures of an object).

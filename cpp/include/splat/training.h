@@ -129,6 +129,10 @@ struct DensifySettings {
   float prune_opacity;         // prune opacity below this
   float prune_max_world_scale; // prune max scale above this (0: off)
   float prune_max_screen_radius;  // prune max 2D radius above this (0: off)
+  // > 0: ... and only where the max scale is under that radius times this: a
+  // Gaussian of scale s drawn at radius r (3 sigma) was seen from about 3 s f / r,
+  // so this is (the nearest depth pruned) / (3 f). 0: any size.
+  float prune_screen_scale_per_px = 0.f;
   uint64_t seed;               // split sampling: counter-based RNG keyed by (seed, step, index)
   uint32_t step;
   uint32_t max_gaussians;      // hard cap on the count after densification
