@@ -29,6 +29,7 @@ RECIPE = dict(
     densify_every=100, densify_grad_threshold=2e-4, percent_dense=0.01, split_count=2,
     split_scale_divisor=1.6, prune_opacity=0.005, prune_max_screen_radius=0.0, prune_max_world_scale=0.1,
     prune_screen="auto", prune_screen_fraction=0.15,  # gsplat's prune_scale2d while densifying (README)
+    prune_near=0.0,                                # no size pruning without resets
     opacity_reset="auto", opacity_reset_every=3000, opacity_reset_value=0.01, init_points=100000, init_extent=1.3,
     init_opacity=0.1, ssim_weight=0.2, seed=0, random_background=False,
     antialiased=False,
