@@ -20,6 +20,7 @@ CAPTURE = 6e-4
 DEFAULT_UNTIL = splat.TrainConfig().densify_until
 CAPTURE_UNTIL = 7000
 CAPTURE_DECAY = 0.1   # lr_final_fraction for a capture (PRESETS_CAPTURE)
+CAPTURE_NEAR = 0.3    # prune_near for a capture (PRESETS_CAPTURE; acts without resets only)
 
 
 def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
@@ -31,7 +32,8 @@ def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
             assert (got.densify_grad_threshold, got.densify_until) == (CAPTURE, CAPTURE_UNTIL), (fmt, layout)
             # The other rates decay once the count is settled, around an object and in an open scene.
             assert got.lr_final_fraction == CAPTURE_DECAY, (fmt, layout)
-            changed = ("densify_grad_threshold", "densify_until", "lr_final_fraction")
+            assert got.prune_near == (CAPTURE_NEAR if layout == "object" else 0.0), (fmt, layout)
+            changed = ("densify_grad_threshold", "densify_until", "lr_final_fraction", "prune_near")
             others = {k: v for k, v in got.to_dict().items() if k not in changed}
             assert others == {k: v for k, v in cfg.to_dict().items() if k not in changed}, (fmt, layout)
         # Not measured: a layout trained with the other reset mode, an unknown layout,
@@ -46,7 +48,7 @@ def test_the_keys_change_only_for_a_capture_with_its_layouts_resets():
             out = capture_recipe(cfg, fmt, layout)
             assert out is cfg and capture_keys(cfg, fmt, layout) == {}, (fmt, layout)
             assert (out.densify_grad_threshold, out.densify_until) == (cfg.densify_grad_threshold, cfg.densify_until)
-            assert out.lr_final_fraction == 1.0
+            assert out.lr_final_fraction == 1.0 and out.prune_near == 0.0
     for fmt in ("blender", None):
         got = capture_recipe(splat.TrainConfig(), fmt, "object")
         assert (got.densify_grad_threshold, got.densify_until) == (DEFAULT, DEFAULT_UNTIL), fmt
@@ -147,7 +149,10 @@ def test_from_dataset_trains_with_the_scene_recipe(tmp_path, outward):
     assert tr.camera_layout == ("open" if outward else "object")
     assert (tr.config.densify_grad_threshold, tr.config.densify_until) == (CAPTURE, CAPTURE_UNTIL)
     assert tr.opacity_resets == outward   # the layout's own reset mode, under which the keys apply
-    assert tr.config.lr_final_fraction == CAPTURE_DECAY
+    assert tr.config.lr_final_fraction == CAPTURE_DECAY and tr.config.prune_near == (0.0 if outward else CAPTURE_NEAR)
+    # Around an object (no resets) the near pruning runs at 15% of the larger side; an open
+    # scene keeps the resets' rule, off for its layout.
+    assert tr.screen_prune_px == (0.0 if outward else pytest.approx(0.15 * max(max(s) for s in tr.sizes)))
     assert tr.config.steps == 20 and tr.config.init_points == 200
     assert cfg.densify_grad_threshold == DEFAULT   # the caller's config is left as it was
     mine = splat.TrainConfig(steps=20, init_points=200, densify_grad_threshold=DEFAULT)
@@ -175,6 +180,8 @@ def test_splat_train_records_and_check_prints_the_capture_value(tmp_path, capsys
     assert "note: a capture's recipe: clone / split above a gradient of 0.0006, densification until step 7000" in out
     decay = "every learning rate but the means' decaying to 0.1x after densification"
     assert decay in out, out
+    near = "what a view sees large from nearer than 0.3x the extent pruned while densifying"
+    assert (near in out) == (not outward), out   # only where it acts: without resets
     recorded = load_config(run / "config.toml", check_paths=False).train
     assert (recorded.densify_grad_threshold, recorded.densify_until) == (CAPTURE, CAPTURE_UNTIL)
     assert recorded.lr_final_fraction == CAPTURE_DECAY

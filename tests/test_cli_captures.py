@@ -48,7 +48,10 @@ def test_train_a_capture_folder_without_config(tmp_path, capsys, monkeypatch):
     assert metrics["scene"] == str(scene.resolve())
     # The cameras look at the origin: a capture of an object trains without opacity resets.
     assert metrics["camera_layout"] == "object" and metrics["opacity_resets"] is False
-    assert metrics["screen_prune_px"] == 0   # it would run after the first reset: never
+    # No resets: the screen-size pruning runs near the cameras only (prune_near), at 15%
+    # of the largest view's larger side.
+    sides = [max(s) for s in splat.load_dataset(scene, "train").sizes]
+    assert metrics["screen_prune_px"] > 0 and metrics["screen_prune_px"] == pytest.approx(0.15 * max(sides))
     assert "note: no opacity resets: a capture whose cameras look at an object" in out
     renders = sorted(p.name for p in (run_dir / "renders" / "step_12").iterdir())
     assert renders == ["0000.png", "0008.png"]          # the test views, named like their images

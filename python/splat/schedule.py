@@ -53,7 +53,8 @@ def capture_keys(train: TrainConfig, dataset_format: str | None, layout: str | N
     around an object, resets in an open scene: the combinations measured), under the
     default strategy without absgrad (the combinations the keys were measured with); else {}. With
     exposure = true, or num_downscales set to another value, the resolution schedule's
-    keys are left out (it does not train with exposure; the two keys are one choice)."""
+    keys are left out (it does not train with exposure; the two keys are one choice); so is
+    prune_near where the scene trains with resets (it acts only without them)."""
     extra = dict(PRESETS_CAPTURE.get(train.preset, {}))
     own = train.kept_keys().get("num_downscales", extra.get("num_downscales"))
     if train.exposure or own != extra.get("num_downscales"):
@@ -61,7 +62,10 @@ def capture_keys(train: TrainConfig, dataset_format: str | None, layout: str | N
     if (train.strategy != "default" or train.absgrad or dataset_format not in CAPTURE_FORMATS
             or layout not in ("object", "open")):
         return {}
-    return extra if opacity_reset_mode(train, dataset_format, layout) == auto_reset_mode(dataset_format, layout) else {}
+    mode = opacity_reset_mode(train, dataset_format, layout)
+    if mode != auto_reset_mode(dataset_format, layout):
+        return {}
+    return {k: v for k, v in extra.items() if k != "prune_near"} if mode == "on" else extra
 
 
 def capture_recipe(train: TrainConfig, dataset_format: str | None, layout: str | None) -> TrainConfig:
