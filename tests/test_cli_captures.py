@@ -176,3 +176,29 @@ def test_resume_keeps_the_opacity_resets_a_run_was_written_with(tmp_path, capsys
     assert rc == 0, err
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["steps"] == 16 and metrics["opacity_resets"] is written_before
+
+
+def test_a_run_written_before_prune_near_resumes_without_it(tmp_path, capsys):
+    """A run folder written before [train] prune_near existed (no key in its config.toml
+    nor in its checkpoint) resumes with 0, as it was trained; a newer one keeps 0.3."""
+    scene = make_capture(tmp_path / "cap")
+    for written_before in (False, True):
+        out = tmp_path / f"run{int(written_before)}"
+        rc, _, err = run_cli(capsys, "train", scene, *FAST, "--out", out)
+        assert rc == 0, err
+        assert "prune_near = 0.3\n" in (out / "config.toml").read_text()
+        if written_before:
+            text = (out / "config.toml").read_text()
+            (out / "config.toml").write_text(text.replace("prune_near = 0.3\n", ""))
+            with np.load(out / "checkpoint.npz") as z:
+                arrays = {k: z[k] for k in z.files}
+            meta = json.loads(arrays["__meta__"].tobytes().decode())
+            del meta["train_config"]["prune_near"]
+            arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+            np.savez(out / "checkpoint.npz", **arrays)
+        rc, _, err = run_cli(capsys, "train", "--resume", out, "--steps", 16, "--quiet")
+        assert rc == 0, err
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["steps"] == 16
+        assert (metrics["screen_prune_px"] == 0) is written_before, written_before
+        assert ("prune_near = 0.3\n" in (out / "config.toml").read_text()) is not written_before

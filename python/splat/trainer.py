@@ -30,7 +30,7 @@ CHECKPOINT_VERSION = 1
 # what such a run did: a checkpoint or run config without them resumes as before.
 TRAIN_KEYS_ADDED = {"opacity_reset": "on", "num_downscales": 0, "resolution_schedule": 3000, "adam_moments": "float32",
                     "batch_views": 1, "blend_stop": "splat", "lr_final_fraction": 1.0,
-                    "opacity_reg": 0.0, "scale_reg": 0.0, "reg_from": 0}
+                    "opacity_reg": 0.0, "scale_reg": 0.0, "reg_from": 0, "prune_near": 0.0}
 # Raised when the loss or a parameter is no longer finite (a RuntimeError).
 TrainingDiverged = _core.TrainingDiverged
 # Every checkpoint member gets this timestamp, so equal states give equal bytes.
