@@ -150,6 +150,16 @@ def test_a_scene_file_of_a_capture_evaluates_on_the_captures_background(tmp_path
     assert np.abs(img.astype(np.float64) - np.clip(np.rint(want * 255), 0, 255)).max() <= 1
 
 
+def drop_from_checkpoint(path, key):
+    """The checkpoint at `path` as a release before [train] `key` wrote it: without the key."""
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays["__meta__"].tobytes().decode())
+    del meta["train_config"][key]
+    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez(path, **arrays)
+
+
 @pytest.mark.parametrize("written_before", [False, True], ids=["auto", "before-the-key"])
 def test_resume_keeps_the_opacity_resets_a_run_was_written_with(tmp_path, capsys, written_before):
     """A run folder written before [train] opacity_reset existed (no key in its
@@ -166,12 +176,7 @@ def test_resume_keeps_the_opacity_resets_a_run_was_written_with(tmp_path, capsys
         assert 'opacity_reset = "auto"' in text
         (out / "config.toml").write_text(text.replace('opacity_reset = "auto"\n', ""))
         assert "opacity_reset" not in tomllib.loads((out / "config.toml").read_text())["train"]
-        with np.load(out / "checkpoint.npz") as z:
-            arrays = {k: z[k] for k in z.files}
-        meta = json.loads(arrays["__meta__"].tobytes().decode())
-        del meta["train_config"]["opacity_reset"]
-        arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-        np.savez(out / "checkpoint.npz", **arrays)
+        drop_from_checkpoint(out / "checkpoint.npz", "opacity_reset")
     rc, _, err = run_cli(capsys, "train", "--resume", out, "--steps", 16, "--quiet")
     assert rc == 0, err
     metrics = json.loads((out / "metrics.json").read_text())
@@ -190,12 +195,7 @@ def test_a_run_written_before_prune_near_resumes_without_it(tmp_path, capsys):
         if written_before:
             text = (out / "config.toml").read_text()
             (out / "config.toml").write_text(text.replace("prune_near = 0.3\n", ""))
-            with np.load(out / "checkpoint.npz") as z:
-                arrays = {k: z[k] for k in z.files}
-            meta = json.loads(arrays["__meta__"].tobytes().decode())
-            del meta["train_config"]["prune_near"]
-            arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-            np.savez(out / "checkpoint.npz", **arrays)
+            drop_from_checkpoint(out / "checkpoint.npz", "prune_near")
         rc, _, err = run_cli(capsys, "train", "--resume", out, "--steps", 16, "--quiet")
         assert rc == 0, err
         metrics = json.loads((out / "metrics.json").read_text())
