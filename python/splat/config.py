@@ -259,12 +259,14 @@ class TrainConfig(_Section):
                                "scene such as a room seen from inside (README: defaults by measurement)")
     prune_screen_fraction: float = _f(0.15, "float", lo=0.0, hi=1.0,
                                       doc="with prune_screen on: prune screen radius above this fraction of the "
-                                          "larger image side (after the first opacity reset, while densifying). "
+                                          "larger image side (after the first opacity reset, while densifying; "
+                                          "without resets, near the cameras only: prune_near). "
                                           "It removes the low-opacity clusters that grow right in front of a camera")
     prune_near: float = _f(0.0, "float", lo=0.0,
                            doc="0: off; else, with no opacity resets, the screen-size pruning (prune_screen, "
                                "prune_screen_fraction) runs at every densification, for a Gaussian whose size says "
-                               "the view that saw it that large was nearer than this times the extent")
+                               "the view that saw it that large was nearer than this times the extent (a capture "
+                               "of an object gets 0.3: README, defaults by measurement)")
     prune_max_world_scale: float = _f(0.1, "float", lo=0.0, lo_open=True,
                                       doc="prune max scale above this times the extent (after the first opacity reset)")
     opacity_reset: str = _f("auto", "str", choices=("auto", "on", "off"),
