@@ -121,6 +121,13 @@ def test_check_describes_and_warns_by_the_dataset_format():
     assert any(w.startswith("train.prune_screen: 'on' prunes after the first opacity reset") for w in ws)
     for where in (("blender", "object"), ("colmap", "open"), ("colmap",)):
         assert not [w for w in recipe_warnings(cfg, *where) if "unused" in w or "prune_screen" in w], where
+    # prune_near: the screen-size keys act without resets; with resets it is the unused key.
+    near = splat.TrainConfig(prune_near=0.3, prune_screen="on", prune_max_screen_radius=30.0)
+    assert not [w for w in recipe_warnings(near, "colmap", "object") if "prune" in w]
+    for where in (("blender", "object"), ("colmap", "open")):
+        ws = [w for w in recipe_warnings(near, *where) if "prune" in w]
+        assert ws == [w for w in ws if w.startswith("train.prune_near: unused with opacity resets")] and ws, where
+    assert not [w for w in recipe_warnings(near, "colmap") if "prune" in w]   # undecided
     # The skipped-reset warning only where resets happen.
     short = splat.TrainConfig(steps=3000)
     assert any(w.startswith("train.opacity_reset_every: the opacity reset at step 3000") for w in

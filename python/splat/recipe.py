@@ -127,15 +127,22 @@ def mode_warnings(train: TrainConfig, dataset_format: str | None = None, layout:
         if train.absgrad and "densify_grad_threshold" in _changed(train):
             out.append("train.densify_grad_threshold: unused with train.absgrad = true "
                        "(train.absgrad_grad_threshold applies instead)")
-        if opacity_reset_mode(train, dataset_format, layout) == "off":
+        mode = opacity_reset_mode(train, dataset_format, layout)
+        if mode == "off":
             why = "'off'" if train.opacity_reset == "off" else f"'auto' on a {dataset_format} dataset"
-            for k in _changed(train, keys=("opacity_reset_every", "opacity_reset_value", "prune_max_world_scale",
-                                           "prune_max_screen_radius")):
+            # With prune_near the screen-size keys act without resets (near the cameras).
+            screen = () if train.prune_near > 0 else ("prune_max_screen_radius",)
+            for k in _changed(train, keys=("opacity_reset_every", "opacity_reset_value", "prune_max_world_scale")
+                              + screen):
                 out.append(f"train.{k}: unused with train.opacity_reset = {why} (no resets, and no size pruning "
                            f"after the first one)")
-            if train.prune_screen == "on":
+            if train.prune_screen == "on" and train.prune_near == 0:
                 out.append(f"train.prune_screen: 'on' prunes after the first opacity reset, and "
-                           f"train.opacity_reset = {why} has none")
+                           f"train.opacity_reset = {why} has none (train.prune_near > 0 prunes near the cameras "
+                           f"without resets)")
+        elif mode == "on" and train.prune_near > 0:
+            out.append("train.prune_near: unused with opacity resets (it prunes near the cameras only in a run "
+                       "without them; the resets bring their own size pruning)")
         if not train.absgrad and "absgrad_grad_threshold" in _changed(train):
             out.append("train.absgrad_grad_threshold: unused with train.absgrad = false")
     if train.init_points > train.max_gaussians and starts_from_random_points(dataset_format):
