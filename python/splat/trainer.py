@@ -194,8 +194,9 @@ def near_scale_per_px(prune_near: float, scene_extent: float, cameras) -> float:
     scale with, per pixel of its largest screen radius: a Gaussian of scale s drawn
     at radius r (3 sigma) by a view of focal length f was about 3 s f / r away, so
     one under r times (prune_near x extent) / (3 f) was nearer than prune_near x
-    extent. f is the views' largest, so no Gaussian farther than that is taken
-    for a near one."""
+    extent. f is the views' largest and s the largest axis, which both make the
+    estimate err towards far (kept); off the image's centre the projection widens a
+    splat (about 1 / cos^2 of its angle from the axis), and the estimate errs near."""
     focal = max(max(float(c.fx), float(c.fy)) for c in cameras)
     return float(prune_near) * float(scene_extent) / (3.0 * focal)
 
