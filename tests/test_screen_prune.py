@@ -109,11 +109,9 @@ def near_and_far(rng, near, far, radius_px):
     second (p < far)."""
     ds = make_dataset(rng, random_gaussians(rng, 20), n_views=1, width=40, height=32)
     cam = ds.cameras[0]
-    w2c = np.asarray(cam.world_to_camera, np.float64)
-    eye = -w2c[:3, :3].T @ w2c[:3, 3]
-    forward = w2c[2, :3]  # the camera's +z, world frame
+    forward = np.asarray(cam.world_to_camera, np.float64)[2, :3]  # the camera's +z, world frame
     depths = np.array([near, far]) * ds.scene_extent
-    means = eye + depths[:, None] * forward
+    means = cam.center + depths[:, None] * forward
     scale = radius_px * depths / (3.0 * max(cam.fx, cam.fy))  # r = 3 s f / d
     f = lambda a: np.ascontiguousarray(a, np.float32)
     state = dict(means=f(means), log_scales=f(np.repeat(np.log(scale)[:, None], 3, 1)),
@@ -167,7 +165,7 @@ def test_near_pruning_reads_the_radius_the_views_drew(backend):
     assert after.shape[0] == 1 and np.linalg.norm(after[0] - state["means"][1]) < 0.01, seed
 
 
-def test_near_pruning_waits_for_nothing_and_resets_keep_their_own_rule():
+def test_with_resets_prune_near_changes_nothing():
     """With resets, prune_near changes nothing: both large Gaussians go after the first reset (the
     rule above), neither before it."""
     rng, seed = make_rng()
