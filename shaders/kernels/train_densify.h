@@ -60,10 +60,11 @@ SPLAT_FUNC void densify_mark_body(SimtThread t, SPLAT_CONST_MEM const DensifyPar
   }
   float max_ls = max3(log_scales[3u * i], log_scales[3u * i + 1u], log_scales[3u * i + 2u]);
   bool low_opacity = opacity[i] < p.logit_min;
+  float max_scale = sp_exp(max_ls);
   bool prune_self = low_opacity;
-  if (p.prune_max_world_scale > 0.f && sp_exp(max_ls - 0.f) > p.prune_max_world_scale) prune_self = true;
+  if (p.prune_max_world_scale > 0.f && max_scale > p.prune_max_world_scale) prune_self = true;
   if (p.prune_max_screen_radius > 0.f && max_radii[i] > p.prune_max_screen_radius &&
-      !(p.prune_screen_scale_per_px > 0.f && sp_exp(max_ls) >= max_radii[i] * p.prune_screen_scale_per_px))
+      !(p.prune_screen_scale_per_px > 0.f && max_scale >= max_radii[i] * p.prune_screen_scale_per_px))
     prune_self = true;
   bool prune_child = low_opacity;
   if (p.prune_max_world_scale > 0.f && sp_exp(max_ls - p.log_div) > p.prune_max_world_scale) prune_child = true;
