@@ -112,7 +112,9 @@ PRESETS_RANDOM_START: dict[str, dict] = {
 # down by 6-7 dB in one beer seed in four. One H100, `deterministic = true`, four seeds, 30000
 # steps, one call: beer 24.29 dB (std 0.30, worst 23.87) -> 24.84 (std 0.07, worst 24.76),
 # every seed +0.23 to +0.89; thermos 35.15 (std 0.06) -> 34.99 (std 0.05), every seed -0.08
-# to -0.28. At 0.2 x the extent: beer 24.56 (std 0.26), thermos 35.05. An open scene trains
+# to -0.28. At 0.2 x the extent: beer 24.56 (std 0.26), thermos 35.05. With float atomics,
+# eight seeds: beer 24.69 (std 0.20), thermos 35.00 (std 0.03). The fast preset leaves it
+# out: it would take thermos' fast run under 34.75 (34.85 -> 34.73). An open scene trains
 # with resets and their own size pruning, which this key leaves alone (README: what a
 # capture gets by default; docs/training_modes.md, "Pruning near the cameras").
 PRESETS_CAPTURE: dict[str, dict] = {
