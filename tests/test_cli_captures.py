@@ -14,6 +14,11 @@ from _pkg import NATIVE, splat  # noqa: E402,F401
 from _cli import run_cli  # noqa: E402
 import _captures as cap  # noqa: E402
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 pytestmark = pytest.mark.skipif(not NATIVE, reason="needs the native module splat._core")
 
 if NATIVE:
@@ -165,7 +170,6 @@ def test_resume_keeps_the_opacity_resets_a_run_was_written_with(tmp_path, capsys
     """A run folder written before [train] opacity_reset existed (no key in its
     config.toml nor in its checkpoint) resumes with resets, as it was trained; a
     newer one keeps what "auto" chose."""
-    import tomllib
     scene = make_capture(tmp_path / "cap")
     out = tmp_path / "run"
     rc, _, err = run_cli(capsys, "train", scene, *FAST, "--out", out)
@@ -202,3 +206,19 @@ def test_a_run_written_before_prune_near_resumes_without_it(tmp_path, capsys):
         assert metrics["steps"] == 16
         assert (metrics["screen_prune_px"] == 0) is written_before, written_before
         assert ("prune_near = 0.3\n" in (out / "config.toml").read_text()) is not written_before
+
+
+def test_check_prints_the_train_section_splat_train_records(tmp_path, capsys):
+    """`splat check` resolves a capture's recipe (its keys depend on the format and the
+    camera layout) before printing: its [train] is the one splat train records."""
+    scene = make_capture(tmp_path / "cap")
+    rc, printed, err = run_cli(capsys, "check", scene, *(a for a in FAST if a != "--quiet"))
+    assert rc == 0, err
+    checked = tomllib.loads(printed.split("\n# backend:")[0])["train"]
+    out = tmp_path / "run"
+    rc, _, err = run_cli(capsys, "train", scene, *FAST, "--out", out)
+    assert rc == 0, err
+    recorded = tomllib.loads((out / "config.toml").read_text())["train"]
+    assert checked == recorded
+    # The capture's own keys are among them (an object: no resets, pruning near the cameras).
+    assert checked["prune_near"] == 0.3 and checked["densify_grad_threshold"] == 6e-4

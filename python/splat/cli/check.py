@@ -48,7 +48,15 @@ def cmd_check(args) -> int:
         _err(f"{source}: {n} problem{'s' if n != 1 else ''}")
         return 1
     from .. import BackendConfig
+    from ..data.layout import pose_layout
+    from ..schedule import capture_recipe
+    from ._data import config_dataset_format
     bc = BackendConfig(**cfg.backend)
+    headers = _read_headers(cfg)
+    fmt = config_dataset_format(cfg)
+    layout = pose_layout(headers[1]) if headers is not None and fmt is not None else None
+    # The keys a capture's recipe adds are part of what splat train runs with (and records).
+    cfg.train = capture_recipe(cfg.train, fmt, layout)
     print(f"# {source}, resolved")
     print(cfg.to_toml().rstrip())
     asked = bc.backend
@@ -65,16 +73,9 @@ def cmd_check(args) -> int:
             warn(_clean(fallback))
     for w in bc.validate(resolved):
         warn(_clean(w))
-    headers = _read_headers(cfg)
     if headers is not None:
         _print_image_footprint(cfg, resolved, headers[0])
-    from ..data.layout import pose_layout
     from ..recipe import describe, recipe_warnings
-    from ._data import config_dataset_format
-    fmt = config_dataset_format(cfg)
-    layout = pose_layout(headers[1]) if headers is not None and fmt is not None else None
-    from ..schedule import capture_recipe
-    cfg.train = capture_recipe(cfg.train, fmt, layout)   # what splat train would train with
     for line in describe(cfg.train, fmt, layout):
         print(f"# {line}")
     if cfg.data.eval_lpips != "none":
