@@ -105,10 +105,9 @@ def _largest_size(ds) -> list:
     return list(max(ds.sizes, key=lambda s: (s[0] * s[1], s)))
 
 
-def _capture_note(given, trained, resets: bool = True) -> str:
+def _capture_note(given, trained) -> str:
     """The note for the keys splat.schedule.capture_recipe changed from `given` (the run's
-    config) to `trained` (the trainer's recipe, trained with opacity resets or not); ""
-    when it changed none."""
+    config) to `trained` (the trainer's recipe); "" when it changed none."""
     parts, keys = [], []
     if trained.densify_grad_threshold != given.densify_grad_threshold:
         parts.append(f"clone / split above a gradient of {trained.densify_grad_threshold:g}")
@@ -120,7 +119,7 @@ def _capture_note(given, trained, resets: bool = True) -> str:
         parts.append(f"every learning rate but the means' decaying to {trained.lr_final_fraction:g}x after "
                      f"densification")
         keys.append("train.lr_final_fraction")
-    if trained.prune_near != given.prune_near and not resets:   # with resets the key does nothing
+    if trained.prune_near != given.prune_near:   # capture_keys sets it only where no resets come
         parts.append(f"what a view sees large from nearer than {trained.prune_near:g}x the extent pruned while "
                      f"densifying")
         keys.append("train.prune_near")
@@ -354,7 +353,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
     seconds = warm_up(train, bc, cfg.train)
     if start is None:
         trainer = Trainer.from_dataset(train, cfg.train, bc, image_budget=budget, release_images=True)
-        capture_note = _capture_note(cfg.train, trainer.config, trainer.opacity_resets) or _random_start_note(cfg.train)
+        capture_note = _capture_note(cfg.train, trainer.config) or _random_start_note(cfg.train)
         cfg.train = trainer.config   # the recipe as the scene gets it (config.toml records it)
         if resume and not restart:
             print(f"note: {out} holds no checkpoint yet; the run starts again from step 0", file=sys.stderr)
