@@ -32,7 +32,7 @@ def cmd_check(args) -> int:
     from .. import backend_available, resolve_backend
     from ._data import scene_arg
     from ..config import ConfigError
-    from .train import _builtin_scene, _synthetic_setup
+    from .train import _builtin_scene, _synthetic_setup, run_milestones
     scene = scene_arg(args)
     given = any((args.set, args.steps, args.backend))
     if args.config is None and scene is None and not given:
@@ -78,6 +78,10 @@ def cmd_check(args) -> int:
     from ..recipe import describe, recipe_warnings
     for line in describe(cfg.train, fmt, layout):
         print(f"# {line}")
+    # What the run does with [output]: eval_steps past train.steps (the fast preset's) are skipped.
+    evals, ckpts = run_milestones(cfg)
+    print(f"# evaluates at steps {', '.join(map(str, evals))}; "
+          + (f"checkpoints at {', '.join(map(str, ckpts))}" if ckpts else "no checkpoints"))
     if cfg.data.eval_lpips != "none":
         from .. import metrics_lpips
         try:

@@ -294,6 +294,14 @@ def _train(args, stop: StopSignals, group=None) -> int:
             raise
 
 
+def run_milestones(cfg) -> tuple[list, list]:
+    """The steps a run of `cfg` evaluates at (its eval_steps up to train.steps, and the last
+    step) and saves checkpoints at (its checkpoint_steps up to train.steps)."""
+    steps = cfg.train.steps
+    return (sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps}),
+            sorted(s for s in cfg.output.checkpoint_steps if s <= steps))
+
+
 def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: float, group=None) -> int:
     from ..config import OutputConfig
     from ..metrics import check_supersample, evaluate
@@ -318,8 +326,7 @@ def _train_in(args, stop, folder, cfg, synthetic: bool, resume: bool, t_begin: f
         bc = rank_backend_config(bc, group)
         cfg.train = cfg.train.one_view_a_rank()   # the ranks make the batch, a view each
 
-    eval_steps = sorted({s for s in cfg.output.eval_steps if s <= steps} | {steps})
-    ckpt_steps = sorted(s for s in cfg.output.checkpoint_steps if s <= steps)
+    eval_steps, ckpt_steps = run_milestones(cfg)
     # The default evaluation steps (7000, 30000) past a shorter run (the fast preset's) go unsaid.
     asked_evals = [] if cfg.output.eval_steps == OutputConfig().eval_steps else list(cfg.output.eval_steps)
     skipped = [s for s in asked_evals + list(cfg.output.checkpoint_steps) if s > steps]
