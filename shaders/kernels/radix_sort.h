@@ -12,8 +12,10 @@
 // SPLAT_SORT_ROUNDS x 32), loads them all first (the loads overlap), then
 // walks them 32 at a time in order; lanes with equal digits are matched
 // with ballots and ranked by lane, so the scatter keeps the input order of
-// equal digits: the sort is stable. The keys are the first
-// min(p.count, count_limit[0]): a count that only the device knows (the
+// equal digits: the sort is stable. The scatter keeps each round's match from
+// its counting walk for its scatter walk (a match is nine ballots;
+// SPLAT_SORT_REMATCH, an NVRTC define for the A/B, matches again instead).
+// The keys are the first min(p.count, count_limit[0]): a count that only the device knows (the
 // pairs of a forward sized on the device) bounds a grid sized by p.count.
 #pragma once
 #include "simt_util.h"
@@ -40,9 +42,12 @@ SPLAT_FUNC void radix_load_keys(SimtThread t, uint32_t count, SPLAT_DEVICE_MEM c
   }
 }
 
-// counts[w * SPLAT_RADIX + d] = keys of digit d in SIMD group w's segment.
+// counts[w * SPLAT_RADIX + d] = keys of digit d in SIMD group w's segment;
+// peers[r]: the lanes whose round-r key has this lane's digit (0 for a key
+// past the count).
 SPLAT_FUNC void radix_count_segments(SimtThread t, SPLAT_CONST_MEM const ScanParams& p, uint32_t count,
-                                     SPLAT_THREAD const uint32_t* keys, SPLAT_TG_MEM uint32_t* counts) {
+                                     SPLAT_THREAD const uint32_t* keys, SPLAT_TG_MEM uint32_t* counts,
+                                     SPLAT_THREAD uint32_t* peers) {
   for (uint32_t i = t.tid; i < SPLAT_GROUP_WARPS * SPLAT_RADIX; i += SPLAT_GROUP_SIZE) counts[i] = 0u;
   sp_group_barrier();
   const uint32_t first = radix_first_key(t);
@@ -50,8 +55,8 @@ SPLAT_FUNC void radix_count_segments(SimtThread t, SPLAT_CONST_MEM const ScanPar
   SPLAT_UNROLL for (uint32_t r = 0; r < SPLAT_SORT_ROUNDS; ++r) {
     bool valid = first + r * SPLAT_SIMD_WIDTH < count;
     uint32_t digit = valid ? radix_digit(keys[r], p.shift) : 0u;
-    uint32_t peers = simd_match_digit(digit, valid);
-    if (valid && t.lane == sp_ctz(peers)) mine[digit] += sp_popcount(peers);
+    peers[r] = simd_match_digit(digit, valid);
+    if (valid && t.lane == sp_ctz(peers[r])) mine[digit] += sp_popcount(peers[r]);
     sp_simd_barrier();
   }
   sp_group_barrier();
@@ -62,9 +67,9 @@ SPLAT_FUNC void radix_histogram_body(SimtThread t, SPLAT_CONST_MEM const ScanPar
                                      SPLAT_DEVICE_MEM const uint32_t* count_limit, SPLAT_DEVICE_MEM uint32_t* hist,
                                      SPLAT_TG_MEM uint32_t* counts) {
   const uint32_t count = limited_count(p.count, count_limit);
-  uint32_t keys[SPLAT_SORT_ROUNDS];
+  uint32_t keys[SPLAT_SORT_ROUNDS], peers[SPLAT_SORT_ROUNDS];
   radix_load_keys(t, count, keys_in, keys);
-  radix_count_segments(t, p, count, keys, counts);
+  radix_count_segments(t, p, count, keys, counts, peers);
   uint32_t d = t.tid;
   uint32_t s = 0u;
   for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) s += counts[w * SPLAT_RADIX + d];
@@ -79,7 +84,7 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
                                    SPLAT_DEVICE_MEM const uint32_t* hist, SPLAT_DEVICE_MEM const uint32_t* digit_totals,
                                    SPLAT_TG_MEM uint32_t* counts, SPLAT_TG_MEM uint32_t* warp_tot) {
   const uint32_t count = limited_count(p.count, count_limit);
-  uint32_t keys[SPLAT_SORT_ROUNDS];
+  uint32_t keys[SPLAT_SORT_ROUNDS], peers[SPLAT_SORT_ROUNDS];
   uint32_t vals[SPLAT_SORT_ROUNDS];
   radix_load_keys(t, count, keys_in, keys);
   const uint32_t first = radix_first_key(t);
@@ -87,7 +92,7 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
     uint32_t i = first + r * SPLAT_SIMD_WIDTH;
     vals[r] = i < count ? vals_in[i] : 0u;
   }
-  radix_count_segments(t, p, count, keys, counts);
+  radix_count_segments(t, p, count, keys, counts, peers);
   // Turn the per-segment counts of digit d into each segment's first output slot.
   uint32_t d = t.tid;
   uint32_t all;
@@ -103,14 +108,16 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
   SPLAT_UNROLL for (uint32_t r = 0; r < SPLAT_SORT_ROUNDS; ++r) {
     bool valid = first + r * SPLAT_SIMD_WIDTH < count;
     uint32_t digit = valid ? radix_digit(keys[r], p.shift) : 0u;
-    uint32_t peers = simd_match_digit(digit, valid);
+#ifdef SPLAT_SORT_REMATCH
+    peers[r] = simd_match_digit(digit, valid);
+#endif
     uint32_t slot = valid ? next[digit] : 0u;
     sp_simd_barrier();  // every lane has read its slot before the leader moves it
     if (valid) {
-      uint32_t dst = slot + sp_popcount(peers & below);
+      uint32_t dst = slot + sp_popcount(peers[r] & below);
       keys_out[dst] = keys[r];
       vals_out[dst] = vals[r];
-      if (t.lane == sp_ctz(peers)) next[digit] = slot + sp_popcount(peers);
+      if (t.lane == sp_ctz(peers[r])) next[digit] = slot + sp_popcount(peers[r]);
     }
     sp_simd_barrier();
   }
