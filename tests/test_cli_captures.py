@@ -228,25 +228,14 @@ def test_check_states_the_steps_splat_train_evaluates_and_saves_at(tmp_path, cap
     """`splat check` says where the run evaluates and saves: eval and checkpoint steps past
     train.steps are dropped and the last step is always evaluated, as splat train does."""
     scene = make_capture(tmp_path / "cap")
-    args = _without_eval_steps(FAST)
+    # After FAST's output.eval_steps=[12]: the later --set wins.
     milestones = ["--set", "output.eval_steps=[5, 30]", "--set", "output.checkpoint_steps=[6, 40]"]
-    rc, printed, err = run_cli(capsys, "check", scene, *(a for a in args if a != "--quiet"), *milestones)
+    rc, printed, err = run_cli(capsys, "check", scene, *(a for a in FAST if a != "--quiet"), *milestones)
     assert rc == 0, err
     assert "# evaluates at steps 5, 12; checkpoints at 6" in printed.splitlines()
     out = tmp_path / "run"
-    rc, _, err = run_cli(capsys, "train", scene, *args, *milestones, "--out", out)
+    rc, _, err = run_cli(capsys, "train", scene, *FAST, *milestones, "--out", out)
     assert rc == 0, err
     metrics = json.loads((out / "metrics.json").read_text())
     assert [e["step"] for e in metrics["evals"]] == [5, 12]
     assert sorted(p.name for p in out.glob("checkpoint_*.npz")) == ["checkpoint_6.npz"]
-
-
-def _without_eval_steps(args):
-    """args without FAST's `--set output.eval_steps=[12]` pair."""
-    out = []
-    for a in args:
-        if a == "output.eval_steps=[12]":
-            out.pop()   # its --set
-            continue
-        out.append(a)
-    return out

@@ -15,8 +15,9 @@
 // equal digits: the sort is stable. The scatter keeps each round's match from
 // its counting walk for its scatter walk (a match is nine ballots;
 // SPLAT_SORT_REMATCH, an NVRTC define for the A/B, matches again instead).
-// The keys are the first min(p.count, count_limit[0]): a count that only the device knows (the
-// pairs of a forward sized on the device) bounds a grid sized by p.count.
+// The keys are the first min(p.count, count_limit[0]): a count that only the
+// device knows (the pairs of a forward sized on the device) bounds a grid
+// sized by p.count.
 #pragma once
 #include "simt_util.h"
 
