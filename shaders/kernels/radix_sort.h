@@ -13,8 +13,7 @@
 // walks them 32 at a time in order; lanes with equal digits are matched
 // with ballots and ranked by lane, so the scatter keeps the input order of
 // equal digits: the sort is stable. The scatter keeps each round's match from
-// its counting walk for its scatter walk (a match is nine ballots;
-// SPLAT_SORT_REMATCH, an NVRTC define for the A/B, matches again instead).
+// its counting walk for its scatter walk (a match is nine ballots).
 // The keys are the first min(p.count, count_limit[0]): a count that only the
 // device knows (the pairs of a forward sized on the device) bounds a grid
 // sized by p.count.
@@ -109,9 +108,6 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
   SPLAT_UNROLL for (uint32_t r = 0; r < SPLAT_SORT_ROUNDS; ++r) {
     bool valid = first + r * SPLAT_SIMD_WIDTH < count;
     uint32_t digit = valid ? radix_digit(keys[r], p.shift) : 0u;
-#ifdef SPLAT_SORT_REMATCH
-    peers[r] = simd_match_digit(digit, valid);
-#endif
     uint32_t slot = valid ? next[digit] : 0u;
     sp_simd_barrier();  // every lane has read its slot before the leader moves it
     if (valid) {
