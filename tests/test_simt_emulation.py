@@ -368,13 +368,15 @@ def test_pair_emission_matches_the_serial_walk(compiler, tmp_path, piece, determ
             assert 0 < got["in_pieces"] < count * views, (got, seed)
 
 
+@pytest.mark.parametrize("staged", [0, 1], ids=["direct", "staged"])
 @pytest.mark.parametrize("key_bits", [8, 12, 32])
-def test_scan_and_radix_sort_match_the_standard_library(compiler, tmp_path, key_bits):
+def test_scan_and_radix_sort_match_the_standard_library(compiler, tmp_path, key_bits, staged):
     """exclusive_scan (scan.h) and the stable radix sort (radix_sort.h),
     dispatched as GpuDevice does, against std::partial_sum and
     std::stable_sort on keys with many repeated digits: 1 key and a random
-    count over several blocks."""
-    exe = compile_check(compiler, [SORT_SOURCE], str(tmp_path / "sort_check"))
+    count over several blocks; the scatter storing each key at its slot, and
+    staging the block in threadgroup memory first (SPLAT_SORT_STAGED)."""
+    exe = compile_check(compiler, [SORT_SOURCE], str(tmp_path / "sort_check"), [f"SPLAT_SORT_STAGED={staged}"])
     rng, seed = make_rng()
     for count in (1, int(rng.integers(2, 9000))):
         got = run_check(exe, int(rng.integers(0, 2 ** 63)), count, key_bits)

@@ -33,8 +33,9 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
                         uint32_t* keys_out, uint32_t* vals_out, const uint32_t* hist, const uint32_t* digit_totals) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
   SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  SPLAT_TG_ARRAY(uint32_t, staged, SPLAT_SORT_STAGE_WORDS);
   radix_scatter_body(SPLAT_THREAD_CTX(), p, keys_in, vals_in, count_limit, keys_out, vals_out, hist, digit_totals,
-                     counts, warp_tot);
+                     counts, warp_tot, staged);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)

@@ -14,11 +14,24 @@
 // with ballots and ranked by lane, so the scatter keeps the input order of
 // equal digits: the sort is stable. The scatter keeps each round's match from
 // its counting walk for its scatter walk (a match is nine ballots).
+// SPLAT_SORT_STAGED (an NVRTC define, 0 unless SPLAT_NVRTC_OPTIONS sets it):
+// the scatter walk places the block's keys and values in threadgroup memory in
+// their output order, and the block then stores them a run of equal digits at
+// a time, consecutive threads to consecutive slots, instead of each lane
+// storing its key at its digit's slot (a round of 32 lanes touching up to 32
+// sectors on the low digits). The same slots for the same keys.
 // The keys are the first min(p.count, count_limit[0]): a count that only the
 // device knows (the pairs of a forward sized on the device) bounds a grid
 // sized by p.count.
 #pragma once
 #include "simt_util.h"
+
+#ifndef SPLAT_SORT_STAGED
+#define SPLAT_SORT_STAGED 0
+#endif
+// Threadgroup words the scatter stages through: the block's keys, its values,
+// and each digit's global minus local first slot (1 when not staged).
+#define SPLAT_SORT_STAGE_WORDS (SPLAT_SORT_STAGED ? 2 * SPLAT_SORT_BLOCK + SPLAT_RADIX : 1)
 
 SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_RADIX, "one thread per digit");
 
@@ -82,7 +95,8 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
                                    SPLAT_DEVICE_MEM const uint32_t* count_limit,
                                    SPLAT_DEVICE_MEM uint32_t* keys_out, SPLAT_DEVICE_MEM uint32_t* vals_out,
                                    SPLAT_DEVICE_MEM const uint32_t* hist, SPLAT_DEVICE_MEM const uint32_t* digit_totals,
-                                   SPLAT_TG_MEM uint32_t* counts, SPLAT_TG_MEM uint32_t* warp_tot) {
+                                   SPLAT_TG_MEM uint32_t* counts, SPLAT_TG_MEM uint32_t* warp_tot,
+                                   SPLAT_TG_MEM uint32_t* staged) {  // SPLAT_SORT_STAGE_WORDS
   const uint32_t count = limited_count(p.count, count_limit);
   uint32_t keys[SPLAT_SORT_ROUNDS], peers[SPLAT_SORT_ROUNDS];
   uint32_t vals[SPLAT_SORT_ROUNDS];
@@ -93,10 +107,21 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
     vals[r] = i < count ? vals_in[i] : 0u;
   }
   radix_count_segments(t, p, count, keys, counts, peers);
-  // Turn the per-segment counts of digit d into each segment's first output slot.
+  // Turn the per-segment counts of digit d into each segment's first output slot
+  // (staged: its first slot in the block, and the digit's offset to the output).
   uint32_t d = t.tid;
   uint32_t all;
   uint32_t run = block_exclusive_scan(t, digit_totals[d], warp_tot, all) + hist[d * p.num_blocks + t.group];
+  // staged: keys at [0, B), values at [B, 2B), each digit's offset to the output at 2B + d.
+  const uint32_t B = SPLAT_SORT_BLOCK;
+  if (SPLAT_SORT_STAGED) {
+    uint32_t in_block = 0u;
+    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) in_block += counts[w * SPLAT_RADIX + d];
+    uint32_t block_keys;
+    const uint32_t local = block_exclusive_scan(t, in_block, warp_tot, block_keys);
+    staged[2u * B + d] = run - local;
+    run = local;
+  }
   for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) {
     uint32_t c = counts[w * SPLAT_RADIX + d];
     counts[w * SPLAT_RADIX + d] = run;
@@ -112,10 +137,27 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
     sp_simd_barrier();  // every lane has read its slot before the leader moves it
     if (valid) {
       uint32_t dst = slot + sp_popcount(peers[r] & below);
-      keys_out[dst] = keys[r];
-      vals_out[dst] = vals[r];
+      if (SPLAT_SORT_STAGED) {
+        staged[dst] = keys[r];
+        staged[B + dst] = vals[r];
+      } else {
+        keys_out[dst] = keys[r];
+        vals_out[dst] = vals[r];
+      }
       if (t.lane == sp_ctz(peers[r])) next[digit] = slot + sp_popcount(peers[r]);
     }
     sp_simd_barrier();
+  }
+  if (SPLAT_SORT_STAGED) {
+    sp_group_barrier();
+    const uint32_t block_first = t.group * B;
+    const uint32_t left = count > block_first ? count - block_first : 0u;
+    const uint32_t in_block = left < B ? left : B;
+    for (uint32_t i = t.tid; i < in_block; i += SPLAT_GROUP_SIZE) {
+      const uint32_t key = staged[i];
+      const uint32_t dst = i + staged[2u * B + radix_digit(key, p.shift)];
+      keys_out[dst] = key;
+      vals_out[dst] = staged[B + i];
+    }
   }
 }

@@ -39,8 +39,9 @@ kernel void splat_radix_scatter(constant ScanParams& p [[buffer(0)]], device con
                                 device const uint32_t* digit_totals [[buffer(7)]], SPLAT_THREAD_ATTRS) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
   SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+  SPLAT_TG_ARRAY(uint32_t, staged, SPLAT_SORT_STAGE_WORDS);
   radix_scatter_body(SPLAT_THREAD_CTX(), p, keys_in, vals_in, count_limit, keys_out, vals_out, hist, digit_totals,
-                     counts, warp_tot);
+                     counts, warp_tot, staged);
 }
 
 kernel void splat_gather_pair_counts(constant ScanParams& p [[buffer(0)]], device const uint32_t* order [[buffer(1)]],

@@ -78,8 +78,9 @@ void radix_sort(std::vector<uint32_t> keys[2], std::vector<uint32_t> vals[2], ui
     simt_emu::dispatch(blocks, SPLAT_GROUP_SIZE, [&](SimtThread t) {
       SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);
       SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
+      SPLAT_TG_ARRAY(uint32_t, staged, SPLAT_SORT_STAGE_WORDS);
       radix_scatter_body(t, p, keys[cur].data(), vals[cur].data(), &limit, keys[1 - cur].data(),
-                         vals[1 - cur].data(), hist.data(), totals.data(), counts, warp_tot);
+                         vals[1 - cur].data(), hist.data(), totals.data(), counts, warp_tot, staged);
     });
     cur = 1 - cur;
   }
