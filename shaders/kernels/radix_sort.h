@@ -112,14 +112,15 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
   uint32_t d = t.tid;
   uint32_t all;
   uint32_t run = block_exclusive_scan(t, digit_totals[d], warp_tot, all) + hist[d * p.num_blocks + t.group];
-  // staged: keys at [0, B), values at [B, 2B), each digit's offset to the output at 2B + d.
-  const uint32_t B = SPLAT_SORT_BLOCK;
+  // staged: keys at [0, block), values at [block, 2 block), digit d's offset to the output
+  // at 2 block + d.
+  const uint32_t block = SPLAT_SORT_BLOCK;
   if (SPLAT_SORT_STAGED) {
-    uint32_t in_block = 0u;
-    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) in_block += counts[w * SPLAT_RADIX + d];
+    uint32_t digit_keys = 0u;  // the block's keys of digit d
+    for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) digit_keys += counts[w * SPLAT_RADIX + d];
     uint32_t block_keys;
-    const uint32_t local = block_exclusive_scan(t, in_block, warp_tot, block_keys);
-    staged[2u * B + d] = run - local;
+    const uint32_t local = block_exclusive_scan(t, digit_keys, warp_tot, block_keys);
+    staged[2u * block + d] = run - local;
     run = local;
   }
   for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) {
@@ -139,7 +140,7 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
       uint32_t dst = slot + sp_popcount(peers[r] & below);
       if (SPLAT_SORT_STAGED) {
         staged[dst] = keys[r];
-        staged[B + dst] = vals[r];
+        staged[block + dst] = vals[r];
       } else {
         keys_out[dst] = keys[r];
         vals_out[dst] = vals[r];
@@ -150,14 +151,14 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
   }
   if (SPLAT_SORT_STAGED) {
     sp_group_barrier();
-    const uint32_t block_first = t.group * B;
+    const uint32_t block_first = t.group * block;
     const uint32_t left = count > block_first ? count - block_first : 0u;
-    const uint32_t in_block = left < B ? left : B;
-    for (uint32_t i = t.tid; i < in_block; i += SPLAT_GROUP_SIZE) {
+    const uint32_t block_keys = left < block ? left : block;
+    for (uint32_t i = t.tid; i < block_keys; i += SPLAT_GROUP_SIZE) {
       const uint32_t key = staged[i];
-      const uint32_t dst = i + staged[2u * B + radix_digit(key, p.shift)];
+      const uint32_t dst = i + staged[2u * block + radix_digit(key, p.shift)];
       keys_out[dst] = key;
-      vals_out[dst] = staged[B + i];
+      vals_out[dst] = staged[block + i];
     }
   }
 }
