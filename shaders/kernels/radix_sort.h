@@ -115,10 +115,10 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
   // staged: keys at [0, block), values at [block, 2 block), digit d's offset to the output
   // at 2 block + d.
   const uint32_t block = SPLAT_SORT_BLOCK;
+  uint32_t block_keys = 0u;  // staged: the block's keys (those below the count)
   if (SPLAT_SORT_STAGED) {
     uint32_t digit_keys = 0u;  // the block's keys of digit d
     for (uint32_t w = 0; w < SPLAT_GROUP_WARPS; ++w) digit_keys += counts[w * SPLAT_RADIX + d];
-    uint32_t block_keys;
     const uint32_t local = block_exclusive_scan(t, digit_keys, warp_tot, block_keys);
     staged[2u * block + d] = run - local;
     run = local;
@@ -151,9 +151,6 @@ SPLAT_FUNC void radix_scatter_body(SimtThread t, SPLAT_CONST_MEM const ScanParam
   }
   if (SPLAT_SORT_STAGED) {
     sp_group_barrier();
-    const uint32_t block_first = t.group * block;
-    const uint32_t left = count > block_first ? count - block_first : 0u;
-    const uint32_t block_keys = left < block ? left : block;
     for (uint32_t i = t.tid; i < block_keys; i += SPLAT_GROUP_SIZE) {
       const uint32_t key = staged[i];
       const uint32_t dst = i + staged[2u * block + radix_digit(key, p.shift)];
