@@ -102,10 +102,10 @@ def test_the_exact_adam_define_compiles(monkeypatch):
     assert {r[0] for r in rows} == set(names) and not failures_of(rows), "\n".join(failures_of(rows))
 
 
-def test_the_staged_sort_define_compiles(monkeypatch):
-    # SPLAT_SORT_STAGED=1 (radix_sort.h, off by default): the scatter staging its
-    # block in threadgroup memory, the A/B a GPU run sets through the developer hook.
+def test_the_direct_sort_define_compiles(monkeypatch):
+    # SPLAT_SORT_STAGED=0 (radix_sort.h; staged by default): the scatter storing each
+    # key at its slot directly, the A/B a GPU run sets through the developer hook.
     require_nvrtc()
-    monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_SORT_STAGED=1")
+    monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_SORT_STAGED=0")
     rows = [r for r in _core.nvrtc_compile_all("sm_90") if r[0] == "splat_radix_scatter"]
     assert len(rows) == 1 and not failures_of(rows), "\n".join(failures_of(rows))

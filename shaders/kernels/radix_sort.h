@@ -14,12 +14,13 @@
 // with ballots and ranked by lane, so the scatter keeps the input order of
 // equal digits: the sort is stable. The scatter keeps each round's match from
 // its counting walk for its scatter walk (a match is nine ballots).
-// SPLAT_SORT_STAGED (an NVRTC define, 0 unless SPLAT_NVRTC_OPTIONS sets it):
-// the scatter walk places the block's keys and values in threadgroup memory in
+// The scatter walk places the block's keys and values in threadgroup memory in
 // their output order, and the block then stores them a run of equal digits at
-// a time, consecutive threads to consecutive slots, instead of each lane
-// storing its key at its digit's slot (a round of 32 lanes touching up to 32
-// sectors on the low digits). The same slots for the same keys.
+// a time, consecutive threads to consecutive slots: a lane storing its key at
+// its digit's slot directly (a round of 32 lanes touching up to 32 sectors on
+// the low digits) made the step 5-6% slower (docs/gpu.md, "Sort"). That direct
+// scatter stays as the A/B SPLAT_SORT_STAGED=0 (an NVRTC define through
+// SPLAT_NVRTC_OPTIONS); the same slots for the same keys either way.
 // The keys are the first min(p.count, count_limit[0]): a count that only the
 // device knows (the pairs of a forward sized on the device) bounds a grid
 // sized by p.count.
@@ -27,10 +28,10 @@
 #include "simt_util.h"
 
 #ifndef SPLAT_SORT_STAGED
-#define SPLAT_SORT_STAGED 0
+#define SPLAT_SORT_STAGED 1
 #endif
 // Threadgroup words the scatter stages through: the block's keys, its values,
-// and each digit's global minus local first slot (1 when not staged).
+// and each digit's global minus local first slot (1 for the direct scatter).
 #define SPLAT_SORT_STAGE_WORDS (SPLAT_SORT_STAGED ? 2 * SPLAT_SORT_BLOCK + SPLAT_RADIX : 1)
 
 SPLAT_STATIC_ASSERT(SPLAT_GROUP_SIZE == SPLAT_RADIX, "one thread per digit");
