@@ -18,7 +18,7 @@
 // their output order, and the block then stores them a run of equal digits at
 // a time, consecutive threads to consecutive slots: a lane storing its key at
 // its digit's slot directly (a round of 32 lanes touching up to 32 sectors on
-// the low digits) made the step 5-6% slower (docs/gpu.md, "Sort"). That direct
+// the low digits) made the step 4.5-6% slower (docs/gpu.md, "Sort"). That direct
 // scatter stays as the A/B SPLAT_SORT_STAGED=0 (an NVRTC define through
 // SPLAT_NVRTC_OPTIONS); the same slots for the same keys either way.
 // The keys are the first min(p.count, count_limit[0]): a count that only the
