@@ -252,13 +252,16 @@ def assert_matches_sequential_blend(got, pairs, seed):
     assert e <= 1e-4, f"gradients: relative error {e:.3g} ({pairs} pairs); seed {seed}"
 
 
+@pytest.mark.parametrize("per_channel", [0, 1], ids=["all_channels", "per_channel"])
 @pytest.mark.parametrize("masked", [None, 0.3, 1.0])
-def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path, masked):
+def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path, masked, per_channel):
     """ssim_forward + ssim_backward (train_loss.h) against cpp/cpu/cpu_loss.cpp:
     the same gradient bits and the loss to rounding, on an image that is not
     a multiple of the 16-pixel tiles; with a mask (some of the pixels, or all),
-    masked pixels' gradients are +0 on both."""
-    exe = compile_check(compiler, LOSS_SOURCES, str(tmp_path / "loss_check"))
+    masked pixels' gradients are +0 on both. Both tile bodies: the default's
+    (every channel's halo loaded at once) and the A/B's a channel at a time."""
+    exe = compile_check(compiler, LOSS_SOURCES, str(tmp_path / "loss_check"),
+                        defines=[f"SPLAT_LOSS_LOAD_PER_CHANNEL={per_channel}"])
     rng, seed = make_rng()
     width, height = int(rng.integers(20, 90)), int(rng.integers(20, 90))
     got = run_check(exe, int(rng.integers(0, 2 ** 31)), width, height, *([] if masked is None else [masked]))
