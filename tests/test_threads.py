@@ -52,6 +52,15 @@ PRELUDE = textwrap.dedent("""
 
     def same(a, b, what):
         assert np.array_equal(a, b), f"{what}: differs from the result alone; seed {seed}"
+
+    def close_to_alone(a, b, what):
+        # A gradient summed by float atomics, in another order each call: an element
+        # near zero carries the rounding of its larger terms, so the absolute bound
+        # scales with the array's largest element. Measured on an H100 (200
+        # rounds in each of two threads): 1.9e-6 on an element of 1.05e-4, the largest 8.4
+        # (2.3e-7 of it); the bound is 2e-6 of the largest.
+        atol = 2e-6 * max(float(np.abs(b).max()), 1e-3)
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=atol, err_msg=f"{what}; seed {seed}")
 """)
 
 CASES = {
@@ -90,7 +99,7 @@ CASES = {
                 if backend == "cpu":
                     same(grads.means, want[i][1], f"thread {i} gradient")
                 else:
-                    np.testing.assert_allclose(grads.means, want[i][1], rtol=1e-3, atol=1e-6)
+                    close_to_alone(grads.means, want[i][1], f"thread {i} gradient")
         in_threads(lambda: loop(0), lambda: loop(1))
     """,
     "torch": """
@@ -117,7 +126,7 @@ CASES = {
             for _ in range(rounds):
                 img, grad = render(i)
                 same(img, want[i][0], f"thread {i} image")
-                np.testing.assert_allclose(grad, want[i][1], rtol=1e-3, atol=1e-6)
+                close_to_alone(grad, want[i][1], f"thread {i} gradient")
         in_threads(lambda: loop(0), lambda: loop(1))
     """,
     "two_trainers": """
