@@ -240,7 +240,8 @@ SPLAT_FUNC float sp_sigmoid(float x) { return 1.0f / (1.0f + sp_exp(-x)); }
 //     the group reaches the call (inactive lanes pass neutral values).
 //   - Threadgroup arrays are declared by the entry points (MSL allows them only
 //     at kernel scope) with SPLAT_TG_ARRAY (SPLAT_TG_QUADS for float arrays
-//     read as 16-byte quads) and passed to the bodies as SPLAT_TG_MEM pointers.
+//     read as 16-byte quads or 8-byte pairs) and passed to the bodies as
+//     SPLAT_TG_MEM pointers.
 //   - Specialization constants are compile-time values (CUDA: -D defines;
 //     Metal: function constants) used in plain `if`s that the compiler folds.
 // ---------------------------------------------------------------------------
@@ -303,6 +304,11 @@ SPLAT_FUNC void store_float4(device float* p, uint32_t q, float a, float b, floa
 SPLAT_FUNC vec4 load_tg_float4(threadgroup const float* p, uint32_t q) {
   float4 v = ((threadgroup const float4*)p)[q];
   return make_vec4(v.x, v.y, v.z, v.w);
+}
+// Pair i of p (8-byte aligned) as one 64-bit load.
+SPLAT_FUNC vec2 load_tg_float2(threadgroup const float* p, uint32_t i) {
+  float2 v = ((threadgroup const float2*)p)[i];
+  return make_vec2(v.x, v.y);
 }
 SPLAT_FUNC void store_tg_float4(threadgroup float* p, uint32_t q, vec4 v) {
   float4 w;
@@ -371,6 +377,10 @@ SPLAT_FUNC void store_float4(float* p, uint32_t q, float a, float b, float c, fl
 }
 SPLAT_FUNC vec4 load_tg_float4(const float* p, uint32_t q) { return load_float4(p, q); }
 SPLAT_FUNC void store_tg_float4(float* p, uint32_t q, vec4 v) { store_float4(p, q, v.x, v.y, v.z, v.w); }
+SPLAT_FUNC vec2 load_tg_float2(const float* p, uint32_t i) {
+  float2 v = reinterpret_cast<const float2*>(p)[i];
+  return make_vec2(v.x, v.y);
+}
 
 // The Metal SIMD-group builtins, with Metal's names and semantics. The
 // butterfly leaves the same (bitwise) result in every lane: each step adds two

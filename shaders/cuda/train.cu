@@ -13,7 +13,7 @@
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_ssim_forward(LossParams p, const float* image, const splat_byte* target, const splat_byte* mask,
                        float* partials, float* tile_sums) {
-  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+  SPLAT_TG_QUADS(s_in, SPLAT_LOSS_FWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
   ssim_forward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, s_in, s_h, s_red);
@@ -22,7 +22,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_ssim_backward(LossParams p, const float* image, const splat_byte* target, const splat_byte* mask,
                         const float* partials, const float* tile_sums, float* d_image, float* loss) {
-  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+  SPLAT_TG_QUADS(s_in, SPLAT_LOSS_BWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
   ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
@@ -31,7 +31,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_ssim_forward_views(LossViewsParams b, const float* image, const splat_byte* targets, const splat_byte* masks,
                              float* partials, float* tile_sums) {
-  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+  SPLAT_TG_QUADS(s_in, SPLAT_LOSS_FWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
   ssim_forward_views_body(SPLAT_THREAD_CTX(), b, image, targets, masks, partials, tile_sums, s_in, s_h, s_red);
@@ -41,7 +41,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_ssim_backward_views(LossViewsParams b, const float* image, const splat_byte* targets,
                               const splat_byte* masks, const float* partials, const float* tile_sums, float* d_image,
                               float* loss) {
-  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+  SPLAT_TG_QUADS(s_in, SPLAT_LOSS_BWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
   ssim_backward_views_body(SPLAT_THREAD_CTX(), b, image, targets, masks, partials, tile_sums, d_image, loss, s_in, s_h,

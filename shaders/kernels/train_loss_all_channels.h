@@ -1,16 +1,14 @@
 // The loss's tile bodies (train_loss.h): the halo of all three channels in
-// threadgroup memory at once, the horizontal pass two outputs a thread.
+// threadgroup memory at once (s_in declared with SPLAT_TG_QUADS: its planes
+// are read as 64-bit pairs), the horizontal pass two outputs a thread.
 #pragma once
 #include "train_loss_tile.h"
 
 // Horizontal outputs a thread computes along a row: the taps' loads (and the
-// forward's products) serve both, 12 loads for 2 outputs instead of 22, and
+// forward's products) serve both, 12 values for 2 outputs instead of 22, and
 // 208 threads cover a channel's 416 outputs in one round instead of two.
 #define SPLAT_LOSS_RUN 2
-#define SPLAT_LOSS_RUN_THREADS (SPLAT_LOSS_ROWS / SPLAT_LOSS_RUN)  // 208
-#define SPLAT_LOSS_RUN_SPAN (SSIM_TAPS + SPLAT_LOSS_RUN - 1)       // 12 values a run reads
-SPLAT_STATIC_ASSERT(SPLAT_TILE_SIZE % SPLAT_LOSS_RUN == 0 && SPLAT_LOSS_RUN_THREADS <= SPLAT_GROUP_SIZE,
-                    "a row's runs tile it, one round of the threadgroup covers them");
+#define SPLAT_LOSS_RUN_SPAN (SSIM_TAPS + SPLAT_LOSS_RUN - 1)  // 12 values a run reads
 
 // The render (x) and the target (y) over the tile and its halo, all three
 // channels, into planes s_x[c SPLAT_LOSS_HALO ..] and s_y[..] alike: a halo
@@ -41,10 +39,37 @@ SPLAT_FUNC void loss_load_images(SimtThread t, SPLAT_THREAD const LossParams& p,
   }
 }
 
-// The first run of a thread's horizontal pass: row j / 8 of the halo,
-// columns 2 (j % 8) + {0, 1} of the tile (j = t.tid < SPLAT_LOSS_RUN_THREADS).
-SPLAT_FUNC uint32_t loss_run_row(SimtThread t) { return t.tid / (SPLAT_TILE_SIZE / SPLAT_LOSS_RUN); }
-SPLAT_FUNC uint32_t loss_run_col(SimtThread t) { return t.tid % (SPLAT_TILE_SIZE / SPLAT_LOSS_RUN) * SPLAT_LOSS_RUN; }
+// A thread's run of the horizontal pass, read as 64-bit pairs: half SIMD
+// group h (16 lanes) takes halo row h (h < 8) or h + 8 on its first 8 lanes
+// and the row 8 below on the other 8, lane m % 8 the run at columns 2 (m % 8)
+// + {0, 1}. The two rows lie 8 x 26 floats apart, 16 banks of 32, so a half
+// group's pair loads (8 lanes x 2 banks a row) meet no bank twice (a thread
+// on row tid / 8 met a bank up to three times a load). Rows 0-7 pair
+// with 8-15 and 16-17 with 24-25; 18-23 have no partner left and run alone:
+// the 16 half groups of the threadgroup, 208 lanes working. False for an idle
+// lane.
+SPLAT_STATIC_ASSERT(SPLAT_TILE_SIZE / SPLAT_LOSS_RUN == 8 && SPLAT_GROUP_SIZE == 256 &&
+                        (8 * SPLAT_LOSS_SPAN) % 32 == 16 && SPLAT_LOSS_HALO % 2 == 0 && SPLAT_LOSS_SPAN % 2 == 0,
+                    "the run layout: 8 runs a row, 16 half groups, partner rows 16 banks apart, pairs aligned");
+SPLAT_FUNC bool loss_run(SimtThread t, SPLAT_THREAD uint32_t& row, SPLAT_THREAD uint32_t& col) {
+  const uint32_t half = t.tid / 16u, m = t.tid % 16u;
+  row = (half < 8u ? half : half + 8u) + m / 8u * 8u;
+  col = m % 8u * SPLAT_LOSS_RUN;
+  return row < SPLAT_LOSS_SPAN;
+}
+
+// The 12 values of a run, from its row of plane `s` (8-byte aligned) as six
+// 64-bit loads.
+SPLAT_FUNC void loss_run_values(SPLAT_TG_MEM const float* s, uint32_t row, uint32_t col,
+                                SPLAT_THREAD float* v) {
+  const uint32_t pair = (row * SPLAT_LOSS_SPAN + col) / 2u;
+  SPLAT_UNROLL
+  for (int i = 0; i < SPLAT_LOSS_RUN_SPAN / 2; ++i) {
+    vec2 w = load_tg_float2(s, pair + (uint32_t)i);
+    v[2 * i] = w.x;
+    v[2 * i + 1] = w.y;
+  }
+}
 
 // The horizontal pass of one channel's five window sums (x, y, x^2, y^2, xy)
 // over the halo's 26 rows and the tile's 16 columns into s_h[q
@@ -52,14 +77,11 @@ SPLAT_FUNC uint32_t loss_run_col(SimtThread t) { return t.tid % (SPLAT_TILE_SIZE
 // index order from 0, as the CPU schedule sums it.
 SPLAT_FUNC void ssim_forward_rows(SimtThread t, SPLAT_TG_MEM const float* s_x, SPLAT_TG_MEM const float* s_y,
                                   SPLAT_TG_MEM float* s_h) {
-  if (t.tid >= SPLAT_LOSS_RUN_THREADS) return;
-  const uint32_t row = loss_run_row(t), col = loss_run_col(t), in = row * SPLAT_LOSS_SPAN + col;
+  uint32_t row, col;
+  if (!loss_run(t, row, col)) return;
   float x[SPLAT_LOSS_RUN_SPAN], y[SPLAT_LOSS_RUN_SPAN];
-  SPLAT_UNROLL
-  for (int i = 0; i < SPLAT_LOSS_RUN_SPAN; ++i) {
-    x[i] = s_x[in + i];
-    y[i] = s_y[in + i];
-  }
+  loss_run_values(s_x, row, col, x);
+  loss_run_values(s_y, row, col, y);
   float a[SPLAT_LOSS_RUN], b[SPLAT_LOSS_RUN], xx[SPLAT_LOSS_RUN], yy[SPLAT_LOSS_RUN], xy[SPLAT_LOSS_RUN];
   SPLAT_UNROLL
   for (int r = 0; r < SPLAT_LOSS_RUN; ++r) a[r] = b[r] = xx[r] = yy[r] = xy[r] = 0.f;
@@ -164,14 +186,12 @@ SPLAT_FUNC void loss_load_partials(SimtThread t, LossTile g, SPLAT_DEVICE_MEM co
 // The horizontal pass of one channel's three partial planes (s_p: the first)
 // into s_h[q SPLAT_LOSS_ROWS + row 16 + col], in the forward's order.
 SPLAT_FUNC void ssim_backward_rows(SimtThread t, SPLAT_TG_MEM const float* s_p, SPLAT_TG_MEM float* s_h) {
-  if (t.tid >= SPLAT_LOSS_RUN_THREADS) return;
-  const uint32_t row = loss_run_row(t), col = loss_run_col(t);
+  uint32_t row, col;
+  if (!loss_run(t, row, col)) return;
   SPLAT_UNROLL
   for (uint32_t q = 0; q < 3u; ++q) {
-    SPLAT_TG_MEM const float* src = s_p + q * SPLAT_LOSS_HALO + row * SPLAT_LOSS_SPAN + col;
     float v[SPLAT_LOSS_RUN_SPAN];
-    SPLAT_UNROLL
-    for (int i = 0; i < SPLAT_LOSS_RUN_SPAN; ++i) v[i] = src[i];
+    loss_run_values(s_p + q * SPLAT_LOSS_HALO, row, col, v);
     float s[SPLAT_LOSS_RUN];
     SPLAT_UNROLL
     for (int r = 0; r < SPLAT_LOSS_RUN; ++r) s[r] = 0.f;

@@ -12,7 +12,7 @@ kernel void splat_ssim_forward(constant LossParams& p [[buffer(0)]], device cons
                                device const uchar* target [[buffer(2)]], device const uchar* mask [[buffer(3)]],
                                device float* partials [[buffer(4)]], device float* tile_sums [[buffer(5)]],
                                SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+  SPLAT_TG_QUADS(s_in, SPLAT_LOSS_FWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
   ssim_forward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, s_in, s_h, s_red);
@@ -23,7 +23,7 @@ kernel void splat_ssim_backward(constant LossParams& p [[buffer(0)]], device con
                                 device const float* partials [[buffer(4)]], device const float* tile_sums [[buffer(5)]],
                                 device float* d_image [[buffer(6)]], device float* loss [[buffer(7)]],
                                 SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+  SPLAT_TG_QUADS(s_in, SPLAT_LOSS_BWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
   ssim_backward_body(SPLAT_THREAD_CTX(), p, image, target, mask, partials, tile_sums, d_image, loss, s_in, s_h, s_red);
@@ -33,7 +33,7 @@ kernel void splat_ssim_forward_views(constant LossViewsParams& b [[buffer(0)]], 
                                      device const uchar* targets [[buffer(2)]], device const uchar* masks [[buffer(3)]],
                                      device float* partials [[buffer(4)]], device float* tile_sums [[buffer(5)]],
                                      SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+  SPLAT_TG_QUADS(s_in, SPLAT_LOSS_FWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
   ssim_forward_views_body(SPLAT_THREAD_CTX(), b, image, targets, masks, partials, tile_sums, s_in, s_h, s_red);
@@ -45,7 +45,7 @@ kernel void splat_ssim_backward_views(constant LossViewsParams& b [[buffer(0)]],
                                       device const float* partials [[buffer(4)]],
                                       device const float* tile_sums [[buffer(5)]], device float* d_image [[buffer(6)]],
                                       device float* loss [[buffer(7)]], SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+  SPLAT_TG_QUADS(s_in, SPLAT_LOSS_BWD_IN);
   SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
   SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
   ssim_backward_views_body(SPLAT_THREAD_CTX(), b, image, targets, masks, partials, tile_sums, d_image, loss, s_in, s_h,

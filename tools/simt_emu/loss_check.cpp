@@ -85,13 +85,13 @@ int main(int argc, char** argv) {
                       0u};
   std::vector<float> partials(9 * pixels), tile_sums(2 * (size_t)num_tiles), loss(4), grad(3 * pixels);
   simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_FWD_IN);
+    SPLAT_TG_QUADS(s_in, SPLAT_LOSS_FWD_IN);
     SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_FWD_H);
     SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
     ssim_forward_body(t, lp, rendered.data(), target.data(), mask.data(), partials.data(), tile_sums.data(), s_in, s_h, s_red);
   });
   simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    SPLAT_TG_ARRAY(float, s_in, SPLAT_LOSS_BWD_IN);
+    SPLAT_TG_QUADS(s_in, SPLAT_LOSS_BWD_IN);
     SPLAT_TG_ARRAY(float, s_h, SPLAT_LOSS_BWD_H);
     SPLAT_TG_ARRAY(float, s_red, SPLAT_LOSS_RED);
     ssim_backward_body(t, lp, rendered.data(), target.data(), mask.data(), partials.data(), tile_sums.data(), grad.data(),

@@ -210,5 +210,6 @@ inline void store_float4(float* p, uint32_t q, float a, float b, float c, float 
 }
 inline vec4 load_tg_float4(const float* p, uint32_t q) { return load_float4(p, q); }
 inline void store_tg_float4(float* p, uint32_t q, vec4 v) { store_float4(p, q, v.x, v.y, v.z, v.w); }
+inline vec2 load_tg_float2(const float* p, uint32_t i) { return make_vec2(p[2 * i], p[2 * i + 1]); }
 inline uint32_t sp_popcount(uint32_t x) { return (uint32_t)__builtin_popcount(x); }
 inline uint32_t sp_ctz(uint32_t x) { return (uint32_t)__builtin_ctz(x); }
