@@ -110,7 +110,7 @@ SPLAT_FUNC void ssim_forward_rows(SimtThread t, SPLAT_TG_MEM const float* s_x, S
 }
 
 // The vertical pass at this thread's pixel (tid % 16, tid / 16 of the tile):
-// quantity q's window sum from s_h's 11 rows above and below it.
+// quantity q's window sum over the 11 rows of s_h centred on it.
 SPLAT_FUNC float loss_column_sum(SimtThread t, SPLAT_TG_MEM const float* s_h, uint32_t q) {
   SPLAT_TG_MEM const float* src = s_h + q * SPLAT_LOSS_ROWS + t.tid;
   float s = 0.f;
