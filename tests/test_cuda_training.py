@@ -66,8 +66,10 @@ def trainers(ds, cfg, state=None, step=0, initial=None, **cuda_fields):
     return cpu, gpu
 
 
-def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False):
-    """strict: every parameter to rtol 1e-5 (when the learning rates are zero)."""
+def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False, outliers=0.0, accum_tol=1e-4):
+    """strict: every parameter to rtol 1e-5 (when the learning rates are zero).
+    outliers: the share of an array's elements above the noise that may miss rtol 1e-5
+    (each still within lr_steps); accum_tol: grad_accum's norm-wise bound."""
     assert a["means"].shape == b["means"].shape, (what, a["means"].shape, b["means"].shape, seed)
     bf16 = all(not np.any(a[k + n].view(np.uint32) & 0xFFFF) and not np.any(b[k + n].view(np.uint32) & 0xFFFF)
                for k in ("adam_m.", "adam_v.") for n in PARAMS)
@@ -78,13 +80,17 @@ def assert_states_close(a, b, seed, what="", lr_steps=2 * 0.05, strict=False):
             assert err <= moment_tol, (what, moment + name, err, seed)
         m = np.abs(a["adam_m." + name])
         clear = np.ones(m.shape, bool) if strict else m > NOISE * max(float(m.max()), 1e-30)
-        np.testing.assert_allclose(b[name][clear], a[name][clear], rtol=1e-5,
-                                   atol=1e-6 + (BF16_PARAM_SLACK * lr_steps if bf16 and not strict else 0.0),
-                                   err_msg=f"{what} {name}; seed {seed}")
+        atol = 1e-6 + (BF16_PARAM_SLACK * lr_steps if bf16 and not strict else 0.0)
+        if outliers:
+            far = ~np.isclose(b[name][clear], a[name][clear], rtol=1e-5, atol=atol)
+            assert np.count_nonzero(far) <= outliers * far.size, (what, name, np.count_nonzero(far), far.size, seed)
+        else:
+            np.testing.assert_allclose(b[name][clear], a[name][clear], rtol=1e-5, atol=atol,
+                                       err_msg=f"{what} {name}; seed {seed}")
         assert np.all(np.abs(b[name] - a[name]) <= lr_steps + 1e-6), (what, name, seed)
     np.testing.assert_array_equal(b["grad_count"], a["grad_count"], err_msg=f"{what} grad_count; seed {seed}")
     np.testing.assert_array_equal(b["max_radii"], a["max_radii"], err_msg=f"{what} max_radii; seed {seed}")
-    assert rel_err(b["grad_accum"], a["grad_accum"], TINY) <= 1e-4, (what, seed)
+    assert rel_err(b["grad_accum"], a["grad_accum"], TINY) <= accum_tol, (what, seed)
 
 
 @pytest.mark.parametrize("width,height,sh_degree", [(40, 32, 1), (37, 29, 3)])
@@ -163,11 +169,17 @@ def test_chunked_stop_steps_match_cpu(batch_views):
     # 7e-7: a rare pixel whose stop falls on the other side of a rounding); the second, after
     # an Adam step whose noise-level gradients step +-lr either way on the two backends,
     # 1.8e-4 and 1.0e-4.
+    # The states: a pixel whose stop falls otherwise on the two backends gives the splats
+    # behind it in its chunk other gradients, and a Gaussian that pixel matters to steps
+    # otherwise (+-lr). 44 runs of both cases on an H100 (both bodies of the loss): 6 failed
+    # the default bounds, with one parameter element (1 of 31155 SH values, a log scale)
+    # stepping the other way, or grad_accum 1.0e-4 to 4.9e-4 apart norm-wise. So a
+    # thousandth of an array's elements may step otherwise, and grad_accum is held to 2e-3.
     for t, bound in enumerate((2e-4, 5e-4)):
         a, b = cpu.step(), gpu.step()
         assert abs(a.loss - b.loss) <= bound * abs(a.loss), (t, a.loss, b.loss, seed)
         assert_states_close(cpu.state(), gpu.state(), seed, f"chunked stop, step {t + 1}",
-                            lr_steps=2 * 0.05 * np.sqrt(batch_views))
+                            lr_steps=2 * 0.05 * np.sqrt(batch_views), outliers=1e-3, accum_tol=2e-3)
     # The GPU's state drawn by both backends (after the steps the states themselves differ by
     # those +-lr steps, and renders by up to 3.6e-3). 400 seeds on an H100: at most one pixel
     # (3 of 3840 values) above 1e-5, by up to 1.9e-3; the median seed's largest difference 2.4e-7.

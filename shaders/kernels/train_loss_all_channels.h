@@ -39,15 +39,15 @@ SPLAT_FUNC void loss_load_images(SimtThread t, SPLAT_THREAD const LossParams& p,
   }
 }
 
-// A thread's run of the horizontal pass, read as 64-bit pairs: half SIMD
-// group h (16 lanes) takes halo row h (h < 8) or h + 8 on its first 8 lanes
-// and the row 8 below on the other 8, lane m % 8 the run at columns 2 (m % 8)
-// + {0, 1}. The two rows lie 8 x 26 floats apart, 16 banks of 32, so a half
-// group's pair loads (8 lanes x 2 banks a row) meet no bank twice (a thread
-// on row tid / 8 met a bank up to three times a load). Rows 0-7 pair
-// with 8-15 and 16-17 with 24-25; 18-23 have no partner left and run alone:
-// the 16 half groups of the threadgroup, 208 lanes working. False for an idle
-// lane.
+// A thread's run of the backward's horizontal pass, read as 64-bit pairs:
+// half SIMD group h (16 lanes) takes halo row h (h < 8) or h + 8 on its
+// first 8 lanes and the row 8 below on the other 8, lane m % 8 the run at
+// columns 2 (m % 8) + {0, 1}. The two rows lie 8 x 26 floats apart, 16 banks
+// of 32, so a half group's pair loads (8 lanes x 2 banks a row) meet no bank
+// twice (a thread on row tid / 8 met a bank up to three times a load). Rows
+// 0-7 pair with 8-15 and 16-17 with 24-25; 18-23 have no partner left and run
+// alone: the 16 half groups of the threadgroup, 208 lanes working. False for
+// an idle lane.
 SPLAT_STATIC_ASSERT(SPLAT_TILE_SIZE / SPLAT_LOSS_RUN == 8 && SPLAT_GROUP_SIZE == 256 &&
                         (8 * SPLAT_LOSS_SPAN) % 32 == 16 && SPLAT_LOSS_HALO % 2 == 0 && SPLAT_LOSS_SPAN % 2 == 0,
                     "the run layout: 8 runs a row, 16 half groups, partner rows 16 banks apart, pairs aligned");
@@ -77,11 +77,14 @@ SPLAT_FUNC void loss_run_values(SPLAT_TG_MEM const float* s, uint32_t row, uint3
 // index order from 0, as the CPU schedule sums it.
 SPLAT_FUNC void ssim_forward_rows(SimtThread t, SPLAT_TG_MEM const float* s_x, SPLAT_TG_MEM const float* s_y,
                                   SPLAT_TG_MEM float* s_h) {
-  uint32_t row, col;
-  if (!loss_run(t, row, col)) return;
-  // Scalar loads here: as pairs (loss_run_values) the kernel held 44 registers
-  // instead of 40, five threadgroups an SM instead of six, and it ran 6%
-  // longer (bound by issue rather than by shared memory; Nsight Compute, H100).
+  // Thread j < 208 the run at row j / 8, columns 2 (j % 8) + {0, 1}, with
+  // scalar loads: this kernel is bound by issue, not by shared memory, and
+  // with the backward's layout and pair loads (loss_run, loss_run_values) it
+  // held 44-46 registers instead of 40, five threadgroups an SM instead of
+  // six, and ran 6-7% longer (Nsight Compute, H100).
+  if (t.tid >= SPLAT_LOSS_ROWS / SPLAT_LOSS_RUN) return;
+  const uint32_t row = t.tid / (SPLAT_TILE_SIZE / SPLAT_LOSS_RUN);
+  const uint32_t col = t.tid % (SPLAT_TILE_SIZE / SPLAT_LOSS_RUN) * SPLAT_LOSS_RUN;
   const uint32_t in = row * SPLAT_LOSS_SPAN + col;
   float x[SPLAT_LOSS_RUN_SPAN], y[SPLAT_LOSS_RUN_SPAN];
   SPLAT_UNROLL
