@@ -1,7 +1,8 @@
 // The loss's tile bodies as they were before the halo of all three channels
-// was loaded at once (train_loss.h): a channel at a time, the horizontal pass
-// an output a thread. Kept for the A/B (SPLAT_LOSS_LOAD_PER_CHANNEL=1, an
-// NVRTC define) until the GPU has timed both; the same bits.
+// was loaded at once (train_loss_all_channels.h): a channel at a time, the
+// horizontal pass an output a thread. Kept for the A/B
+// (SPLAT_LOSS_LOAD_PER_CHANNEL=1, an NVRTC define) until an H200 has timed
+// both (an H100 has: docs/gpu.md); the same bits.
 #pragma once
 #include "train_loss_tile.h"
 
