@@ -82,10 +82,11 @@ def test_a_bad_architecture_reports_the_nvrtc_log():
 
 
 def test_the_gathering_defines_compile(monkeypatch):
-    # SPLAT_WALK_COMPACT and SPLAT_BWD_COMPACT (shaders/kernels, off by
-    # default) through the developer hook, as an A/B on a GPU sets them.
+    # SPLAT_WALK_COMPACT=0 and SPLAT_BWD_COMPACT=0 (shaders/kernels: each pixel
+    # on its own thread, against the default's gathered pixels) through the
+    # developer hook, as an A/B on a GPU sets them.
     require_nvrtc()
-    monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_WALK_COMPACT=1 -DSPLAT_BWD_COMPACT=1")
+    monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_WALK_COMPACT=0 -DSPLAT_BWD_COMPACT=0")
     rows = [r for r in _core.nvrtc_compile_all("sm_90")
             if r[0] in ("splat_rasterize_walk", "splat_rasterize_backward")]
     assert len(rows) == 45 and not failures_of(rows), "\n".join(failures_of(rows))
@@ -109,13 +110,3 @@ def test_the_direct_sort_define_compiles(monkeypatch):
     monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_SORT_STAGED=0")
     rows = [r for r in _core.nvrtc_compile_all("sm_90") if r[0] == "splat_radix_scatter"]
     assert len(rows) == 1 and not failures_of(rows), "\n".join(failures_of(rows))
-
-
-def test_the_per_channel_loss_define_compiles(monkeypatch):
-    # SPLAT_LOSS_LOAD_PER_CHANNEL=1 (train_loss.h): the loss's tile bodies that load
-    # a channel's halo at a time, the A/B a GPU run sets through the developer hook.
-    require_nvrtc()
-    monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_LOSS_LOAD_PER_CHANNEL=1")
-    names = ("splat_ssim_forward", "splat_ssim_backward", "splat_ssim_forward_views", "splat_ssim_backward_views")
-    rows = [r for r in _core.nvrtc_compile_all("sm_90") if r[0] in names]
-    assert {r[0] for r in rows} == set(names) and not failures_of(rows), "\n".join(failures_of(rows))

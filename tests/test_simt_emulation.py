@@ -55,14 +55,15 @@ VARIANTS = {
     "absgrad_original": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_ORIGINAL", "SPLAT_SPEC_ABSGRAD=1"],
     "absgrad_tg": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_TG", "SPLAT_SPEC_ABSGRAD=1"],
     "absgrad_deterministic": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1", "SPLAT_SPEC_ABSGRAD=1"],
-    # The live pixels of a chunk gathered onto the first threads (an NVRTC /
-    # Metal define, off by default), with each way of reducing.
-    "compact": DEFAULT + ["SPLAT_BWD_COMPACT=1"],
-    "compact_lane_zero": ["SPLAT_SPEC_BWD_ATOMIC=SPLAT_BWD_ATOMIC_LANE_ZERO", "SPLAT_BWD_COMPACT=1"],
-    "compact_tg": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_TG", "SPLAT_BWD_COMPACT=1"],
-    "compact_range_full": DEFAULT + ["SPLAT_SPEC_BWD_RANGE=SPLAT_BWD_RANGE_FULL", "SPLAT_BWD_COMPACT=1"],
-    "absgrad_deterministic_compact": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1", "SPLAT_SPEC_ABSGRAD=1",
-                                                "SPLAT_BWD_COMPACT=1"],
+    # Each pixel on its own thread (SPLAT_BWD_COMPACT=0, the A/B of the
+    # default that gathers a chunk's live pixels onto the first threads), with
+    # each way of reducing.
+    "own_pixels": DEFAULT + ["SPLAT_BWD_COMPACT=0"],
+    "own_pixels_lane_zero": ["SPLAT_SPEC_BWD_ATOMIC=SPLAT_BWD_ATOMIC_LANE_ZERO", "SPLAT_BWD_COMPACT=0"],
+    "own_pixels_tg": DEFAULT + ["SPLAT_SPEC_BWD_REDUCE=SPLAT_BWD_REDUCE_TG", "SPLAT_BWD_COMPACT=0"],
+    "own_pixels_range_full": DEFAULT + ["SPLAT_SPEC_BWD_RANGE=SPLAT_BWD_RANGE_FULL", "SPLAT_BWD_COMPACT=0"],
+    "absgrad_deterministic_own_pixels": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1", "SPLAT_SPEC_ABSGRAD=1",
+                                                   "SPLAT_BWD_COMPACT=0"],
 }
 
 
@@ -116,7 +117,7 @@ def test_raster_kernels_match_the_sequential_blend(compiler, tmp_path, variant):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["default", "deterministic", "compact"])
+@pytest.mark.parametrize("variant", ["default", "deterministic", "own_pixels"])
 def test_raster_kernels_on_views_binned_together(compiler, tmp_path, variant):
     # Three views of 72x56 (partial tiles at their right and bottom edges)
     # binned as one batch: view v's tiles from 3 v T, its pixels from v W H.
@@ -224,12 +225,12 @@ def test_the_chunked_stop_matches_its_sequential_blend(compiler, tmp_path, varia
 @pytest.mark.slow
 def test_gathering_the_walking_pixels_changes_no_bit(compiler, tmp_path):
     # The walk pass with its walking pixels gathered onto the first threads
-    # (SPLAT_WALK_COMPACT=1) against each pixel on its own thread (the
-    # default): the same image, alpha, last contributors and gradients to the
-    # bit, on a scene where many pixels walk, from chunks past the first.
-    gathered = compile_check(compiler, [SOURCE], str(tmp_path / "raster_check_gathered"),
-                             VARIANTS["default"] + ["SPLAT_WALK_COMPACT=1"])
-    own = build(compiler, "default", str(tmp_path))
+    # (the default) against each pixel on its own thread (SPLAT_WALK_COMPACT=0):
+    # the same image, alpha, last contributors and gradients to the bit, on a
+    # scene where many pixels walk, from chunks past the first.
+    gathered = build(compiler, "default", str(tmp_path))
+    own = compile_check(compiler, [SOURCE], str(tmp_path / "raster_check_own"),
+                        VARIANTS["default"] + ["SPLAT_WALK_COMPACT=0"])
     rng, seed = make_rng()
     scene_seed, splats = int(rng.integers(0, 2 ** 31)), int(rng.integers(9000, 11000))
     a, pairs, deepest = run(gathered, scene_seed, splats, True, str(tmp_path / "gathered.bin"))
@@ -252,16 +253,13 @@ def assert_matches_sequential_blend(got, pairs, seed):
     assert e <= 1e-4, f"gradients: relative error {e:.3g} ({pairs} pairs); seed {seed}"
 
 
-@pytest.mark.parametrize("per_channel", [0, 1], ids=["all_channels", "per_channel"])
 @pytest.mark.parametrize("masked", [None, 0.3, 1.0])
-def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path, masked, per_channel):
+def test_loss_kernels_give_the_cpu_schedule_bits(compiler, tmp_path, masked):
     """ssim_forward + ssim_backward (train_loss.h) against cpp/cpu/cpu_loss.cpp:
     the same gradient bits and the loss to rounding, on an image that is not
     a multiple of the 16-pixel tiles; with a mask (some of the pixels, or all),
-    masked pixels' gradients are +0 on both. Both tile bodies: the default's
-    (every channel's halo loaded at once) and the A/B's a channel at a time."""
-    exe = compile_check(compiler, LOSS_SOURCES, str(tmp_path / "loss_check"),
-                        defines=[f"SPLAT_LOSS_LOAD_PER_CHANNEL={per_channel}"])
+    masked pixels' gradients are +0 on both."""
+    exe = compile_check(compiler, LOSS_SOURCES, str(tmp_path / "loss_check"))
     rng, seed = make_rng()
     width, height = int(rng.integers(20, 90)), int(rng.integers(20, 90))
     got = run_check(exe, int(rng.integers(0, 2 ** 31)), width, height, *([] if masked is None else [masked]))

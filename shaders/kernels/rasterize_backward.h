@@ -36,13 +36,14 @@
 //                           pair slot (summed per Gaussian by
 //                           absgrad_pair_sum, train_absgrad.h); 0: abs_grads
 //                           is never touched.
-// SPLAT_BWD_COMPACT (a define, 0 unless SPLAT_NVRTC_OPTIONS sets it): the chunk's live
-// pixels, those whose last contributor lies in or behind it, are gathered in
-// tile order onto the first threads, two a thread as above, so a chunk deep
-// in a tile where a quarter of the pixels still blend runs one SIMD group's
-// loads, reductions and atomics per splat instead of four mostly idle ones.
-// Each pixel's gradient terms are the same; the SIMD groups sum other sets
-// of pixels, so the atomics' sums round otherwise.
+// SPLAT_BWD_COMPACT (a define, 1 unless SPLAT_NVRTC_OPTIONS sets 0 for the
+// A/B): the chunk's live pixels, those whose last contributor lies in or
+// behind it, are gathered in tile order onto the first threads, two a thread
+// as above, so a chunk deep in a tile where a quarter of the pixels still
+// blend runs one SIMD group's loads, reductions and atomics per splat instead
+// of four mostly idle ones. Each pixel's gradient terms are the same; the
+// SIMD groups sum other sets of pixels, so the atomics' sums round otherwise.
+// 0 keeps each pixel on its own thread.
 // Gradient layout per Gaussian (or pair): mean2d.xy, conic.xyz, opacity,
 // colour.rgb.
 #pragma once
@@ -69,7 +70,7 @@
 #define SPLAT_SPEC_ABSGRAD 0
 #endif
 #ifndef SPLAT_BWD_COMPACT
-#define SPLAT_BWD_COMPACT 0
+#define SPLAT_BWD_COMPACT 1
 #endif
 
 // The threadgroup (SPLAT_BWD_THREADS, SPLAT_BWD_PIXELS: params.h).

@@ -456,12 +456,11 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
 // the pixels stop, spread over the tile, then walks on two SIMD groups
 // instead of eight mostly idle ones (each splat's row test then covers the
 // rows of its group's walkers). Each pixel's arithmetic is the same either
-// way; 0 (the default until measured on a GPU) keeps a pixel on its own
-// thread.
+// way; 0 (the A/B, an NVRTC define) keeps a pixel on its own thread.
 // s_splats: SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats; s_flags:
 // SPLAT_GROUP_WARPS + 1 values; s_walkers: SPLAT_GROUP_SIZE values.
 #ifndef SPLAT_WALK_COMPACT
-#define SPLAT_WALK_COMPACT 0
+#define SPLAT_WALK_COMPACT 1
 #endif
 SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                     SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const uint32_t* ranges,

@@ -29,11 +29,7 @@
 #include "adam.h"  // accumulate_view
 #include "train_loss_tile.h"
 
-#if SPLAT_LOSS_LOAD_PER_CHANNEL
-#include "train_loss_per_channel.h"
-#else
 #include "train_loss_all_channels.h"
-#endif
 
 // One view's loss from its tiles' sums, by one whole threadgroup: the sums in
 // a fixed order (each thread a strided run, then the threadgroup sum), so it

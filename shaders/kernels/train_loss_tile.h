@@ -14,19 +14,13 @@ typedef unsigned char splat_byte;
 #define SPLAT_LOSS_SPAN (SPLAT_TILE_SIZE + 2 * SSIM_RADIUS)  // 26: tile + halo
 #define SPLAT_LOSS_HALO (SPLAT_LOSS_SPAN * SPLAT_LOSS_SPAN)  // 676 pixels
 #define SPLAT_LOSS_ROWS (SPLAT_LOSS_SPAN * SPLAT_TILE_SIZE)  // 416: horizontal pass outputs
-// 1: the tile bodies that load a channel's halo at a time
-// (train_loss_per_channel.h), for the A/B against the default.
-#ifndef SPLAT_LOSS_LOAD_PER_CHANNEL
-#define SPLAT_LOSS_LOAD_PER_CHANNEL 0
-#endif
 // Threadgroup floats the entry points declare: the forward's halo of the
 // render and target, the backward's of the nine partial planes (all three
-// channels; one with SPLAT_LOSS_LOAD_PER_CHANNEL), and the horizontal pass's
-// outputs. At most 29.4 KB, within Metal's 32 KB.
-#define SPLAT_LOSS_CHANNELS_LOADED (SPLAT_LOSS_LOAD_PER_CHANNEL ? 1 : 3)
-#define SPLAT_LOSS_FWD_IN (2 * SPLAT_LOSS_CHANNELS_LOADED * SPLAT_LOSS_HALO)
+// channels of each), and the horizontal pass's outputs. At most 29.4 KB,
+// within Metal's 32 KB.
+#define SPLAT_LOSS_FWD_IN (2 * 3 * SPLAT_LOSS_HALO)
 #define SPLAT_LOSS_FWD_H (5 * SPLAT_LOSS_ROWS)
-#define SPLAT_LOSS_BWD_IN (3 * SPLAT_LOSS_CHANNELS_LOADED * SPLAT_LOSS_HALO)
+#define SPLAT_LOSS_BWD_IN (3 * 3 * SPLAT_LOSS_HALO)
 #define SPLAT_LOSS_BWD_H (3 * SPLAT_LOSS_ROWS)
 #define SPLAT_LOSS_RED (2 * SPLAT_GROUP_WARPS)
 
