@@ -15,9 +15,9 @@ typedef unsigned char splat_byte;
 #define SPLAT_LOSS_HALO (SPLAT_LOSS_SPAN * SPLAT_LOSS_SPAN)  // 676 pixels
 #define SPLAT_LOSS_ROWS (SPLAT_LOSS_SPAN * SPLAT_TILE_SIZE)  // 416: horizontal pass outputs
 // Threadgroup floats the entry points declare: the forward's halo of the
-// render and target, the backward's of the nine partial planes (all three
-// channels of each), and the horizontal pass's outputs. At most 29.4 KB,
-// within Metal's 32 KB.
+// render and target (three channels each), the backward's of the nine partial
+// planes (three a channel), and the horizontal pass's outputs. At most
+// 29.4 KB, within Metal's 32 KB.
 #define SPLAT_LOSS_FWD_IN (2 * 3 * SPLAT_LOSS_HALO)
 #define SPLAT_LOSS_FWD_H (5 * SPLAT_LOSS_ROWS)
 #define SPLAT_LOSS_BWD_IN (3 * 3 * SPLAT_LOSS_HALO)
