@@ -110,3 +110,13 @@ def test_the_direct_sort_define_compiles(monkeypatch):
     monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_SORT_STAGED=0")
     rows = [r for r in _core.nvrtc_compile_all("sm_90") if r[0] == "splat_radix_scatter"]
     assert len(rows) == 1 and not failures_of(rows), "\n".join(failures_of(rows))
+
+
+def test_the_chunk_pass_define_compiles(monkeypatch):
+    # SPLAT_CHUNK_SKIP_ENDED=0 (rasterize_forward.h; 1 by default): a head launch's
+    # chunk pass blending every pixel, ended or not, the A/B a GPU run sets
+    # through the developer hook.
+    require_nvrtc()
+    monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", "-DSPLAT_CHUNK_SKIP_ENDED=0")
+    rows = [r for r in _core.nvrtc_compile_all("sm_90") if r[0] == "splat_rasterize_chunks"]
+    assert rows and not failures_of(rows), "\n".join(failures_of(rows))

@@ -78,8 +78,8 @@ def run(exe, seed, splats, with_d_alpha, out, faint=False, skip=False, views=1, 
                         str(views), str(int(chunked))], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
     data = np.fromfile(out, np.uint8)
-    width, height, n, pairs, deepest, skipped, walks = (int(v) for v in data[:28].view(np.uint32))
-    arrays, at = {"skipped": skipped, "walks": walks}, 28
+    width, height, n, pairs, deepest, skipped, walks, ended = (int(v) for v in data[:32].view(np.uint32))
+    arrays, at = {"skipped": skipped, "walks": walks, "ended": ended}, 32
     for name, count, dtype in [("image", 3 * width * height, np.float32), ("ref_image", 3 * width * height, np.float32),
                                ("alpha", width * height, np.float32), ("ref_alpha", width * height, np.float32),
                                ("n_contrib", width * height, np.uint32), ("ref_n_contrib", width * height, np.uint32),
@@ -159,6 +159,8 @@ def test_skipping_the_chunks_behind_a_saturated_one_changes_no_bit(compiler, tmp
     full, pairs, deepest = run(exe, scene_seed, splats, with_d_alpha, str(tmp_path / "full.bin"))
     skip, _, _ = run(exe, scene_seed, splats, with_d_alpha, str(tmp_path / "skip.bin"), skip=True)
     assert skip["skipped"] > 0 and full["skipped"] == 0, f"no chunk skipped (deepest list {deepest}); seed {seed}"
+    # Pixels of a head launch's later chunk that the earlier ones had ended skip it.
+    assert skip["ended"] > 0 and full["ended"] == 0, f"no pixel skipped as ended; seed {seed}"
     for k in ("image", "alpha", "n_contrib", "grads", "abs"):
         np.testing.assert_array_equal(skip[k], full[k], err_msg=f"{k}; seed {seed}")
     assert_matches_sequential_blend(skip, pairs, seed)
@@ -207,6 +209,8 @@ def test_the_chunked_stop_matches_its_sequential_blend(compiler, tmp_path, varia
     depth = 2 if views == 1 else 1  # chunks past the first the scene's lists reach
     assert deepest > depth * CHUNK, f"lists of {depth + 1}+ chunks expected (deepest {deepest}); seed {seed}"
     assert chunk["walks"] == 0 and plain["walks"] > 0, seed
+    if skip:  # head launches skip the pixels the earlier chunks ended
+        assert chunk["ended"] > 0 and plain["ended"] > 0, (chunk["ended"], plain["ended"], seed)
     assert_matches_sequential_blend(chunk, pairs, seed)
     later = plain["ref_n_contrib"] > CHUNK
     first = (plain["ref_n_contrib"] <= CHUNK) & (chunk["ref_n_contrib"] <= CHUNK)

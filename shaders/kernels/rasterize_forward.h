@@ -243,6 +243,11 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t 
 // With cp.skip_saturated (ChunkPassParams in params.h) a chunk past one that
 // saturates its tile is skipped, and a chunk that saturates its tile says so;
 // s_flags: SPLAT_CHUNK_THREADS / 32 values.
+// SPLAT_CHUNK_SKIP_ENDED (a define; 0 for the A/B): a head launch's pixels that
+// the earlier chunks have already ended skip this chunk.
+#ifndef SPLAT_CHUNK_SKIP_ENDED
+#define SPLAT_CHUNK_SKIP_ENDED 1
+#endif
 SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp,
                                       SPLAT_CONST_MEM const ChunkPassParams& cp, SPLAT_DEVICE_MEM const uint32_t* ranges,
@@ -272,14 +277,33 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   vec2 pix[SPLAT_CHUNK_PIXELS];
   ChunkBlend cb[SPLAT_CHUNK_PIXELS];
   uint32_t last[SPLAT_CHUNK_PIXELS];
-  bool any_inside = false;
+  // The pixel's transmittance before this chunk as the chain takes it (the
+  // earlier chunks' products in order; 0 where one of them stopped it by the
+  // blend's stop): known in a head launch only, whose earlier chunks are
+  // complete; 1 in a slot launch.
+  float T_before[SPLAT_CHUNK_PIXELS];
+  bool any_live = false;
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
-    px[p] = tile_pixel(cam, c.tile, lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p));
+    const uint32_t pixel = lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p);
+    px[p] = tile_pixel(cam, c.tile, pixel);
     pix[p] = make_vec2((float)px[p].x + 0.5f, (float)px[p].y + 0.5f);
     cb[p] = chunk_blend_begin();
     last[p] = 0u;
-    any_inside = any_inside || px[p].inside;
+    T_before[p] = 1.f;
+    if (cp.skip_saturated && cp.head) {
+      for (uint32_t j = 0; j < k; ++j) {
+        const uint32_t at = chunk_pixel(c.tile, c.start, j, pixel);
+        T_before[p] *= load_float4(chunk_state, at).x;
+        if (chunk_applies_stop(rp, j) && (chunk_last[at] & SPLAT_CHUNK_STOPPED) != 0u) T_before[p] = 0.f;
+      }
+    }
+    // A pixel the chain has ended before this chunk (below half the stop: the
+    // margin absorbs a walk's rounding, as the tile's saturation test below)
+    // never has this chunk's state read: it blends nothing here, with P = 0
+    // so that later head launches see it ended.
+    if (SPLAT_CHUNK_SKIP_ENDED != 0 && T_before[p] < 0.5f * SPLAT_T_MIN) cb[p].P = 0.f;
+    any_live = any_live || (px[p].inside && cb[p].P > 0.f);
   }
   float row_lo, row_hi;
   warp_rows(px[0].tile_y, t.warp, SPLAT_CHUNK_PIXELS, row_lo, row_hi);
@@ -290,10 +314,17 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   bool stopped[SPLAT_CHUNK_PIXELS];
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) stopped[p] = false;
-  if (any_inside && chunk_applies_stop(rp, k))
+  if (any_live && chunk_applies_stop(rp, k))
     blend_chunk_splats(s_splats, count, row_lo, row_hi, pix, true, cb, last, stopped);
-  else if (any_inside)
+  else if (any_live)
     blend_chunk_splats(s_splats, count, row_lo, row_hi, pix, false, cb, last, stopped);
+  SPLAT_UNROLL
+  for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
+    if (SPLAT_CHUNK_SKIP_ENDED != 0 && T_before[p] < 0.5f * SPLAT_T_MIN) {  // ended: blended nothing
+      last[p] = 0u;
+      stopped[p] = false;
+    }
+  }
   const uint32_t slot = chunk_slot(c.tile, c.start, k);
   // Whether every pixel of the tile is below half the stop after this chunk
   // (or stopped in a chunk that applies the stop, which it then never leaves):
@@ -309,16 +340,7 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
     const uint32_t pixel = lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p);
     store_chunk_state(chunk_state, slot * (uint32_t)SPLAT_GROUP_SIZE + pixel, cb[p].P, cb[p].L);
     chunk_last[slot * (uint32_t)SPLAT_GROUP_SIZE + pixel] = last[p] | (stopped[p] ? SPLAT_CHUNK_STOPPED : 0u);
-    float T = cb[p].P;
-    bool stopped_before = false;  // in an earlier chunk, by the blend's stop (its P is then not below it)
-    if (cp.skip_saturated && cp.head) {
-      for (uint32_t j = 0; j < k; ++j) {
-        const uint32_t at = chunk_pixel(c.tile, c.start, j, pixel);
-        T *= load_float4(chunk_state, at).x;
-        stopped_before = stopped_before || (chunk_applies_stop(rp, j) && (chunk_last[at] & SPLAT_CHUNK_STOPPED) != 0u);
-      }
-    }
-    saturated = saturated && (!px[p].inside || stopped[p] || stopped_before || T < 0.5f * SPLAT_T_MIN);
+    saturated = saturated && (!px[p].inside || stopped[p] || T_before[p] * cb[p].P < 0.5f * SPLAT_T_MIN);
   }
   if (cp.skip_saturated) {
     bool warp_saturated = !simd_any(!saturated);

@@ -16,7 +16,8 @@
 // SKIP 1: the chunk pass in its two launches that skip the chunks behind one
 // that saturates its tile (BackendConfig.raster_forward_chunks =
 // skip_saturated, as GpuDevice dispatches it); the header then counts the
-// chunks skipped.
+// chunks skipped, and the pixels of the head launches' later chunks that the
+// earlier chunks had ended (which skip them).
 //
 // CHUNKED 1: the chunked stop (RasterParams::chunk_stop; no walk or
 // checkpoint pass, as GpuDevice dispatches it), against its sequential blend: each chunk of a
@@ -181,6 +182,27 @@ int main(int argc, char** argv) {
   for (uint32_t t = 0; t < num_tiles; ++t)
     if (tile_saturated[t] != SPLAT_NOT_SATURATED)
       skipped += chunk_count(ranges[2 * t], ranges[2 * t + 1]) - 1u - tile_saturated[t];
+  // Pixels a head launch found ended by the earlier chunks: their products in
+  // the chain's order below half the stop, or a stop flagged in a chunk that
+  // applies it.
+  uint32_t ended = 0;
+  if (skip) {
+    for (uint32_t t = 0; t < num_tiles; ++t) {
+      const uint32_t start = ranges[2 * t], chunks = chunk_count(start, ranges[2 * t + 1]);
+      for (uint32_t k = 1; k < head && k < chunks; ++k) {
+        if (tile_saturated[t] != SPLAT_NOT_SATURATED && tile_saturated[t] < k) break;
+        for (uint32_t pixel = 0; pixel < SPLAT_GROUP_SIZE; ++pixel) {
+          float T = 1.f;
+          for (uint32_t j = 0; j < k; ++j) {
+            const uint32_t at = chunk_pixel(t, start, j, pixel);
+            T *= chunk_state[4 * at];
+            if (chunk_applies_stop(rp, j) && (chunk_last[at] & SPLAT_CHUNK_STOPPED) != 0u) T = 0.f;
+          }
+          ended += T < 0.5f * SPLAT_T_MIN ? 1u : 0u;
+        }
+      }
+    }
+  }
   simt_emu::dispatch(num_tiles, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     rasterize_forward_body(t, cam, rp, ranges.data(), image.data(), alpha.data(), final_T.data(), n_contrib.data(),
                            chunk_state.data(), chunk_last.data(), stop_chunk.data());
@@ -298,7 +320,8 @@ int main(int argc, char** argv) {
     perror("raster_check: open");
     return 2;
   }
-  const uint32_t header[7] = {kWidth, kHeight * (uint32_t)views, (uint32_t)n, num_pairs, deepest, skipped, walks};
+  const uint32_t header[8] = {kWidth, kHeight * (uint32_t)views, (uint32_t)n, num_pairs, deepest, skipped, walks,
+                              ended};
   write(f, header, sizeof(header));
   write(f, image.data(), 4 * image.size());
   write(f, ref_image.data(), 4 * ref_image.size());
