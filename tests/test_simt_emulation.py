@@ -149,21 +149,43 @@ def test_raster_kernels_on_faint_deep_lists(compiler, tmp_path):
 
 
 @pytest.mark.slow
-def test_skipping_the_chunks_behind_a_saturated_one_changes_no_bit(compiler, tmp_path):
+@pytest.mark.parametrize("chunk_pass", ["default", "tail_skips_ended", "keeps_ended"])
+def test_skipping_the_chunks_behind_a_saturated_one_changes_no_bit(compiler, tmp_path, chunk_pass):
     # BackendConfig.raster_forward_chunks = skip_saturated against every chunk
     # rasterized, on the same scene: the image, alpha, last contributors and
-    # gradients agree to the bit, with chunks skipped.
+    # gradients agree to the bit, with chunks skipped; by default the head
+    # launches also skip the pixels earlier chunks ended, with
+    # SPLAT_CHUNK_SKIP_ENDED_TAIL=1 the last launch too, with
+    # SPLAT_CHUNK_SKIP_ENDED=0 none does.
     exe = build(compiler, "default", str(tmp_path))
+    defines = {"default": [], "tail_skips_ended": ["SPLAT_CHUNK_SKIP_ENDED_TAIL=1"],
+               "keeps_ended": ["SPLAT_CHUNK_SKIP_ENDED=0"]}[chunk_pass]
+    variant = exe if not defines else compile_check(compiler, [SOURCE], str(tmp_path / f"raster_check_{chunk_pass}"),
+                                                    VARIANTS["default"] + defines)
     rng, seed = make_rng()
     scene_seed, splats, with_d_alpha = int(rng.integers(0, 2 ** 31)), int(rng.integers(9000, 11000)), True
-    full, pairs, deepest = run(exe, scene_seed, splats, with_d_alpha, str(tmp_path / "full.bin"))
-    skip, _, _ = run(exe, scene_seed, splats, with_d_alpha, str(tmp_path / "skip.bin"), skip=True)
-    assert skip["skipped"] > 0 and full["skipped"] == 0, f"no chunk skipped (deepest list {deepest}); seed {seed}"
-    # Pixels of a head launch's later chunk that the earlier ones had ended skip it.
-    assert skip["ended"] > 0 and full["ended"] == 0, f"no pixel skipped as ended; seed {seed}"
-    for k in ("image", "alpha", "n_contrib", "grads", "abs"):
-        np.testing.assert_array_equal(skip[k], full[k], err_msg=f"{k}; seed {seed}")
-    assert_matches_sequential_blend(skip, pairs, seed)
+    # Both stops: with the 3DGS stop a walk recomputes a chunk from the records
+    # and would hide a chunk state a skip got wrong; the chunked stop takes
+    # each chunk's state whole.
+    for chunked in (False, True):
+        full, pairs, deepest = run(exe, scene_seed, splats, with_d_alpha, str(tmp_path / "full.bin"), chunked=chunked)
+        skip, _, _ = run(variant, scene_seed, splats, with_d_alpha, str(tmp_path / "skip.bin"), skip=True,
+                         chunked=chunked)
+        assert skip["skipped"] > 0 and full["skipped"] == 0, f"no chunk skipped (deepest {deepest}); seed {seed}"
+        # Pixels of a later chunk that the earlier ones had ended (counted as the
+        # variant skips them; the tail's bound reaches more of them).
+        assert full["ended"] == 0, seed
+        if chunk_pass == "tail_skips_ended":
+            head_only, _, _ = run(exe, scene_seed, splats, with_d_alpha, str(tmp_path / "head.bin"), skip=True,
+                                  chunked=chunked)
+            assert skip["ended"] > head_only["ended"] > 0, (skip["ended"], head_only["ended"], seed)
+        elif chunk_pass == "default":
+            assert skip["ended"] > 0, f"no pixel skipped as ended; seed {seed}"
+        else:
+            assert skip["ended"] == 0, seed
+        for k in ("image", "alpha", "n_contrib", "grads", "abs"):
+            np.testing.assert_array_equal(skip[k], full[k], err_msg=f"{k}; chunked {chunked}; seed {seed}")
+        assert_matches_sequential_blend(skip, pairs, seed)
 
 
 @pytest.mark.slow

@@ -244,9 +244,16 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t 
 // saturates its tile is skipped, and a chunk that saturates its tile says so;
 // s_flags: SPLAT_CHUNK_THREADS / 32 values.
 // SPLAT_CHUNK_SKIP_ENDED (a define; 0 for the A/B): a head launch's pixels that
-// the earlier chunks have already ended skip this chunk.
+// the earlier chunks have already ended skip this chunk. SPLAT_CHUNK_SKIP_ENDED_TAIL
+// (0 until a GPU has timed it): so do the last launch's, from the head chunks'
+// product, which bounds the transmittance before any later chunk (each chunk's
+// P is at most 1, and a rounded product of factors in [0, 1] never exceeds a
+// factor).
 #ifndef SPLAT_CHUNK_SKIP_ENDED
 #define SPLAT_CHUNK_SKIP_ENDED 1
+#endif
+#ifndef SPLAT_CHUNK_SKIP_ENDED_TAIL
+#define SPLAT_CHUNK_SKIP_ENDED_TAIL 0
 #endif
 SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp,
@@ -279,9 +286,11 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   uint32_t last[SPLAT_CHUNK_PIXELS];
   // The pixel's transmittance before this chunk as the chain takes it (the
   // earlier chunks' products in order; 0 where one of them stopped it by the
-  // blend's stop): known in a head launch only, whose earlier chunks are
-  // complete; 1 in a slot launch.
+  // blend's stop): known in a head launch, whose earlier chunks are complete;
+  // in the last launch after head launches, with SPLAT_CHUNK_SKIP_ENDED_TAIL,
+  // the head chunks' product, a bound on it; 1 otherwise.
   float T_before[SPLAT_CHUNK_PIXELS];
+  const uint32_t known = !cp.skip_saturated ? 0u : cp.head ? k : SPLAT_CHUNK_SKIP_ENDED_TAIL != 0 ? cp.tail_from : 0u;
   bool any_live = false;
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
@@ -291,8 +300,8 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
     cb[p] = chunk_blend_begin();
     last[p] = 0u;
     T_before[p] = 1.f;
-    if (cp.skip_saturated && cp.head) {
-      for (uint32_t j = 0; j < k; ++j) {
+    if (known > 0u) {
+      for (uint32_t j = 0; j < known; ++j) {
         const uint32_t at = chunk_pixel(c.tile, c.start, j, pixel);
         T_before[p] *= load_float4(chunk_state, at).x;
         if (chunk_applies_stop(rp, j) && (chunk_last[at] & SPLAT_CHUNK_STOPPED) != 0u) T_before[p] = 0.f;
