@@ -6,6 +6,8 @@ image size, with peak memory, one row per (Gaussians, image size).
     python bench/scale.py --gaussians 1000000 --sizes 800x800 --breakdown   # + GPU ms per ts_* label
     python bench/scale.py --gaussians 1000000 --compare kernel_overlap=off  # A/B: each cell again, ratio
     python bench/scale.py --gaussians 1000000 --compare train.blend_stop=chunk  # a recipe key likewise
+    python bench/scale.py --gaussians 1000000 --compare-kernels=-DSPLAT_SORT_STAGED=0 --rounds 2
+        # a kernel define's A/B (NVRTC options, cuda), the cells' variants in turn, twice
 
 A step's cost should grow with its work: the columns `us/1k G` (per thousand
 Gaussians) and `ms/MP` (per megapixel) stay flat along a column when the
@@ -152,15 +154,29 @@ def main(argv=None) -> int:
                     help="run every cell again with this BackendConfig field, or recipe key as train.KEY=VALUE "
                          "(repeatable: one more run per flag, right after the default's); the table adds each "
                          "run's ratio to the default's")
+    ap.add_argument("--compare-kernels", action="append", metavar="OPTIONS", default=[],
+                    help="run every cell again with the kernels compiled with these NVRTC options, e.g. "
+                         "--compare-kernels=-DSPLAT_SORT_STAGED=0 (with '=': the options begin with a dash; "
+                         "the kernels' A/B defines; cuda only; repeatable)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run each cell's variants in turn this many times, every run in the table with its "
+                         "ratio to the same round's default (default 1)")
     ap.add_argument("--backend-set", action="append", metavar="FIELD=VALUE", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--train-set", action="append", metavar="train.KEY=VALUE", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--cell", help=argparse.SUPPRESS)  # internal: one cell, printed as JSON
     args = ap.parse_args(argv)
     if args.steps < 1 or args.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
+    if args.rounds < 1:
+        ap.error(f"--rounds must be >= 1, got {args.rounds}")
+    for options in args.compare_kernels:
+        if args.backend != "cuda":
+            ap.error(f"--compare-kernels: NVRTC options apply to the cuda backend only, not {args.backend}")
+        if not options.split() or any(not o.startswith("-") for o in options.split()):
+            ap.error(f"--compare-kernels: expected NVRTC options such as -DNAME=VALUE, got {options!r}")
     import splat
     from gate import parse_backend_field, parse_train_item
-    variants = [("default", {}, {})]   # (name, BackendConfig fields, recipe keys)
+    variants = [("default", {}, {}, {})]   # (name, BackendConfig fields, recipe keys, environment)
     for flag, items in (("--backend-set", args.backend_set), ("--train-set", args.train_set),
                         ("--compare", args.compare)):
         for item in items:
@@ -169,13 +185,17 @@ def main(argv=None) -> int:
                 if flag == "--train-set":
                     variants[0][2].update(train)
                 else:
-                    variants.append((item, {}, train))
+                    variants.append((item, {}, train, {}))
                 continue
             key, value = parse_backend_field(ap, flag, item)
             if flag == "--backend-set":
                 variants[0][1][key] = value
             else:
-                variants.append((item, {key: value}, {}))
+                variants.append((item, {key: value}, {}, {}))
+    # The kernels are compiled at run time (NVRTC), with SPLAT_NVRTC_OPTIONS added to
+    # their options and their cache key: a variant's cells get it in their environment.
+    for options in args.compare_kernels:
+        variants.append((",".join(options.split()), {}, {}, {"SPLAT_NVRTC_OPTIONS": options}))
     if args.cell:
         n, w, h = (int(x) for x in args.cell.split(","))
         print(json.dumps(run_cell(n, w, h, args.backend, args.steps, args.warmup, args.seed,
@@ -187,43 +207,44 @@ def main(argv=None) -> int:
     if not ok:
         ap.error(f"backend {args.backend} is not available: {why}")
     rows = []
-    for n in args.gaussians:
-        for w, h in args.sizes:
-            for name, fields, train_keys in variants:
-                cmd = [sys.executable, os.path.abspath(__file__), "--backend", args.backend, "--steps",
-                       str(args.steps), "--warmup", str(args.warmup), "--seed", str(args.seed), "--cell", f"{n},{w},{h}"]
-                cmd += [a for k, v in fields.items() for a in ("--backend-set", f"{k}={v}")]
-                cmd += [a for k, v in train_keys.items() for a in ("--train-set", f"train.{k}={json.dumps(v)}")]
-                if args.breakdown:
-                    cmd.append("--breakdown")
-                proc = subprocess.run(cmd, capture_output=True, text=True)
-                label = "" if name == "default" else f" [{name}]"
-                if proc.returncode != 0:
-                    tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-                    print(f"{n:>10,} {w}x{h}{label}: failed: {tail}", flush=True)
-                    rows.append(dict(gaussians=n, width=w, height=h, variant=name, error=tail))
-                    continue
-                row = json.loads(proc.stdout.strip().splitlines()[-1])
-                row["variant"] = name
-                rows.append(row)
-                print(f"{n:>10,} {w}x{h}{label}: {row['ms']:.2f} ms/step", flush=True)
-                for ts_label, ms in sorted(row.get("ts", {}).items(), key=lambda kv: -kv[1]):
-                    print(f"    {ts_label:<28} {ms:8.3f} ms", flush=True)
+    cells = [(n, w, h, r) for n in args.gaussians for w, h in args.sizes for r in range(1, args.rounds + 1)]
+    for n, w, h, round_ in cells:
+        for name, fields, train_keys, env in variants:
+            cmd = [sys.executable, os.path.abspath(__file__), "--backend", args.backend, "--steps",
+                   str(args.steps), "--warmup", str(args.warmup), "--seed", str(args.seed), "--cell", f"{n},{w},{h}"]
+            cmd += [a for k, v in fields.items() for a in ("--backend-set", f"{k}={v}")]
+            cmd += [a for k, v in train_keys.items() for a in ("--train-set", f"train.{k}={json.dumps(v)}")]
+            if args.breakdown:
+                cmd.append("--breakdown")
+            proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+            label = ("" if name == "default" else f" [{name}]") + (f" (round {round_})" if args.rounds > 1 else "")
+            if proc.returncode != 0:
+                tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+                print(f"{n:>10,} {w}x{h}{label}: failed: {tail}", flush=True)
+                rows.append(dict(gaussians=n, width=w, height=h, variant=name, round=round_, error=tail))
+                continue
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            row["variant"], row["round"] = name, round_
+            rows.append(row)
+            print(f"{n:>10,} {w}x{h}{label}: {row['ms']:.2f} ms/step", flush=True)
+            for ts_label, ms in sorted(row.get("ts", {}).items(), key=lambda kv: -kv[1]):
+                print(f"    {ts_label:<28} {ms:8.3f} ms", flush=True)
 
     mem_head = "RSS peak GiB" if args.backend == "cpu" else "arena GiB  driver GiB"
-    compared = len(variants) > 1
+    compared = len(variants) > 1 or args.rounds > 1
     head = (f"{'#Gauss':>10} {'image':>10} {'ms/step':>9} {'us/1k G':>8} {'ms/MP':>7} {mem_head:>21} "
             f"{'target ms':>10}")
+    rounds = args.rounds > 1
     if compared:
-        head = f"{'variant':<22} " + head + f" {'x default':>10}"
-    base_ms = {(r["gaussians"], r["width"], r["height"]): r["ms"] for r in rows
+        head = f"{'variant':<22} " + (f"{'round':>5} " if rounds else "") + head + f" {'x default':>10}"
+    base_ms = {(r["gaussians"], r["width"], r["height"], r["round"]): r["ms"] for r in rows
                if r.get("variant") == "default" and "error" not in r}
     print()
     print(head)
     print("-" * len(head))
     for r in rows:
         size = f"{r['width']}x{r['height']}"
-        lead = f"{r['variant']:<22} " if compared else ""
+        lead = (f"{r['variant']:<22} " + (f"{r['round']:>5} " if rounds else "")) if compared else ""
         if "error" in r:
             print(f"{lead}{r['gaussians']:>10,} {size:>10} {'failed: ' + r['error'][:60]}")
             continue
@@ -234,7 +255,7 @@ def main(argv=None) -> int:
         line = (f"{lead}{r['gaussians']:>10,} {size:>10} {r['ms']:>9.3f} "
                 f"{1e3 * r['ms'] / (r['gaussians'] / 1e3):>8.3f} {r['ms'] / mp:>7.3f} {mem:>21} {verdict}")
         if compared:
-            base = base_ms.get((r["gaussians"], r["width"], r["height"]))
+            base = base_ms.get((r["gaussians"], r["width"], r["height"], r["round"]))
             line = f"{line:<{len(head) - 11}} {(r['ms'] / base if base else float('nan')):>10.3f}"
         print(line)
     return 1 if any("error" in r for r in rows) else 0

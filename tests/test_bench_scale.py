@@ -85,11 +85,52 @@ def test_a_compared_recipe_key_reaches_the_cell():
     assert row["loss"] != plain["loss"] and row["count"] == plain["count"] == 1000
 
 
+def test_rounds_repeat_the_variants_in_turn_each_against_its_own_default():
+    n = int(np.random.default_rng().integers(300, 1500))
+    proc = _run("--backend", "cpu", "--gaussians", str(n), "--sizes", "32x24", "--steps", "2", "--warmup", "1",
+                "--compare", "pair_sizing=readback", "--rounds", "2")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("variant"))
+    assert lines[head].split()[:2] == ["variant", "round"]
+    rows = [ln.split() for ln in lines[head + 2:] if ln.strip()]
+    assert [(r[0], int(r[1])) for r in rows] == [("default", 1), ("pair_sizing=readback", 1), ("default", 2),
+                                                 ("pair_sizing=readback", 2)]
+    ms = [float(r[4]) for r in rows]
+    np.testing.assert_allclose([float(r[-1]) for r in rows], [1.0, ms[1] / ms[0], 1.0, ms[3] / ms[2]], rtol=2e-3,
+                               atol=2e-3)
+
+
+@pytest.mark.cuda
+def test_compared_kernel_options_reach_the_kernels_compiler():
+    # An option NVRTC rejects makes the variant's cells fail, and only theirs:
+    # the options reached the kernels' compiler, in the variant's process alone.
+    import splat
+    ok, why = splat.backend_available("cuda")
+    if not ok:
+        pytest.skip(f"no cuda backend: {why}")
+    proc = _run("--backend", "cuda", "--gaussians", "2000", "--sizes", "64x48", "--steps", "2", "--warmup", "1",
+                "--compare-kernels=--no-such-nvrtc-option")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("variant"))
+    rows = [ln.split() for ln in lines[head + 2:] if ln.strip()]
+    assert rows[0][0] == "default" and float(rows[0][3]) > 0
+    assert rows[1][0] == "--no-such-nvrtc-option" and "failed:" in lines[head + 3]
+
+
 @pytest.mark.parametrize("args, says", [(["--sizes", "8x8"], "--sizes"), (["--sizes", "axb"], "--sizes"),
                                         (["--gaussians", "0"], "--gaussians"), (["--gaussians", "x"], "--gaussians"),
                                         (["--steps", "0"], "--steps"), (["--compare", "x=y"], "--compare"),
                                         (["--compare", "pair_sizing=sideways"], "--compare"),
-                                        (["--compare", "train.blend_stop=pixel"], "--compare")])
+                                        (["--compare", "train.blend_stop=pixel"], "--compare"),
+                                        (["--compare-kernels=-DSPLAT_SORT_STAGED=0"], "cuda backend only"),
+                                        (["--rounds", "0"], "--rounds")])
 def test_usage_errors(args, says):
     proc = _run("--backend", "cpu", *args)
     assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_compared_kernel_options_must_be_options():
+    proc = _run("--backend", "cuda", "--compare-kernels=-DSPLAT_SORT_STAGED=0 SPLAT_BWD_COMPACT=0")
+    assert proc.returncode == 2 and "expected NVRTC options" in proc.stderr and "Traceback" not in proc.stderr
