@@ -16,8 +16,9 @@
 // SKIP 1: the chunk pass in its two launches that skip the chunks behind one
 // that saturates its tile (BackendConfig.raster_forward_chunks =
 // skip_saturated, as GpuDevice dispatches it); the header then counts the
-// chunks skipped, and the pixels of the head launches' later chunks that the
-// earlier chunks had ended (which skip them).
+// chunks skipped, and the pixels of later chunks that the earlier chunks had
+// ended, which skip them (in the head launches; with SPLAT_CHUNK_SKIP_ENDED_TAIL
+// in the last launch too).
 //
 // CHUNKED 1: the chunked stop (RasterParams::chunk_stop; no walk or
 // checkpoint pass, as GpuDevice dispatches it), against its sequential blend: each chunk of a
