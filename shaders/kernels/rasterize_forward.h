@@ -255,6 +255,26 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t 
 #ifndef SPLAT_CHUNK_SKIP_ENDED_TAIL
 #define SPLAT_CHUNK_SKIP_ENDED_TAIL 0
 #endif
+// A pixel's transmittance before chunk `known` as the chain takes it: chunks
+// 0..known-1's products in order, 0 where one of them stopped it by the blend's
+// stop (1 when known is 0).
+SPLAT_FUNC float chunk_T_before(SPLAT_CONST_MEM const RasterParams& rp, uint32_t tile, uint32_t start, uint32_t known,
+                                uint32_t pixel, SPLAT_DEVICE_MEM const float* chunk_state,
+                                SPLAT_DEVICE_MEM const uint32_t* chunk_last) {
+  float T = 1.f;
+  for (uint32_t j = 0; j < known; ++j) {
+    const uint32_t at = chunk_pixel(tile, start, j, pixel);
+    T *= load_float4(chunk_state, at).x;
+    if (chunk_applies_stop(rp, j) && (chunk_last[at] & SPLAT_CHUNK_STOPPED) != 0u) T = 0.f;
+  }
+  return T;
+}
+// Whether the chain has ended a pixel before a chunk, from chunk_T_before (below
+// half the stop: the margin absorbs a walk's rounding, as the tile's saturation
+// test's does): nothing reads its state in the chunk, so it skips it.
+SPLAT_FUNC bool chunk_pixel_ended(float T_before) {
+  return SPLAT_CHUNK_SKIP_ENDED != 0 && T_before < 0.5f * SPLAT_T_MIN;
+}
 SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp,
                                       SPLAT_CONST_MEM const ChunkPassParams& cp, SPLAT_DEVICE_MEM const uint32_t* ranges,
@@ -299,19 +319,10 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
     pix[p] = make_vec2((float)px[p].x + 0.5f, (float)px[p].y + 0.5f);
     cb[p] = chunk_blend_begin();
     last[p] = 0u;
-    T_before[p] = 1.f;
-    if (known > 0u) {
-      for (uint32_t j = 0; j < known; ++j) {
-        const uint32_t at = chunk_pixel(c.tile, c.start, j, pixel);
-        T_before[p] *= load_float4(chunk_state, at).x;
-        if (chunk_applies_stop(rp, j) && (chunk_last[at] & SPLAT_CHUNK_STOPPED) != 0u) T_before[p] = 0.f;
-      }
-    }
-    // A pixel the chain has ended before this chunk (below half the stop: the
-    // margin absorbs a walk's rounding, as the tile's saturation test below)
-    // never has this chunk's state read: it blends nothing here, with P = 0
-    // so that later head launches see it ended.
-    if (SPLAT_CHUNK_SKIP_ENDED != 0 && T_before[p] < 0.5f * SPLAT_T_MIN) cb[p].P = 0.f;
+    T_before[p] = chunk_T_before(rp, c.tile, c.start, known, pixel, chunk_state, chunk_last);
+    // An ended pixel blends nothing here, with P = 0 so that later head
+    // launches see it ended.
+    if (chunk_pixel_ended(T_before[p])) cb[p].P = 0.f;
     any_live = any_live || (px[p].inside && cb[p].P > 0.f);
   }
   float row_lo, row_hi;
@@ -329,7 +340,7 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
     blend_chunk_splats(s_splats, count, row_lo, row_hi, pix, false, cb, last, stopped);
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
-    if (SPLAT_CHUNK_SKIP_ENDED != 0 && T_before[p] < 0.5f * SPLAT_T_MIN) {  // ended: blended nothing
+    if (chunk_pixel_ended(T_before[p])) {  // blended nothing
       last[p] = 0u;
       stopped[p] = false;
     }

@@ -188,22 +188,16 @@ int main(int argc, char** argv) {
   // products in the chain's order below half the stop, or a stop flagged in a
   // chunk that applies it.
   uint32_t ended = 0;
-  if (skip && SPLAT_CHUNK_SKIP_ENDED != 0) {
+  if (skip) {
     for (uint32_t t = 0; t < num_tiles; ++t) {
       const uint32_t start = ranges[2 * t], chunks = chunk_count(start, ranges[2 * t + 1]);
       for (uint32_t k = 1; k < chunks; ++k) {
         if (tile_saturated[t] != SPLAT_NOT_SATURATED && tile_saturated[t] < k) break;
         const uint32_t known = k < head ? k : SPLAT_CHUNK_SKIP_ENDED_TAIL != 0 ? head : 0u;
         if (known == 0u) break;
-        for (uint32_t pixel = 0; pixel < SPLAT_GROUP_SIZE; ++pixel) {
-          float T = 1.f;
-          for (uint32_t j = 0; j < known; ++j) {
-            const uint32_t at = chunk_pixel(t, start, j, pixel);
-            T *= chunk_state[4 * at];
-            if (chunk_applies_stop(rp, j) && (chunk_last[at] & SPLAT_CHUNK_STOPPED) != 0u) T = 0.f;
-          }
-          ended += T < 0.5f * SPLAT_T_MIN ? 1u : 0u;
-        }
+        for (uint32_t pixel = 0; pixel < SPLAT_GROUP_SIZE; ++pixel)
+          ended += chunk_pixel_ended(chunk_T_before(rp, t, start, known, pixel, chunk_state.data(),
+                                                    chunk_last.data())) ? 1u : 0u;
       }
     }
   }
