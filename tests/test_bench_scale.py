@@ -20,6 +20,13 @@ def _run(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=600)
 
 
+def _compared_rows(proc):
+    """The table of a run with variants: its lines, its header's index and its rows split."""
+    lines = proc.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("variant"))
+    return lines, head, [ln.split() for ln in lines[head + 2:] if ln.strip()]
+
+
 def test_table_has_a_row_per_cell():
     rng = np.random.default_rng()
     counts = sorted(int(x) for x in rng.integers(300, 3000, size=2))
@@ -65,9 +72,7 @@ def test_compare_runs_each_cell_again_and_prints_its_ratio():
     proc = _run("--backend", "cpu", "--gaussians", str(n), "--sizes", "32x24", "--steps", "2", "--warmup", "1",
                 "--compare", "pair_sizing=readback", "--compare", "train.blend_stop=chunk")
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("variant"))
-    rows = [ln.split() for ln in lines[head + 2:] if ln.strip()]
+    _, _, rows = _compared_rows(proc)
     assert [r[0] for r in rows] == ["default", "pair_sizing=readback", "train.blend_stop=chunk"]
     ms = [float(r[3]) for r in rows]
     np.testing.assert_allclose([float(r[-1]) for r in rows], [1.0, ms[1] / ms[0], ms[2] / ms[0]], rtol=2e-3,
@@ -90,10 +95,8 @@ def test_rounds_repeat_the_variants_in_turn_each_against_its_own_default():
     proc = _run("--backend", "cpu", "--gaussians", str(n), "--sizes", "32x24", "--steps", "2", "--warmup", "1",
                 "--compare", "pair_sizing=readback", "--rounds", "2")
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("variant"))
+    lines, head, rows = _compared_rows(proc)
     assert lines[head].split()[:2] == ["variant", "round"]
-    rows = [ln.split() for ln in lines[head + 2:] if ln.strip()]
     assert [(r[0], int(r[1])) for r in rows] == [("default", 1), ("pair_sizing=readback", 1), ("default", 2),
                                                  ("pair_sizing=readback", 2)]
     ms = [float(r[4]) for r in rows]
@@ -112,9 +115,7 @@ def test_compared_kernel_options_reach_the_kernels_compiler():
     proc = _run("--backend", "cuda", "--gaussians", "2000", "--sizes", "64x48", "--steps", "2", "--warmup", "1",
                 "--compare-kernels=--no-such-nvrtc-option")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    lines = proc.stdout.splitlines()
-    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("variant"))
-    rows = [ln.split() for ln in lines[head + 2:] if ln.strip()]
+    lines, head, rows = _compared_rows(proc)
     assert rows[0][0] == "default" and float(rows[0][3]) > 0
     assert rows[1][0] == "--no-such-nvrtc-option" and "failed:" in lines[head + 3]
 
