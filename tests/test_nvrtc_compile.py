@@ -112,13 +112,11 @@ def test_the_direct_sort_define_compiles(monkeypatch):
     assert len(rows) == 1 and not failures_of(rows), "\n".join(failures_of(rows))
 
 
-@pytest.mark.parametrize("define", ["SPLAT_CHUNK_SKIP_ENDED=0", "SPLAT_CHUNK_SKIP_ENDED_TAIL=1"])
+@pytest.mark.parametrize("define", ["SPLAT_CHUNK_SKIP_ENDED=0"])
 def test_the_chunk_pass_defines_compile(monkeypatch, define):
-    # rasterize_forward.h's A/B switches of the chunk pass, set through the
-    # developer hook as a GPU run sets them: SPLAT_CHUNK_SKIP_ENDED=0 (the head
-    # launches blend every pixel, ended or not; 1 by default) and
-    # SPLAT_CHUNK_SKIP_ENDED_TAIL=1 (the last launch skips the pixels the head
-    # chunks ended; 0 by default).
+    # rasterize_forward.h's A/B switch of the chunk pass, set through the
+    # developer hook as a GPU run sets it: SPLAT_CHUNK_SKIP_ENDED=0 (the head
+    # launches blend every pixel, ended or not; 1 by default).
     require_nvrtc()
     monkeypatch.setenv("SPLAT_NVRTC_OPTIONS", f"-D{define}")
     rows = [r for r in _core.nvrtc_compile_all("sm_90") if r[0] == "splat_rasterize_chunks"]

@@ -244,16 +244,10 @@ SPLAT_FUNC void store_chunk_state(SPLAT_DEVICE_MEM float* chunk_state, uint32_t 
 // saturates its tile is skipped, and a chunk that saturates its tile says so;
 // s_flags: SPLAT_CHUNK_THREADS / 32 values.
 // SPLAT_CHUNK_SKIP_ENDED (a define; 0 for the A/B): a head launch's pixels that
-// the earlier chunks have already ended skip this chunk. SPLAT_CHUNK_SKIP_ENDED_TAIL
-// (0 until a GPU has timed it): so do the last launch's, from the head chunks'
-// product, which bounds the transmittance before any later chunk (each chunk's
-// P is at most 1, and a rounded product of factors in [0, 1] never exceeds a
-// factor).
+// the earlier chunks have already ended skip this chunk. (The last launch
+// skipping by the head chunks' product was measured no faster: docs/gpu.md.)
 #ifndef SPLAT_CHUNK_SKIP_ENDED
 #define SPLAT_CHUNK_SKIP_ENDED 1
-#endif
-#ifndef SPLAT_CHUNK_SKIP_ENDED_TAIL
-#define SPLAT_CHUNK_SKIP_ENDED_TAIL 0
 #endif
 // A pixel's transmittance before chunk `known` as the chain takes it: chunks
 // 0..known-1's products in order, 0 where one of them stopped it by the blend's
@@ -307,10 +301,9 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   // The pixel's transmittance before this chunk as the chain takes it (the
   // earlier chunks' products in order; 0 where one of them stopped it by the
   // blend's stop): known in a head launch, whose earlier chunks are complete;
-  // in the last launch after head launches, with SPLAT_CHUNK_SKIP_ENDED_TAIL,
-  // the head chunks' product, a bound on it; 1 otherwise.
+  // 1 otherwise.
   float T_before[SPLAT_CHUNK_PIXELS];
-  const uint32_t known = !cp.skip_saturated ? 0u : cp.head ? k : SPLAT_CHUNK_SKIP_ENDED_TAIL != 0 ? cp.tail_from : 0u;
+  const uint32_t known = cp.skip_saturated && cp.head ? k : 0u;
   bool any_live = false;
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {

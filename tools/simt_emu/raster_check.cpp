@@ -17,8 +17,7 @@
 // that saturates its tile (BackendConfig.raster_forward_chunks =
 // skip_saturated, as GpuDevice dispatches it); the header then counts the
 // chunks skipped, and the pixels of later chunks that the earlier chunks had
-// ended, which skip them (in the head launches; with SPLAT_CHUNK_SKIP_ENDED_TAIL
-// in the last launch too).
+// ended, which skip them (in the head launches).
 //
 // CHUNKED 1: the chunked stop (RasterParams::chunk_stop; no walk or
 // checkpoint pass, as GpuDevice dispatches it), against its sequential blend: each chunk of a
@@ -183,20 +182,17 @@ int main(int argc, char** argv) {
   for (uint32_t t = 0; t < num_tiles; ++t)
     if (tile_saturated[t] != SPLAT_NOT_SATURATED)
       skipped += chunk_count(ranges[2 * t], ranges[2 * t + 1]) - 1u - tile_saturated[t];
-  // Pixels a head launch found ended by the earlier chunks (and, with
-  // SPLAT_CHUNK_SKIP_ENDED_TAIL, the last launch by the head chunks): their
-  // products in the chain's order below half the stop, or a stop flagged in a
-  // chunk that applies it.
+  // Pixels a head launch found ended by the earlier chunks: their products in
+  // the chain's order below half the stop, or a stop flagged in a chunk that
+  // applies it.
   uint32_t ended = 0;
   if (skip) {
     for (uint32_t t = 0; t < num_tiles; ++t) {
       const uint32_t start = ranges[2 * t], chunks = chunk_count(start, ranges[2 * t + 1]);
-      for (uint32_t k = 1; k < chunks; ++k) {
+      for (uint32_t k = 1; k < chunks && k < head; ++k) {
         if (tile_saturated[t] != SPLAT_NOT_SATURATED && tile_saturated[t] < k) break;
-        const uint32_t known = k < head ? k : SPLAT_CHUNK_SKIP_ENDED_TAIL != 0 ? head : 0u;
-        if (known == 0u) break;
         for (uint32_t pixel = 0; pixel < SPLAT_GROUP_SIZE; ++pixel)
-          ended += chunk_pixel_ended(chunk_T_before(rp, t, start, known, pixel, chunk_state.data(),
+          ended += chunk_pixel_ended(chunk_T_before(rp, t, start, k, pixel, chunk_state.data(),
                                                     chunk_last.data())) ? 1u : 0u;
       }
     }
