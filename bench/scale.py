@@ -207,6 +207,7 @@ def main(argv=None) -> int:
     if not ok:
         ap.error(f"backend {args.backend} is not available: {why}")
     rows = []
+    rounds = args.rounds > 1  # the table gets a round column
     cells = [(n, w, h, r) for n in args.gaussians for w, h in args.sizes for r in range(1, args.rounds + 1)]
     for n, w, h, round_ in cells:
         for name, fields, train_keys, env in variants:
@@ -217,7 +218,7 @@ def main(argv=None) -> int:
             if args.breakdown:
                 cmd.append("--breakdown")
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
-            label = ("" if name == "default" else f" [{name}]") + (f" (round {round_})" if args.rounds > 1 else "")
+            label = ("" if name == "default" else f" [{name}]") + (f" (round {round_})" if rounds else "")
             if proc.returncode != 0:
                 tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
                 print(f"{n:>10,} {w}x{h}{label}: failed: {tail}", flush=True)
@@ -231,10 +232,9 @@ def main(argv=None) -> int:
                 print(f"    {ts_label:<28} {ms:8.3f} ms", flush=True)
 
     mem_head = "RSS peak GiB" if args.backend == "cpu" else "arena GiB  driver GiB"
-    compared = len(variants) > 1 or args.rounds > 1
+    compared = len(variants) > 1 or rounds
     head = (f"{'#Gauss':>10} {'image':>10} {'ms/step':>9} {'us/1k G':>8} {'ms/MP':>7} {mem_head:>21} "
             f"{'target ms':>10}")
-    rounds = args.rounds > 1
     if compared:
         head = f"{'variant':<22} " + (f"{'round':>5} " if rounds else "") + head + f" {'x default':>10}"
     base_ms = {(r["gaussians"], r["width"], r["height"], r["round"]): r["ms"] for r in rows
