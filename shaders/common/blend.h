@@ -7,8 +7,11 @@
 #define SPLAT_ALPHA_MIN (1.0f / 255.0f)
 #define SPLAT_T_MIN 1e-4f
 // With opacity <= 1, sigma >= 5.55 gives alpha < 1/255: skipped (blend_alpha
-// tests it before the exp).
+// tests it before the exp), as an exponent (below) at or under -5.55 log2(e).
 #define SPLAT_SIGMA_SKIP 5.55f
+#define SPLAT_EXPONENT_SKIP (-8.0069575f)
+// -log2(e) / 2: the exponent coefficients' factor (blend_exponent_coefs).
+#define SPLAT_NEG_HALF_LOG2E (-0.72134752f)
 
 // a . b, a x + b y and acc + w c with the fused multiply-adds of compat.h
 // (the same rounding as the plain expressions where the host has no FMA).
@@ -20,31 +23,56 @@ SPLAT_FUNC vec3 blend_accumulate(vec3 acc, float w, vec3 c) {
   return make_vec3(sp_fma(w, c.x, acc.x), sp_fma(w, c.y, acc.y), sp_fma(w, c.z, acc.z));
 }
 
-// One splat as the blend sees it.
+// The blend evaluates exp(-sigma), sigma = 0.5 d^T conic d (d = mean2d - pix),
+// as 2^e with e = A dx^2 + B dx dy + C dy^2 and (A, B, C) = -log2(e) (conic.x / 2,
+// conic.y, conic.z / 2), formed once a splat: e is two fused multiply-adds a
+// pixel on top of the terms in dx alone, which a thread's pixels of one column
+// share (rasterize_forward.h), with no scaling before the exp.
+SPLAT_FUNC vec3 blend_exponent_coefs(vec3 conic) {
+  return make_vec3(SPLAT_NEG_HALF_LOG2E * conic.x, (2.f * SPLAT_NEG_HALF_LOG2E) * conic.y,
+                   SPLAT_NEG_HALF_LOG2E * conic.z);
+}
+
+// One splat as the blend sees it. `coefs` = blend_exponent_coefs(conic): the
+// alphas read only them, the backward's gradients the conic.
 struct BlendSplat {
   vec2 mean2d;
   vec3 conic;
+  vec3 coefs;
   float opacity;
   vec3 color;
 };
 
-// sigma = 0.5 d^T conic d of pixel centre `pix`, d = mean2d - pix.
-SPLAT_FUNC float blend_sigma(vec3 conic, vec2 mean2d, vec2 pix) {
+SPLAT_FUNC BlendSplat blend_splat(vec2 mean2d, vec3 conic, float opacity, vec3 color) {
+  BlendSplat s;
+  s.mean2d = mean2d;
+  s.conic = conic;
+  s.coefs = blend_exponent_coefs(conic);
+  s.opacity = opacity;
+  s.color = color;
+  return s;
+}
+
+// The exponent e = -sigma log2(e) of pixel centre `pix` (coefficients `coefs`).
+SPLAT_FUNC float blend_exponent(vec3 coefs, vec2 mean2d, vec2 pix) {
   float dx = mean2d.x - pix.x;
   float dy = mean2d.y - pix.y;
-  return sp_fma(conic.y * dx, dy, 0.5f * sp_fma(conic.x * dx, dx, conic.z * dy * dy));
+  return sp_fma(sp_fma(coefs.z, dy, coefs.y * dx), dy, coefs.x * dx * dx);
 }
+
+// Whether a splat is skipped at a pixel of exponent e: sigma < 0 (rounding)
+// or sigma >= SPLAT_SIGMA_SKIP.
+SPLAT_FUNC bool blend_exponent_skips(float e) { return e > 0.f || e <= SPLAT_EXPONENT_SKIP; }
 
 // Alpha of `s` at pixel centre `pix`, or 0 when the splat is skipped there.
 // `gauss` receives exp(-sigma) and `clamped` whether alpha hit 0.999.
-SPLAT_FUNC float blend_alpha(vec3 conic, vec2 mean2d, float opacity, vec2 pix,
-                             SPLAT_THREAD float& gauss, SPLAT_THREAD bool& clamped) {
-  float sigma = blend_sigma(conic, mean2d, pix);
+SPLAT_FUNC float blend_alpha(BlendSplat s, vec2 pix, SPLAT_THREAD float& gauss, SPLAT_THREAD bool& clamped) {
+  float e = blend_exponent(s.coefs, s.mean2d, pix);
   gauss = 0.f;
   clamped = false;
-  if (sigma < 0.f || sigma >= SPLAT_SIGMA_SKIP) return 0.f;
-  gauss = sp_blend_exp(-sigma);
-  float raw = opacity * gauss;
+  if (blend_exponent_skips(e)) return 0.f;
+  gauss = sp_blend_exp2(e);
+  float raw = s.opacity * gauss;
   clamped = raw > SPLAT_ALPHA_MAX;
   float alpha = sp_min(SPLAT_ALPHA_MAX, raw);
   return alpha < SPLAT_ALPHA_MIN ? 0.f : alpha;
@@ -62,11 +90,11 @@ struct BlendHit {
 // for a skipped sigma), for SIMD groups that step every lane together.
 // `live`: the pixel's walk reaches the splat (else alpha = 0).
 SPLAT_FUNC BlendHit blend_hit(BlendSplat s, vec2 pix, bool live) {
-  float sigma = blend_sigma(s.conic, s.mean2d, pix);
-  float gauss = sp_blend_exp(-sigma);
+  float e = blend_exponent(s.coefs, s.mean2d, pix);
+  float gauss = sp_blend_exp2(e);
   float raw = s.opacity * gauss;
   float alpha = sp_min(SPLAT_ALPHA_MAX, raw);
-  bool skip = !live || sigma < 0.f || sigma >= SPLAT_SIGMA_SKIP || alpha < SPLAT_ALPHA_MIN;
+  bool skip = !live || blend_exponent_skips(e) || alpha < SPLAT_ALPHA_MIN;
   BlendHit h;
   h.alpha = skip ? 0.f : alpha;
   h.slope = (skip || raw > SPLAT_ALPHA_MAX) ? 0.f : gauss;
@@ -213,7 +241,7 @@ SPLAT_FUNC bool blend_backward_step(BlendSplat s, vec2 pix, SPLAT_THREAD BlendBa
                                     SPLAT_THREAD BlendGrad& g) {
   BlendHit h;
   bool clamped;
-  h.alpha = blend_alpha(s.conic, s.mean2d, s.opacity, pix, h.slope, clamped);
+  h.alpha = blend_alpha(s, pix, h.slope, clamped);
   if (h.alpha == 0.f) return false;
   if (clamped) h.slope = 0.f;
   blend_backward_apply(s, pix, h, st, g);
@@ -297,7 +325,7 @@ SPLAT_FUNC float blend_forward_step(BlendSplat s, vec2 pix, uint32_t position,
                                     SPLAT_THREAD BlendForwardState& st) {
   float gauss;
   bool clamped;
-  float alpha = blend_alpha(s.conic, s.mean2d, s.opacity, pix, gauss, clamped);
+  float alpha = blend_alpha(s, pix, gauss, clamped);
   if (alpha == 0.f) return 0.f;
   return blend_forward_apply(alpha, s.color, position, st);
 }

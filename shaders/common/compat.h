@@ -177,16 +177,16 @@ SPLAT_FUNC bool sp_nonfinite(float x) { return (sp_float_bits(x) & 0x7f800000u) 
 // same functions, so their decisions (alpha >= 1/255, alpha <= 0.999) agree
 // on each target.
 #if defined(SPLAT_TARGET_METAL)
-SPLAT_FUNC float sp_blend_exp(float x) { return metal::fast::exp(x); }
+SPLAT_FUNC float sp_blend_exp2(float x) { return metal::fast::exp2(x); }
 SPLAT_FUNC float sp_blend_div(float a, float b) { return a / b; }  // not measured on Apple GPUs
 SPLAT_FUNC float sp_fma(float a, float b, float c) { return metal::fma(a, b, c); }
 #elif defined(SPLAT_TARGET_CUDA)
 // ex2.approx / rcp.approx with flush-to-zero: one MUFU each, without the
-// denormal fix-ups of __expf and __fdividef (blend arguments stay normal:
-// exp of [-5.55, 0], reciprocals of [0.001, 1]).
-SPLAT_FUNC float sp_blend_exp(float x) {
+// denormal fix-ups of exp2f and __fdividef (blend arguments stay normal:
+// 2^x of [-8.01, 0], reciprocals of [0.001, 1]).
+SPLAT_FUNC float sp_blend_exp2(float x) {
   float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 SPLAT_FUNC float sp_blend_div(float a, float b) {
@@ -196,7 +196,7 @@ SPLAT_FUNC float sp_blend_div(float a, float b) {
 }
 SPLAT_FUNC float sp_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 #else
-SPLAT_FUNC float sp_blend_exp(float x) { return expf(x); }
+SPLAT_FUNC float sp_blend_exp2(float x) { return exp2f(x); }
 SPLAT_FUNC float sp_blend_div(float a, float b) { return a / b; }
 #if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
 SPLAT_FUNC float sp_fma(float a, float b, float c) { return fmaf(a, b, c); }

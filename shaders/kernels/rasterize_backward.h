@@ -201,7 +201,7 @@ SPLAT_FUNC void rasterize_backward_body(
 
   for (uint32_t k = t.tid; k < count; k += SPLAT_BWD_THREADS) {
     uint32_t g = sorted_ids[batch_hi - 1u - k];
-    store_batch_splat(s_splats, k, records, g);
+    store_batch_splat(s_splats, k, records, g, false);
     if (det) {
       // The pair's emission slot: its tile's rank among the Gaussian's
       // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
@@ -224,7 +224,7 @@ SPLAT_FUNC void rasterize_backward_body(
     // (never in the variants that meet at a barrier per splat).
     if (!uniform_walk && batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
     uint32_t position = batch_hi - 1u - j - start;
-    BlendSplat b = load_blend_splat(s_splats, j, rows);
+    BlendSplat b = load_blend_splat(s_splats, j, rows, false);
     BlendHit h[SPLAT_BWD_PIXELS];
     bool contrib = false;
     SPLAT_UNROLL

@@ -34,20 +34,32 @@ SPLAT_STATIC_ASSERT(SPLAT_CHUNK_THREADS % SPLAT_SIMD_WIDTH == 0 && SPLAT_CHUNK_P
 // quads, (mean2d, conic.xy), (conic.z, opacity, colour.rg), (colour.b,
 // depth, pad), with the pixel rows the splat can reach (tile_cover_y_range)
 // in place of the third quad's pad, read first: (colour.b, -, y_lo, y_hi).
+// The forward passes' batches hold the exponent coefficients
+// (blend_exponent_coefs) in the conic's place: they read nothing else of it.
 // One vector load per quad (the array is declared with SPLAT_TG_QUADS).
 #define SPLAT_BATCH_QUADS 3
 #define SPLAT_BATCH_FLOATS (4 * SPLAT_BATCH_QUADS)
+SPLAT_STATIC_ASSERT(SPLAT_SIMD_WIDTH % SPLAT_TILE_SIZE == 0, "a lane's pixels (lane_pixel) share a column");
 SPLAT_STATIC_ASSERT(sizeof(SplatRecord) == 16 * SPLAT_BATCH_QUADS, "a batch splat is its record's quads");
 
+// `coefs` (a constant at each call): the conic's place holds the exponent
+// coefficients (the forward passes).
 SPLAT_FUNC void store_batch_splat(SPLAT_TG_MEM float* batch, uint32_t j, SPLAT_DEVICE_MEM const SplatRecord* records,
-                                  uint32_t g) {
+                                  uint32_t g, bool coefs) {
   SPLAT_DEVICE_MEM const float* src = (SPLAT_DEVICE_MEM const float*)records;
   TileCover tc = record_tile_cover(records[g], 0, 0, 0, 0);
   float y_lo, y_hi;
   tile_cover_y_range(tc, y_lo, y_hi);
+  vec4 q0 = load_float4(src, SPLAT_BATCH_QUADS * g);
+  vec4 q1 = load_float4(src, SPLAT_BATCH_QUADS * g + 1u);
   vec4 q2 = load_float4(src, SPLAT_BATCH_QUADS * g + 2u);
-  store_tg_float4(batch, SPLAT_BATCH_QUADS * j, load_float4(src, SPLAT_BATCH_QUADS * g));
-  store_tg_float4(batch, SPLAT_BATCH_QUADS * j + 1u, load_float4(src, SPLAT_BATCH_QUADS * g + 1u));
+  if (coefs) {
+    vec3 k = blend_exponent_coefs(make_vec3(q0.z, q0.w, q1.x));
+    q0 = make_vec4(q0.x, q0.y, k.x, k.y);
+    q1 = make_vec4(k.z, q1.y, q1.z, q1.w);
+  }
+  store_tg_float4(batch, SPLAT_BATCH_QUADS * j, q0);
+  store_tg_float4(batch, SPLAT_BATCH_QUADS * j + 1u, q1);
   store_tg_float4(batch, SPLAT_BATCH_QUADS * j + 2u, make_vec4(q2.x, q2.y, y_lo, y_hi));
 }
 
@@ -65,22 +77,24 @@ SPLAT_FUNC bool batch_splat_misses_rows(vec4 rows, float row_lo, float row_hi) {
 
 // The splat of a record in device memory, as the blend sees it.
 SPLAT_FUNC BlendSplat record_blend_splat(SPLAT_DEVICE_MEM const SplatRecord& r) {
-  BlendSplat b;
-  b.mean2d = make_vec2(r.mean2d[0], r.mean2d[1]);
-  b.conic = make_vec3(r.conic[0], r.conic[1], r.conic[2]);
-  b.opacity = r.opacity;
-  b.color = make_vec3(r.color[0], r.color[1], r.color[2]);
-  return b;
+  return blend_splat(make_vec2(r.mean2d[0], r.mean2d[1]), make_vec3(r.conic[0], r.conic[1], r.conic[2]), r.opacity,
+                     make_vec3(r.color[0], r.color[1], r.color[2]));
 }
 
-SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* batch, uint32_t j, vec4 rows) {
+// Batch splat j (store_batch_splat with the same `coefs`). From a batch of
+// coefficients the conic is not known (zero): the forward reads only them.
+SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* batch, uint32_t j, vec4 rows, bool coefs) {
   vec4 q0 = load_tg_float4(batch, SPLAT_BATCH_QUADS * j);
   vec4 q1 = load_tg_float4(batch, SPLAT_BATCH_QUADS * j + 1u);
+  vec2 mean2d = make_vec2(q0.x, q0.y);
+  vec3 color = make_vec3(q1.z, q1.w, rows.x);
+  if (!coefs) return blend_splat(mean2d, make_vec3(q0.z, q0.w, q1.x), q1.y, color);
   BlendSplat b;
-  b.mean2d = make_vec2(q0.x, q0.y);
-  b.conic = make_vec3(q0.z, q0.w, q1.x);
+  b.mean2d = mean2d;
+  b.conic = make_vec3(0.f, 0.f, 0.f);
+  b.coefs = make_vec3(q0.z, q0.w, q1.x);
   b.opacity = q1.y;
-  b.color = make_vec3(q1.z, q1.w, rows.x);
+  b.color = color;
   return b;
 }
 
@@ -188,7 +202,7 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
   for (uint32_t j = 0; j < count; ++j) {
     vec4 rows = batch_splat_rows(s_splats, j);
     if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
-    BlendSplat b = load_blend_splat(s_splats, j, rows);
+    BlendSplat b = load_blend_splat(s_splats, j, rows, true);
     float p_max = 0.f;
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
@@ -292,7 +306,7 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   if (cp.skip_saturated && tile_saturated[c.tile] < k) return;
   uint32_t count = c.hi - c.lo;
   for (uint32_t i = t.tid; i < count; i += SPLAT_CHUNK_THREADS)
-    store_batch_splat(s_splats, i, records, sorted_ids[c.lo + i]);
+    store_batch_splat(s_splats, i, records, sorted_ids[c.lo + i], true);
   sp_group_barrier();
   TilePixel px[SPLAT_CHUNK_PIXELS];
   vec2 pix[SPLAT_CHUNK_PIXELS];
@@ -309,7 +323,9 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
     const uint32_t pixel = lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p);
     px[p] = tile_pixel(cam, c.tile, pixel);
-    pix[p] = make_vec2((float)px[p].x + 0.5f, (float)px[p].y + 0.5f);
+    // A lane's pixels share a column (lane_pixel: 32 apart in a 16-wide
+    // tile): one x value, so the blend's x terms are formed once a splat.
+    pix[p] = make_vec2(p == 0 ? (float)px[p].x + 0.5f : pix[0].x, (float)px[p].y + 0.5f);
     cb[p] = chunk_blend_begin();
     last[p] = 0u;
     T_before[p] = chunk_T_before(rp, c.tile, c.start, known, pixel, chunk_state, chunk_last);
@@ -527,7 +543,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
     walkers = 0u;
   }
   uint32_t count = c.hi - c.lo;
-  if (t.tid < count) store_batch_splat(s_splats, t.tid, records, sorted_ids[c.lo + t.tid]);
+  if (t.tid < count) store_batch_splat(s_splats, t.tid, records, sorted_ids[c.lo + t.tid], true);
   sp_group_barrier();
 
   // This thread's pixel (tile pixel `pixel`) and the rows its SIMD group covers.
@@ -554,7 +570,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   for (uint32_t j = 0; j < count; ++j) {
     vec4 rows = batch_splat_rows(s_splats, j);
     if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
-    BlendSplat b = load_blend_splat(s_splats, j, rows);
+    BlendSplat b = load_blend_splat(s_splats, j, rows, true);
     float a = blend_forward_apply(blend_hit(b, pix, true).alpha, b.color, c.lo - c.start + j, st);
     if (st.done) break;
     chunk_blend_add(cb, a, b.color);
