@@ -87,14 +87,26 @@ struct BlendHit {
 };
 
 // blend_alpha's alpha without a branch (the exp is computed, then discarded,
-// for a skipped sigma), for SIMD groups that step every lane together.
-// `live`: the pixel's walk reaches the splat (else alpha = 0).
-SPLAT_FUNC BlendHit blend_hit(BlendSplat s, vec2 pix, bool live) {
+// for a skipped sigma), before the skip's select: `hit` says whether the
+// splat is blended at `pix` (alpha is meaningless where not). `gauss`
+// receives exp(-sigma), `raw` opacity exp(-sigma).
+SPLAT_FUNC float blend_alpha_hit(BlendSplat s, vec2 pix, SPLAT_THREAD float& gauss, SPLAT_THREAD float& raw,
+                                 SPLAT_THREAD bool& hit) {
   float e = blend_exponent(s.coefs, s.mean2d, pix);
-  float gauss = sp_blend_exp2(e);
-  float raw = s.opacity * gauss;
+  gauss = sp_blend_exp2(e);
+  raw = s.opacity * gauss;
   float alpha = sp_min(SPLAT_ALPHA_MAX, raw);
-  bool skip = !live || blend_exponent_skips(e) || alpha < SPLAT_ALPHA_MIN;
+  hit = !(blend_exponent_skips(e) || alpha < SPLAT_ALPHA_MIN);
+  return alpha;
+}
+
+// blend_alpha_hit as the backward steps it, for SIMD groups that step every
+// lane together. `live`: the pixel's walk reaches the splat (else alpha = 0).
+SPLAT_FUNC BlendHit blend_hit(BlendSplat s, vec2 pix, bool live) {
+  float gauss, raw;
+  bool hit;
+  float alpha = blend_alpha_hit(s, pix, gauss, raw, hit);
+  bool skip = !live || !hit;
   BlendHit h;
   h.alpha = skip ? 0.f : alpha;
   h.slope = (skip || raw > SPLAT_ALPHA_MAX) ? 0.f : gauss;
@@ -283,6 +295,20 @@ SPLAT_FUNC float blend_forward_apply(float alpha, vec3 color, uint32_t position,
   return alpha;
 }
 
+// blend_forward_apply of a splat the pixel blends (alpha > 0): false, with
+// st.done set, where it would stop the pixel (it is then not blended).
+SPLAT_FUNC bool blend_forward_take(float alpha, vec3 color, uint32_t position, SPLAT_THREAD BlendForwardState& st) {
+  float next_T = st.T * (1.f - alpha);
+  if (next_T < SPLAT_T_MIN) {
+    st.done = true;
+    return false;
+  }
+  st.color = blend_accumulate(st.color, alpha * st.T, color);
+  st.T = next_T;
+  st.n_contrib = position + 1;
+  return true;
+}
+
 // (P, L) of a run of splats blended from T = 1, accumulated splat by splat
 // with blend_forward_apply's roundings: a chunk of a tile's list
 // (rasterize_forward.h; the CPU's chunked stop).
@@ -298,11 +324,14 @@ SPLAT_FUNC ChunkBlend chunk_blend_begin() {
   return cb;
 }
 
+// Blends a splat of alpha `alpha` (> 0) into the chunk's (P, L).
+SPLAT_FUNC void chunk_blend_take(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
+  cb.L = blend_accumulate(cb.L, alpha * cb.P, color);
+  cb.P = cb.P * (1.f - alpha);
+}
+
 SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
-  if (alpha > 0.f) {
-    cb.L = blend_accumulate(cb.L, alpha * cb.P, color);
-    cb.P = cb.P * (1.f - alpha);
-  }
+  if (alpha > 0.f) chunk_blend_take(cb, alpha, color);
 }
 
 // The blend's stop applied to a chunk's own product: the splat of `alpha`

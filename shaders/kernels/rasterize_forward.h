@@ -206,14 +206,18 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
     float p_max = 0.f;
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
-      // Branch-free: a zero alpha leaves (P, L) as they were.
-      float alpha = blend_hit(b, pix[p], true).alpha;
+      // chunk_blend_add and chunk_blend_stops on the hit itself: no select
+      // of alpha and compare of it again, and the stop's product is the
+      // blend's own.
+      float gauss, raw;
+      bool hit;
+      const float alpha = blend_alpha_hit(b, pix[p], gauss, raw, hit);
       if (exact) {
-        stopped[p] = stopped[p] || chunk_blend_stops(cb[p], alpha);
-        alpha = stopped[p] ? 0.f : alpha;
+        stopped[p] = stopped[p] || (hit && cb[p].P * (1.f - alpha) < SPLAT_T_MIN);
+        hit = hit && !stopped[p];
       }
-      chunk_blend_add(cb[p], alpha, b.color);
-      last[p] = alpha > 0.f ? j + 1u : last[p];
+      if (hit) chunk_blend_take(cb[p], alpha, b.color);
+      last[p] = hit ? j + 1u : last[p];
       p_max = sp_max(p_max, exact && stopped[p] ? 0.f : cb[p].P);
     }
     if (p_max < SPLAT_T_MIN) break;
@@ -571,9 +575,12 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
     vec4 rows = batch_splat_rows(s_splats, j);
     if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
     BlendSplat b = load_blend_splat(s_splats, j, rows, true);
-    float a = blend_forward_apply(blend_hit(b, pix, true).alpha, b.color, c.lo - c.start + j, st);
-    if (st.done) break;
-    chunk_blend_add(cb, a, b.color);
+    float gauss, raw;
+    bool hit;
+    const float a = blend_alpha_hit(b, pix, gauss, raw, hit);
+    if (!hit) continue;  // blend_forward_apply and chunk_blend_add leave a zero alpha's state as it was
+    if (!blend_forward_take(a, b.color, c.lo - c.start + j, st)) break;
+    chunk_blend_take(cb, a, b.color);
   }
   store_chunk_state(chunk_state, at, cb.P, cb.L);
 
