@@ -277,26 +277,9 @@ SPLAT_FUNC BlendForwardState blend_forward_begin() {
   return st;
 }
 
-// Blends a splat of alpha `alpha` and colour `color` at list position
-// `position` (0-based) into the pixel and returns alpha. A zero alpha (the
-// splat skipped there) leaves the state as it was, so SIMD lanes can all
-// apply. Sets st.done when the pixel saturates (the splat is then not
-// blended, and 0 returned).
-SPLAT_FUNC float blend_forward_apply(float alpha, vec3 color, uint32_t position,
-                                     SPLAT_THREAD BlendForwardState& st) {
-  float next_T = st.T * (1.f - alpha);
-  if (alpha > 0.f && next_T < SPLAT_T_MIN) {
-    st.done = true;
-    return 0.f;
-  }
-  st.color = blend_accumulate(st.color, alpha * st.T, color);
-  st.T = next_T;
-  st.n_contrib = alpha > 0.f ? position + 1 : st.n_contrib;
-  return alpha;
-}
-
-// blend_forward_apply of a splat the pixel blends (alpha > 0): false, with
-// st.done set, where it would stop the pixel (it is then not blended).
+// Blends a splat the pixel blends (alpha > 0), of colour `color` at list
+// position `position` (0-based), into the pixel: false, with st.done set,
+// where it would stop the pixel (it is then not blended).
 SPLAT_FUNC bool blend_forward_take(float alpha, vec3 color, uint32_t position, SPLAT_THREAD BlendForwardState& st) {
   float next_T = st.T * (1.f - alpha);
   if (next_T < SPLAT_T_MIN) {
@@ -310,7 +293,7 @@ SPLAT_FUNC bool blend_forward_take(float alpha, vec3 color, uint32_t position, S
 }
 
 // (P, L) of a run of splats blended from T = 1, accumulated splat by splat
-// with blend_forward_apply's roundings: a chunk of a tile's list
+// with blend_forward_take's roundings: a chunk of a tile's list
 // (rasterize_forward.h; the CPU's chunked stop).
 struct ChunkBlend {
   float P;
@@ -334,10 +317,13 @@ SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 c
   if (alpha > 0.f) chunk_blend_take(cb, alpha, color);
 }
 
-// The blend's stop applied to a chunk's own product: the splat of `alpha`
-// would take it below SPLAT_T_MIN (it is then not blended).
+// The blend's stop applied to a chunk's own product: chunk_blend_take of
+// `alpha` would take it below SPLAT_T_MIN (the splat is then not blended).
+SPLAT_FUNC bool chunk_blend_take_stops(ChunkBlend cb, float alpha) { return cb.P * (1.f - alpha) < SPLAT_T_MIN; }
+
+// chunk_blend_take_stops of a splat that may be skipped (alpha 0).
 SPLAT_FUNC bool chunk_blend_stops(ChunkBlend cb, float alpha) {
-  return alpha > 0.f && cb.P * (1.f - alpha) < SPLAT_T_MIN;
+  return alpha > 0.f && chunk_blend_take_stops(cb, alpha);
 }
 
 // A chunk's (P, L) chained onto a pixel's state: C += T L, T *= P; `last` is
@@ -349,12 +335,13 @@ SPLAT_FUNC void blend_chain_chunk(SPLAT_THREAD BlendForwardState& st, float P, v
   if (last != 0u) st.n_contrib = base + last;
 }
 
-// blend_alpha, then blend_forward_apply of a blended splat.
+// blend_alpha, then blend_forward_take of a blended splat; returns its alpha
+// (0 where skipped or where it would stop the pixel).
 SPLAT_FUNC float blend_forward_step(BlendSplat s, vec2 pix, uint32_t position,
                                     SPLAT_THREAD BlendForwardState& st) {
   float gauss;
   bool clamped;
   float alpha = blend_alpha(s, pix, gauss, clamped);
   if (alpha == 0.f) return 0.f;
-  return blend_forward_apply(alpha, s.color, position, st);
+  return blend_forward_take(alpha, s.color, position, st) ? alpha : 0.f;
 }

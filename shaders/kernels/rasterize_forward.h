@@ -213,7 +213,7 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
       bool hit;
       const float alpha = blend_alpha_hit(b, pix[p], gauss, raw, hit);
       if (exact) {
-        stopped[p] = stopped[p] || (hit && cb[p].P * (1.f - alpha) < SPLAT_T_MIN);
+        stopped[p] = stopped[p] || (hit && chunk_blend_take_stops(cb[p], alpha));
         hit = hit && !stopped[p];
       }
       if (hit) chunk_blend_take(cb[p], alpha, b.color);
@@ -230,7 +230,7 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
 
 // Whether the chunk pass applies the blend's stop in chunk k: in the first
 // chunk, which every pixel enters with T = 1, (P, L) from T = 1 are the
-// blend's own state (chunk_blend_add and blend_forward_apply round alike), so
+// blend's own state (chunk_blend_take and blend_forward_take round alike), so
 // a pixel stopping there needs no walk. SPLAT_CHUNK_EXACT_FIRST 0 restores
 // the walk for it (the A/B and the emulator's same-bits check). With the
 // chunked stop, in every chunk: that is its rule.
@@ -578,7 +578,7 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
     float gauss, raw;
     bool hit;
     const float a = blend_alpha_hit(b, pix, gauss, raw, hit);
-    if (!hit) continue;  // blend_forward_apply and chunk_blend_add leave a zero alpha's state as it was
+    if (!hit) continue;
     if (!blend_forward_take(a, b.color, c.lo - c.start + j, st)) break;
     chunk_blend_take(cb, a, b.color);
   }
