@@ -121,19 +121,6 @@ struct BlendGrad {
   vec3 color;
 };
 
-// acc[0..8] = g in the layout of the accumulated gradients (below).
-SPLAT_FUNC void blend_grad_store(SPLAT_THREAD float* acc, BlendGrad g) {
-  acc[0] = g.mean2d.x;
-  acc[1] = g.mean2d.y;
-  acc[2] = g.conic.x;
-  acc[3] = g.conic.y;
-  acc[4] = g.conic.z;
-  acc[5] = g.opacity;
-  acc[6] = g.color.x;
-  acc[7] = g.color.y;
-  acc[8] = g.color.z;
-}
-
 // acc[0..8] += g in the layout of the accumulated gradients (params.h
 // SPLAT_PAIR_GRAD): mean2d.xy, conic.xyz, opacity, colour.rgb.
 SPLAT_FUNC void blend_grad_accumulate(SPLAT_THREAD float* acc, BlendGrad g) {
@@ -173,7 +160,7 @@ SPLAT_FUNC BlendBackwardState blend_backward_begin(float T_final, vec3 backgroun
 // The factors of one backward step's gradients, before they are multiplied
 // out: colour = weight d_pixel, opacity = slope d_a, d_sigma = -opacity slope
 // d_a, and (dx, dy) = mean2d - pix for mean2d's and the conic's. The backward
-// kernel adds them to its sum with fused multiply-adds (blend_grad_fuse).
+// kernel sums a thread's pixels' factors as moments (blend_moments_add).
 struct BlendGradTerms {
   float weight;
   float slope;
@@ -188,13 +175,17 @@ struct BlendGradTerms {
 SPLAT_FUNC BlendGradTerms blend_backward_terms(BlendSplat s, vec2 pix, BlendHit h,
                                                SPLAT_THREAD BlendBackwardState& st) {
   float one_minus = 1.f - h.alpha;
-  // Transmittance in front of this splat.
-  st.T = h.alpha > 0.f ? sp_blend_div(st.T, one_minus) : st.T;
+  // Transmittance in front of this splat. A zero alpha divides by exactly 1,
+  // which leaves T as it was on every target (CUDA's rcp.approx of 1 is 1:
+  // docs/gpu.md), so no select.
+  st.T = sp_blend_div(st.T, one_minus);
   BlendGradTerms f;
   f.weight = h.alpha * st.T;
   float d_a = st.T * blend_dot(s.color - st.behind, st.d_pixel);
-  // Training binds no alpha gradient: skip the second division per step.
-  if (st.d_alpha != 0.f) d_a = d_a + sp_blend_div(st.d_alpha * st.T_final, one_minus);
+  // Training binds no alpha gradient. The host skips the term's division; a
+  // GPU would predicate the skip, paying for it on every step, so it adds the
+  // zero term (the same bits), its reciprocal shared with T's above.
+  if (SPLAT_SIMT_LANES || st.d_alpha != 0.f) d_a = d_a + sp_blend_div(st.d_alpha * st.T_final, one_minus);
   st.behind = blend_mix(h.alpha, s.color, one_minus, st.behind);
   f.slope = h.slope;
   f.d_a = d_a;
@@ -225,20 +216,49 @@ SPLAT_FUNC BlendGrad blend_grad_of(vec3 conic, BlendGradTerms f, vec3 d_pixel) {
   return g;
 }
 
-// acc[0..8] += the factors' gradients (blend_grad_accumulate's layout), each
-// last product fused into its add: nine multiply-adds where a formed gradient
-// takes a multiply and an add apiece.
-SPLAT_FUNC void blend_grad_fuse(SPLAT_THREAD float* acc, vec3 conic, BlendGradTerms f, vec3 d_pixel) {
-  vec2 u = blend_sigma_mean2d(conic, f);
-  acc[0] = sp_fma(f.d_sigma, u.x, acc[0]);
-  acc[1] = sp_fma(f.d_sigma, u.y, acc[1]);
-  acc[2] = sp_fma(0.5f * f.d_sigma * f.dx, f.dx, acc[2]);
-  acc[3] = sp_fma(f.d_sigma * f.dx, f.dy, acc[3]);
-  acc[4] = sp_fma(0.5f * f.d_sigma * f.dy, f.dy, acc[4]);
+// A thread's pixels' gradients of one splat, summed as moments that the
+// conic multiplies once: acc[0..1] = sum d_sigma (dx, dy), acc[2..4] = sum
+// d_sigma (dx dx, dx dy, dy dy), acc[5..8] as in blend_grad_accumulate's
+// layout. blend_moments_store starts the sums with the first pixel's terms,
+// blend_moments_add adds a later pixel's (fused multiply-adds), and
+// blend_moments_gradients turns the sums into that layout: seven
+// instructions a pixel and six a thread for mean2d's and the conic's five
+// gradients, where forming them took thirteen a pixel. The same gradients
+// as blend_grad_of summed, rounded otherwise.
+SPLAT_FUNC void blend_moments_store(SPLAT_THREAD float* acc, BlendGradTerms f, vec3 d_pixel) {
+  float ax = f.d_sigma * f.dx, ay = f.d_sigma * f.dy;
+  acc[0] = ax;
+  acc[1] = ay;
+  acc[2] = ax * f.dx;
+  acc[3] = ax * f.dy;
+  acc[4] = ay * f.dy;
+  acc[5] = f.slope * f.d_a;
+  acc[6] = f.weight * d_pixel.x;
+  acc[7] = f.weight * d_pixel.y;
+  acc[8] = f.weight * d_pixel.z;
+}
+
+SPLAT_FUNC void blend_moments_add(SPLAT_THREAD float* acc, BlendGradTerms f, vec3 d_pixel) {
+  float ax = f.d_sigma * f.dx, ay = f.d_sigma * f.dy;
+  acc[0] += ax;
+  acc[1] += ay;
+  acc[2] = sp_fma(ax, f.dx, acc[2]);
+  acc[3] = sp_fma(ax, f.dy, acc[3]);
+  acc[4] = sp_fma(ay, f.dy, acc[4]);
   acc[5] = sp_fma(f.slope, f.d_a, acc[5]);
   acc[6] = sp_fma(f.weight, d_pixel.x, acc[6]);
   acc[7] = sp_fma(f.weight, d_pixel.y, acc[7]);
   acc[8] = sp_fma(f.weight, d_pixel.z, acc[8]);
+}
+
+// mean2d's gradient is conic (sum d_sigma dx, sum d_sigma dy) (conic
+// symmetric), the conic's half the diagonal moments and the cross one.
+SPLAT_FUNC void blend_moments_gradients(SPLAT_THREAD float* acc, vec3 conic) {
+  float mx = acc[0], my = acc[1];
+  acc[0] = sp_fma(conic.x, mx, conic.y * my);
+  acc[1] = sp_fma(conic.z, my, conic.y * mx);
+  acc[2] = 0.5f * acc[2];
+  acc[4] = 0.5f * acc[4];
 }
 
 // blend_backward_terms, multiplied out.

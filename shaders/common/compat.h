@@ -16,6 +16,14 @@
 #else
 #define SPLAT_TARGET_HOST 1
 #endif
+// 1 where a SIMD group's lanes step together (the GPUs): a data-dependent
+// skip there is predication, whose instructions issue whether or not a lane
+// takes them, so shared math skips zero terms only where this is 0.
+#if defined(SPLAT_TARGET_HOST)
+#define SPLAT_SIMT_LANES 0
+#else
+#define SPLAT_SIMT_LANES 1
+#endif
 
 // ---------------------------------------------------------------------------
 // Qualifiers.

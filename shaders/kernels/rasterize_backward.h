@@ -235,17 +235,17 @@ SPLAT_FUNC void rasterize_backward_body(
     // Every lane steps each of its pixels (a pixel the splat misses steps
     // with zeros), so the group skips a splat no lane blends before the math.
     if (sparse && !uniform_walk && !simd_any(contrib)) continue;
-    // This thread's pixels' gradients summed: the first formed, the others
-    // fused into the sum.
+    // This thread's pixels' gradients summed as moments (blend.h), then
+    // formed once.
     float v[SPLAT_PAIR_GRAD];
     float va[2] = {0.f, 0.f};  // absgrad: this thread's pixels' |d mean2d|
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
       BlendGradTerms f = blend_backward_terms(b, pix[p], h[p], st[p]);
       if (p == 0) {
-        blend_grad_store(v, blend_grad_of(b.conic, f, st[p].d_pixel));
+        blend_moments_store(v, f, st[p].d_pixel);
       } else {
-        blend_grad_fuse(v, b.conic, f, st[p].d_pixel);
+        blend_moments_add(v, f, st[p].d_pixel);
       }
       if (absgrad) {
         vec2 gm = blend_grad_mean2d(b.conic, f);
@@ -253,6 +253,7 @@ SPLAT_FUNC void rasterize_backward_body(
         va[1] += sp_max(gm.y, -gm.y);
       }
     }
+    blend_moments_gradients(v, b.conic);
     // absgrad outside the deterministic variant: per SIMD group, two atomics
     // (lanes 1 and 3, which the spread reduction leaves idle).
     if (absgrad && !det) {

@@ -64,8 +64,11 @@ SPLAT_FUNC void store_batch_splat(SPLAT_TG_MEM float* batch, uint32_t j, SPLAT_D
 }
 
 // The quad of batch splat j holding its rows (and the last colour channel).
+// The batch readers offset the pointer to splat j once: its quads are then
+// immediate offsets of one address, where a 32-bit quad index 3 j + q (which
+// may wrap, as far as the compiler knows) took an address computation each.
 SPLAT_FUNC vec4 batch_splat_rows(SPLAT_TG_MEM const float* batch, uint32_t j) {
-  return load_tg_float4(batch, SPLAT_BATCH_QUADS * j + 2u);
+  return load_tg_float4(batch + SPLAT_BATCH_FLOATS * j, 2u);
 }
 
 // Whether the batch splat with rows quad `rows` gives zero alpha on every
@@ -84,8 +87,9 @@ SPLAT_FUNC BlendSplat record_blend_splat(SPLAT_DEVICE_MEM const SplatRecord& r) 
 // Batch splat j (store_batch_splat with the same `coefs`). From a batch of
 // coefficients the conic is not known (zero): the forward reads only them.
 SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* batch, uint32_t j, vec4 rows, bool coefs) {
-  vec4 q0 = load_tg_float4(batch, SPLAT_BATCH_QUADS * j);
-  vec4 q1 = load_tg_float4(batch, SPLAT_BATCH_QUADS * j + 1u);
+  SPLAT_TG_MEM const float* splat = batch + SPLAT_BATCH_FLOATS * j;
+  vec4 q0 = load_tg_float4(splat, 0u);
+  vec4 q1 = load_tg_float4(splat, 1u);
   vec2 mean2d = make_vec2(q0.x, q0.y);
   vec3 color = make_vec3(q1.z, q1.w, rows.x);
   if (!coefs) return blend_splat(mean2d, make_vec3(q0.z, q0.w, q1.x), q1.y, color);
