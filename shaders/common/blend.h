@@ -182,10 +182,12 @@ SPLAT_FUNC BlendGradTerms blend_backward_terms(BlendSplat s, vec2 pix, BlendHit 
   BlendGradTerms f;
   f.weight = h.alpha * st.T;
   float d_a = st.T * blend_dot(s.color - st.behind, st.d_pixel);
-  // Training binds no alpha gradient. The host skips the term's division; a
-  // GPU would predicate the skip, paying for it on every step, so it adds the
-  // zero term (the same bits), its reciprocal shared with T's above.
-  if (SPLAT_SIMT_LANES || st.d_alpha != 0.f) d_a = d_a + sp_blend_div(st.d_alpha * st.T_final, one_minus);
+  // Training binds no alpha gradient. Where the division shares T's
+  // reciprocal (CUDA) the term is added whatever d_alpha: a zero one adds +0,
+  // the same bits, for a multiply and an add, where the per-pixel test was
+  // predicated and issued the term's instructions anyway. Elsewhere a
+  // division is skipped.
+  if (SPLAT_BLEND_DIV_SHARED || st.d_alpha != 0.f) d_a = d_a + sp_blend_div(st.d_alpha * st.T_final, one_minus);
   st.behind = blend_mix(h.alpha, s.color, one_minus, st.behind);
   f.slope = h.slope;
   f.d_a = d_a;

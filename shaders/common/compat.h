@@ -16,14 +16,6 @@
 #else
 #define SPLAT_TARGET_HOST 1
 #endif
-// 1 where a SIMD group's lanes step together (the GPUs): a data-dependent
-// skip there is predication, whose instructions issue whether or not a lane
-// takes them, so shared math skips zero terms only where this is 0.
-#if defined(SPLAT_TARGET_HOST)
-#define SPLAT_SIMT_LANES 0
-#else
-#define SPLAT_SIMT_LANES 1
-#endif
 
 // ---------------------------------------------------------------------------
 // Qualifiers.
@@ -202,6 +194,10 @@ SPLAT_FUNC float sp_blend_div(float a, float b) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
   return a * r;
 }
+// sp_blend_div is a multiply by the hardware reciprocal, which divisions by
+// one denominator share: a quotient costs a multiply, less than the
+// predicated test that would skip a zero one (the blend's backward).
+#define SPLAT_BLEND_DIV_SHARED 1
 SPLAT_FUNC float sp_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 #else
 SPLAT_FUNC float sp_blend_exp2(float x) { return exp2f(x); }
@@ -211,6 +207,9 @@ SPLAT_FUNC float sp_fma(float a, float b, float c) { return fmaf(a, b, c); }
 #else
 SPLAT_FUNC float sp_fma(float a, float b, float c) { return a * b + c; }
 #endif
+#endif
+#ifndef SPLAT_BLEND_DIV_SHARED
+#define SPLAT_BLEND_DIV_SHARED 0
 #endif
 // Adam's step size over sqrt(v) + eps (adam.h): on CUDA the hardware square
 // root and reciprocal (sqrt.approx, rcp.approx: about an ulp each; denormal
