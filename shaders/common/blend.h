@@ -329,10 +329,19 @@ SPLAT_FUNC ChunkBlend chunk_blend_begin() {
   return cb;
 }
 
+// The chunk's product after a splat of alpha `alpha`: chunk_blend_take's.
+SPLAT_FUNC float chunk_blend_next(ChunkBlend cb, float alpha) { return cb.P * (1.f - alpha); }
+
+// Blends a splat of alpha `alpha` (> 0) into the chunk's (P, L), `next`
+// being chunk_blend_next(cb, alpha) (formed once where the stop tests it).
+SPLAT_FUNC void chunk_blend_take_next(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color, float next) {
+  cb.L = blend_accumulate(cb.L, alpha * cb.P, color);
+  cb.P = next;
+}
+
 // Blends a splat of alpha `alpha` (> 0) into the chunk's (P, L).
 SPLAT_FUNC void chunk_blend_take(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
-  cb.L = blend_accumulate(cb.L, alpha * cb.P, color);
-  cb.P = cb.P * (1.f - alpha);
+  chunk_blend_take_next(cb, alpha, color, chunk_blend_next(cb, alpha));
 }
 
 SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 color) {
@@ -341,7 +350,7 @@ SPLAT_FUNC void chunk_blend_add(SPLAT_THREAD ChunkBlend& cb, float alpha, vec3 c
 
 // The blend's stop applied to a chunk's own product: chunk_blend_take of
 // `alpha` would take it below SPLAT_T_MIN (the splat is then not blended).
-SPLAT_FUNC bool chunk_blend_take_stops(ChunkBlend cb, float alpha) { return cb.P * (1.f - alpha) < SPLAT_T_MIN; }
+SPLAT_FUNC bool chunk_blend_take_stops(ChunkBlend cb, float alpha) { return chunk_blend_next(cb, alpha) < SPLAT_T_MIN; }
 
 // chunk_blend_take_stops of a splat that may be skipped (alpha 0).
 SPLAT_FUNC bool chunk_blend_stops(ChunkBlend cb, float alpha) {

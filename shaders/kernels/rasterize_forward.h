@@ -216,11 +216,14 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
       float gauss, raw;
       bool hit;
       const float alpha = blend_alpha_hit(b, pix[p], gauss, raw, hit);
+      // The stop's product is the one blended: formed once, as the stop's
+      // test and the blend are predicated apart.
+      const float next = chunk_blend_next(cb[p], alpha);
       if (exact) {
-        stopped[p] = stopped[p] || (hit && chunk_blend_take_stops(cb[p], alpha));
+        stopped[p] = stopped[p] || (hit && next < SPLAT_T_MIN);
         hit = hit && !stopped[p];
       }
-      if (hit) chunk_blend_take(cb[p], alpha, b.color);
+      if (hit) chunk_blend_take_next(cb[p], alpha, b.color, next);
       last[p] = hit ? j + 1u : last[p];
       p_max = sp_max(p_max, exact && stopped[p] ? 0.f : cb[p].P);
     }
