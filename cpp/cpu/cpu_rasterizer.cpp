@@ -290,7 +290,8 @@ void CpuRasterizer::blend(const ForwardOutputs& out) {
       for (uint32_t k = tile_start[t]; k < tile_start[t + 1] && alive > 0; ++k) {
         const uint32_t i = gauss[k];
         const PixelBox box = splat_box(mean2d + 2 * i, extent + 3 * i, x0, x1, y0, y1);
-        const BlendSplat s = blend_splat(make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i));
+        const BlendSplat s =
+            blend_splat(make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i));
         const uint32_t position = k - tile_start[t];
         if (chunked && position > 0u && position % kChunk == 0u) {
           close_all(position - kChunk);
@@ -391,7 +392,8 @@ void CpuRasterizer::backward(const float* d_image, const float* d_alpha, const G
           float acc[kPairGrad] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
           float abs_acc[2] = {0.f, 0.f};
           const PixelBox box = splat_box(mean2d + 2 * i, extent + 3 * i, x0, x1, y0, y1);
-          const BlendSplat s = blend_splat(make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i));
+          const BlendSplat s =
+              blend_splat(make_vec2(mean2d[2 * i], mean2d[2 * i + 1]), load3(conic, i), opacity[i], load3(color, i));
           for (int y = box.y0; y < box.y1; ++y) {
             int xs, xe;
             row_span(s, extent + 3 * i, y, box, xs, xe);

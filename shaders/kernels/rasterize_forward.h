@@ -211,13 +211,14 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
       // chunk_blend_add and chunk_blend_stops on the hit itself: no select
-      // of alpha and compare of it again, and the stop's product is the
-      // blend's own.
+      // of alpha and compare of it again, and the stop's product is the one
+      // blended, formed once (the stop's test and the blend are predicated
+      // apart). The test is chunk_blend_take_stops' comparison written out:
+      // called on `next` through a bool function, NVRTC kept six more
+      // instructions in this loop.
       float gauss, raw;
       bool hit;
       const float alpha = blend_alpha_hit(b, pix[p], gauss, raw, hit);
-      // The stop's product is the one blended: formed once, as the stop's
-      // test and the blend are predicated apart.
       const float next = chunk_blend_next(cb[p], alpha);
       if (exact) {
         stopped[p] = stopped[p] || (hit && next < SPLAT_T_MIN);
