@@ -6,10 +6,11 @@
 #define SPLAT_ALPHA_MAX 0.999f
 #define SPLAT_ALPHA_MIN (1.0f / 255.0f)
 #define SPLAT_T_MIN 1e-4f
-// With opacity <= 1, sigma >= 5.55 gives alpha < 1/255: skipped (blend_alpha
-// tests it before the exp), as an exponent (below) at or under -5.55 log2(e).
+// With opacity <= 1, sigma >= 5.55 gives alpha < 1/255 (exp(-5.55) = 0.99533 /
+// 255), so the alpha test skips it: the tile cover's bound (tile_cover.h). Every
+// opacity the kernels blend is at most 1 (a sigmoid, times the antialiased
+// compensation, clamped to 1: projection.h), so no test of sigma's own is needed.
 #define SPLAT_SIGMA_SKIP 5.55f
-#define SPLAT_EXPONENT_SKIP (-8.0069575f)
 // -log2(e) / 2: the exponent coefficients' factor (blend_exponent_coefs).
 #define SPLAT_NEG_HALF_LOG2E (-0.72134752f)
 
@@ -60,9 +61,10 @@ SPLAT_FUNC float blend_exponent(vec3 coefs, vec2 mean2d, vec2 pix) {
   return sp_fma(sp_fma(coefs.z, dy, coefs.y * dx), dy, coefs.x * dx * dx);
 }
 
-// Whether a splat is skipped at a pixel of exponent e: sigma < 0 (rounding)
-// or sigma >= SPLAT_SIGMA_SKIP.
-SPLAT_FUNC bool blend_exponent_skips(float e) { return e > 0.f || e <= SPLAT_EXPONENT_SKIP; }
+// Whether a splat is skipped at a pixel of exponent e before its alpha is
+// tested: sigma < 0 (rounding). (sigma >= SPLAT_SIGMA_SKIP is skipped by the
+// alpha test: one compare a pixel fewer in every raster loop.)
+SPLAT_FUNC bool blend_exponent_skips(float e) { return e > 0.f; }
 
 // Alpha of `s` at pixel centre `pix`, or 0 when the splat is skipped there.
 // `gauss` receives exp(-sigma) and `clamped` whether alpha hit 0.999.

@@ -104,17 +104,22 @@ SPLAT_FUNC ScreenCovariance screen_covariance(SPLAT_CONST_MEM const CameraParams
 // The antialiased mode's opacity compensation (mip-splatting's 2D filter, as
 // gsplat's rasterize_mode="antialiased"): the dilated splat keeps the
 // undilated one's integral, opacity x sqrt(det(cov2d - 0.3 I) / det(cov2d)).
-// 0 where the undilated covariance is degenerate (rounding below 0).
+// 0 where the undilated covariance is degenerate (rounding below 0), and at
+// most 1, as it is exactly: the cancellation in a thin splat's determinants can
+// round the ratio past 1, and the blend relies on opacities of at most 1
+// (SPLAT_SIGMA_SKIP, blend.h).
 SPLAT_FUNC float antialias_compensation(SPLAT_THREAD const ScreenCovariance& sc) {
   float det = sc.a * sc.c - sc.b * sc.b;
   float det0 = sc.a0 * sc.c0 - sc.b * sc.b;
-  return sp_sqrt(sp_max(0.f, det0 / det));
+  return sp_sqrt(sp_clamp(det0 / det, 0.f, 1.f));
 }
 
 // dL/d(a, b, c) of the compensation k given dL/dk, added to (ga, gb, gc); b
 // is the one off-diagonal scalar. With f = 0.3 and d = det(cov2d),
 // dk/da = f (c (c - f) + b^2) / (2 k d^2), dk/dc likewise with a, and
-// dk/db = -f b (a + c - f) / (k d^2): exact where k > 0, 0 where the clamp holds.
+// dk/db = -f b (a + c - f) / (k d^2): exact where k > 0, 0 where the clamp at 0
+// holds. The clamp at 1 corrects rounding, not the function (smooth there, just
+// under 1), so the derivative is the function's.
 SPLAT_FUNC void antialias_compensation_backward(SPLAT_THREAD const ScreenCovariance& sc, float comp, float d_comp,
                                                 SPLAT_THREAD float& ga, SPLAT_THREAD float& gb,
                                                 SPLAT_THREAD float& gc) {

@@ -203,11 +203,24 @@ SPLAT_FUNC bool tile_chunk(uint32_t slot, SPLAT_CONST_MEM const RasterParams& rp
 SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t count, float row_lo, float row_hi,
                                    SPLAT_THREAD const vec2* pix, bool exact, SPLAT_THREAD ChunkBlend* cb,
                                    SPLAT_THREAD uint32_t* last, SPLAT_THREAD bool* stopped) {
+  // With the stop, a pixel that has not stopped keeps P >= SPLAT_T_MIN (a
+  // splat that would take it below stops it instead), so one starting below
+  // (an ended pixel, P = 0) would stop at its first hit, blending nothing:
+  // marked now, it blends nothing either (the caller clears its flag), and
+  // the exit test reads the flags alone, predicates rather than a maximum.
+  bool all_stopped = exact;
+  SPLAT_UNROLL
+  for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
+    if (exact) stopped[p] = stopped[p] || cb[p].P < SPLAT_T_MIN;
+    all_stopped = all_stopped && stopped[p];
+  }
+  if (all_stopped) return;
   for (uint32_t j = 0; j < count; ++j) {
     vec4 rows = batch_splat_rows(s_splats, j);
     if (batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
     BlendSplat b = load_blend_splat(s_splats, j, rows, true);
     float p_max = 0.f;
+    all_stopped = exact;
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
       // chunk_blend_add and chunk_blend_stops on the hit itself: no select
@@ -226,9 +239,13 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
       }
       if (hit) chunk_blend_take_next(cb[p], alpha, b.color, next);
       last[p] = hit ? j + 1u : last[p];
-      p_max = sp_max(p_max, exact && stopped[p] ? 0.f : cb[p].P);
+      if (exact) {
+        all_stopped = all_stopped && stopped[p];
+      } else {
+        p_max = sp_max(p_max, cb[p].P);
+      }
     }
-    if (p_max < SPLAT_T_MIN) break;
+    if (exact ? all_stopped : p_max < SPLAT_T_MIN) break;
   }
 }
 
