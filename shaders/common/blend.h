@@ -82,10 +82,13 @@ SPLAT_FUNC float blend_alpha(BlendSplat s, vec2 pix, SPLAT_THREAD float& gauss, 
 
 // What the backward needs of one splat at one pixel: the forward's alpha (0:
 // skipped there), and the factor of alpha's derivative in sigma and opacity:
-// exp(-sigma), or 0 where alpha is clamped at 0.999 or skipped.
+// exp(-sigma), or 0 where alpha is clamped at 0.999 or skipped; and whether
+// it is blended there (alpha != 0, as a predicate: a SIMD group's vote reads it
+// without comparing alpha again).
 struct BlendHit {
   float alpha;
   float slope;
+  bool blended;
 };
 
 // blend_alpha's alpha without a branch (the exp is computed, then discarded,
@@ -112,6 +115,7 @@ SPLAT_FUNC BlendHit blend_hit(BlendSplat s, vec2 pix, bool live) {
   BlendHit h;
   h.alpha = skip ? 0.f : alpha;
   h.slope = (skip || raw > SPLAT_ALPHA_MAX) ? 0.f : gauss;
+  h.blended = !skip;
   return h;
 }
 
@@ -279,6 +283,7 @@ SPLAT_FUNC bool blend_backward_step(BlendSplat s, vec2 pix, SPLAT_THREAD BlendBa
   bool clamped;
   h.alpha = blend_alpha(s, pix, h.slope, clamped);
   if (h.alpha == 0.f) return false;
+  h.blended = true;
   if (clamped) h.slope = 0.f;
   blend_backward_apply(s, pix, h, st, g);
   return true;

@@ -230,7 +230,7 @@ SPLAT_FUNC void rasterize_backward_body(
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
       h[p] = blend_hit(b, pix[p], position < nc[p]);
-      contrib = contrib || h[p].alpha != 0.f;
+      contrib = contrib || h[p].blended;
     }
     // Every lane steps each of its pixels (a pixel the splat misses steps
     // with zeros), so the group skips a splat no lane blends before the math.
