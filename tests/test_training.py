@@ -206,8 +206,11 @@ def random_key(seed, step, index, draw):
 
 
 def random_normal(ka, kb):
-    u1 = ((ka >> np.uint64(8)).astype(np.float64) + 0.5) / 16777216.0
-    u2 = ((kb >> np.uint64(8)).astype(np.float64) + 0.5) / 16777216.0
+    # The uniforms as the backends form them: (k >> 8) + 0.5 in float32, which rounds
+    # the half away above 2^23 (u near 1, where -log u is small and a float64 u moved
+    # it by up to 100%); the rest in float64.
+    u1 = ((ka >> np.uint64(8)).astype(np.float32) + np.float32(0.5)).astype(np.float64) / 16777216.0
+    u2 = ((kb >> np.uint64(8)).astype(np.float32) + np.float32(0.5)).astype(np.float64) / 16777216.0
     return np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)
 
 
