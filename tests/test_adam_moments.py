@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import splat
+from splat.reference.mcmc import hash_u32, random_key  # the backends' counter RNG (shaders/common/random.h)
 from _scenes import make_rng
-from test_training import adam_params, hash_u32, make_dataset, random_gaussians, random_key, small_config
+from test_training import adam_params, make_dataset, random_gaussians, small_config
 
 PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
 U32 = np.uint64(0xFFFFFFFF)

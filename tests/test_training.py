@@ -6,6 +6,7 @@ import pytest
 import splat
 from splat import _core
 from splat.data.dataset import Dataset
+from splat.reference.mcmc import random_key, random_normal  # the backends' counter RNG (shaders/common/random.h)
 from _scenes import look_at, make_rng
 
 SSIM_C1, SSIM_C2 = 0.01 ** 2, 0.03 ** 2
@@ -194,26 +195,6 @@ def test_visible_adam_steps_only_the_gaussians_the_view_saw():
 
 
 # ----------------------------------------------------------------------------- densification
-def hash_u32(x):
-    x = np.asarray(x, dtype=np.uint64)
-    state = (x * np.uint64(747796405) + np.uint64(2891336453)) & np.uint64(0xFFFFFFFF)
-    word = (((state >> ((state >> np.uint64(28)) + np.uint64(4))) ^ state) * np.uint64(277803737)) & np.uint64(0xFFFFFFFF)
-    return ((word >> np.uint64(22)) ^ word) & np.uint64(0xFFFFFFFF)
-
-
-def random_key(seed, step, index, draw):
-    return hash_u32(hash_u32(hash_u32(hash_u32(seed) ^ np.uint64(step)) ^ np.uint64(index)) ^ np.uint64(draw))
-
-
-def random_normal(ka, kb):
-    # The uniforms as the backends form them: (k >> 8) + 0.5 in float32, which rounds
-    # the half away above 2^23 (u near 1, where -log u is small and a float64 u moved
-    # it by up to 100%); the rest in float64.
-    u1 = ((ka >> np.uint64(8)).astype(np.float32) + np.float32(0.5)).astype(np.float64) / 16777216.0
-    u2 = ((kb >> np.uint64(8)).astype(np.float32) + np.float32(0.5)).astype(np.float64) / 16777216.0
-    return np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)
-
-
 def quat_to_rot(q):
     w, x, y, z = q / np.linalg.norm(q)
     return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
