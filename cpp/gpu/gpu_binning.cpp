@@ -117,23 +117,22 @@ BufferRef GpuDevice::bin_buckets(size_t n, BufferRef covers, BufferRef radius, B
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(covers), KernelArg::buf(counts),
           KernelArg::buf(tile_counts)});
   const BufferRef status = size_pairs(exclusive_scan(tile_counts, tile_offsets, num_tiles), step);
-  ensure(kKeysA, 4 * pair_slots_);
-  ensure(kValsA, 4 * pair_slots_);
-  ensure(kKeysB, 4 * pair_slots_);
+  // A pair is one 64-bit word (depth bits << 32 | record) in kKeysA, merged
+  // through kKeysB when its list is long; the records sorted into kValsB.
+  ensure(kKeysA, 8 * pair_slots_);
+  ensure(kKeysB, 8 * pair_slots_);
   ensure(kValsB, 4 * pair_slots_);
   launch(Kernel::BucketEmit, groups,
          {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(covers), KernelArg::buf(radius),
           KernelArg::buf(counts), KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(status),
-          KernelArg::buf(tile_counts), KernelArg::buf(tile_offsets), KernelArg::buf(ref(kKeysA)),
-          KernelArg::buf(ref(kValsA))});
+          KernelArg::buf(tile_counts), KernelArg::buf(tile_offsets), KernelArg::buf(ref(kKeysA))});
   end(TimingLabel::FwdEmitPairs);
 
   begin(TimingLabel::FwdRadixSort);
   BufferRef ranges = ensure(kRanges, 8 * (static_cast<size_t>(num_tiles) + 1));
   launch(Kernel::BucketSort, num_tiles + 1,
          {KernelArg::value(rp_), KernelArg::buf(tile_offsets), KernelArg::buf(status), KernelArg::buf(ref(kKeysA)),
-          KernelArg::buf(ref(kValsA)), KernelArg::buf(ref(kKeysB)), KernelArg::buf(ref(kValsB)),
-          KernelArg::buf(ranges)});
+          KernelArg::buf(ref(kKeysB)), KernelArg::buf(ref(kValsB)), KernelArg::buf(ranges)});
   sorted_in_b_ = true;
   end(TimingLabel::FwdRadixSort);
   return ranges;

@@ -78,15 +78,14 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_bucket_emit(CameraParams cam, RasterParams rp, const CoverRecord* covers, int32_t* radius,
                       const uint32_t* pair_count, const uint32_t* depth_keys, const PairStatus* status,
-                      uint32_t* tile_counts, const uint32_t* tile_offsets, uint32_t* keys, uint32_t* values) {
+                      uint32_t* tile_counts, const uint32_t* tile_offsets, uint64_t* words) {
   bucket_emit_body(SPLAT_THREAD_CTX(), cam, rp, covers, radius, pair_count, depth_keys, status, tile_counts,
-                   tile_offsets, keys, values);
+                   tile_offsets, words);
 }
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_bucket_sort(RasterParams rp, const uint32_t* tile_offsets, const PairStatus* status, uint32_t* keys_a,
-                      uint32_t* values_a, uint32_t* keys_b, uint32_t* values_b, uint32_t* ranges) {
-  SPLAT_TG_ARRAY(uint32_t, k, SPLAT_BUCKET_CAP);
-  SPLAT_TG_ARRAY(uint32_t, v, SPLAT_BUCKET_CAP);
-  bucket_sort_body(SPLAT_THREAD_CTX(), rp, tile_offsets, status, keys_a, values_a, keys_b, values_b, ranges, k, v);
+    splat_bucket_sort(RasterParams rp, const uint32_t* tile_offsets, const PairStatus* status, uint64_t* words_a,
+                      uint64_t* words_b, uint32_t* sorted, uint32_t* ranges) {
+  SPLAT_TG_ARRAY(uint64_t, w, SPLAT_BUCKET_CAP);
+  bucket_sort_body(SPLAT_THREAD_CTX(), rp, tile_offsets, status, words_a, words_b, sorted, ranges, w);
 }

@@ -91,18 +91,16 @@ kernel void splat_bucket_emit(constant CameraParams& cam [[buffer(0)]], constant
                               device const uint32_t* pair_count [[buffer(4)]],
                               device const uint32_t* depth_keys [[buffer(5)]],
                               device const PairStatus* status [[buffer(6)]], device uint32_t* tile_counts [[buffer(7)]],
-                              device const uint32_t* tile_offsets [[buffer(8)]], device uint32_t* keys [[buffer(9)]],
-                              device uint32_t* values [[buffer(10)]], SPLAT_THREAD_ATTRS) {
+                              device const uint32_t* tile_offsets [[buffer(8)]], device uint64_t* words [[buffer(9)]],
+                              SPLAT_THREAD_ATTRS) {
   bucket_emit_body(SPLAT_THREAD_CTX(), cam, rp, covers, radius, pair_count, depth_keys, status, tile_counts,
-                   tile_offsets, keys, values);
+                   tile_offsets, words);
 }
 
 kernel void splat_bucket_sort(constant RasterParams& rp [[buffer(0)]], device const uint32_t* tile_offsets [[buffer(1)]],
-                              device const PairStatus* status [[buffer(2)]], device uint32_t* keys_a [[buffer(3)]],
-                              device uint32_t* values_a [[buffer(4)]], device uint32_t* keys_b [[buffer(5)]],
-                              device uint32_t* values_b [[buffer(6)]], device uint32_t* ranges [[buffer(7)]],
-                              SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(uint32_t, k, SPLAT_BUCKET_CAP);
-  SPLAT_TG_ARRAY(uint32_t, v, SPLAT_BUCKET_CAP);
-  bucket_sort_body(SPLAT_THREAD_CTX(), rp, tile_offsets, status, keys_a, values_a, keys_b, values_b, ranges, k, v);
+                              device const PairStatus* status [[buffer(2)]], device uint64_t* words_a [[buffer(3)]],
+                              device uint64_t* words_b [[buffer(4)]], device uint32_t* sorted [[buffer(5)]],
+                              device uint32_t* ranges [[buffer(6)]], SPLAT_THREAD_ATTRS) {
+  SPLAT_TG_ARRAY(uint64_t, w, SPLAT_BUCKET_CAP);
+  bucket_sort_body(SPLAT_THREAD_CTX(), rp, tile_offsets, status, words_a, words_b, sorted, ranges, w);
 }

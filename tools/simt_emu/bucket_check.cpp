@@ -110,17 +110,17 @@ int main(int argc, char** argv) {
   status.live = overflow ? 0u : pairs;
   status.overflow = overflow ? 1u : 0u;
   const size_t slots = (size_t)pairs + 5u;  // a capacity above the count
-  std::vector<uint32_t> keys_a(slots, ~0u), values_a(slots, ~0u), keys_b(slots, ~0u), values_b(slots, ~0u);
+  std::vector<uint64_t> words_a(slots, ~0ull), words_b(slots, ~0ull);
+  std::vector<uint32_t> sorted(slots, ~0u);
   simt_emu::dispatch(groups, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     bucket_emit_body(t, cam, rp, covers.data(), radius.data(), pair_count.data(), depth_keys.data(), &status,
-                     tile_counts.data(), tile_offsets.data(), keys_a.data(), values_a.data());
+                     tile_counts.data(), tile_offsets.data(), words_a.data());
   });
   std::vector<uint32_t> ranges(2 * ((size_t)rp.num_tiles + 1), 0xdeadu);
   simt_emu::dispatch(rp.num_tiles + 1, SPLAT_GROUP_SIZE, [&](SimtThread t) {
-    SPLAT_TG_ARRAY(uint32_t, k, SPLAT_BUCKET_CAP);
-    SPLAT_TG_ARRAY(uint32_t, v, SPLAT_BUCKET_CAP);
-    bucket_sort_body(t, rp, tile_offsets.data(), &status, keys_a.data(), values_a.data(),
-                     keys_b.data(), values_b.data(), ranges.data(), k, v);
+    SPLAT_TG_ARRAY(uint64_t, w, SPLAT_BUCKET_CAP);
+    bucket_sort_body(t, rp, tile_offsets.data(), &status, words_a.data(), words_b.data(), sorted.data(),
+                     ranges.data(), w);
   });
 
   uint32_t lists_differ = 0, counts_left = 0, radius_kept = 0, ranges_nonempty = 0;
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
     }
     const std::vector<uint32_t>& want = ref[tile];
     bool same = lo == tile_offsets[tile] && hi - lo == want.size();
-    for (uint32_t j = 0; same && j < want.size(); ++j) same = values_b[lo + j] == want[j];
+    for (uint32_t j = 0; same && j < want.size(); ++j) same = sorted[lo + j] == want[j];
     lists_differ += same ? 0u : 1u;
   }
   for (uint32_t tile = 0; !overflow && tile < rp.num_tiles; ++tile) counts_left += tile_counts[tile] != 0u ? 1u : 0u;
