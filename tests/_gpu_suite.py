@@ -37,7 +37,6 @@ __all__ = [
     "test_single_pixel_fixture_is_bit_exact_across_switches",
     "test_deterministic_is_bitwise_reproducible",
     "test_skipping_saturated_chunks_changes_no_bit",
-    "test_tile_buckets_match_the_radix_path",
     "test_radix_sort_matches_a_stable_argsort",
     "test_warm_calls_allocate_nothing",
     "test_per_kernel_timing_records_every_label",
@@ -56,7 +55,7 @@ VARIANTS += [dict(deterministic=True, raster_backward_range=r) for r in ("last_c
 # Switches that must not change the forward's image or radii (a backend module adds its own).
 SUBMISSION_SWITCHES = [dict(submission="per_kernel"), dict(forward_submission="per_stage"),
                        dict(binning="per_iter_alloc"), dict(raster_forward_chunks="skip_saturated"),
-                       dict(raster_forward_chunks="all"), dict(pair_sort="buckets")]
+                       dict(raster_forward_chunks="all")]
 
 CASES = [  # (n, width, height, sh_degree): sizes mostly not tile multiples
     (1, 37, 53, 0),
@@ -311,34 +310,6 @@ def test_skipping_saturated_chunks_changes_no_bit(backend):
     assert runs[0] == runs[1], seed
     # Most pixels stop (their T reaches the blend's stop, 1e-4): deep, opaque tiles.
     assert float(np.median(1.0 - out.alpha)) < 2e-4, f"the scene should stop most pixels; seed {seed}"
-
-
-@pytest.mark.parametrize("n,width,height", [(2500, 40, 36), (48000, 32, 32), (20000, 300, 200)])
-def test_tile_buckets_match_the_radix_path(backend, n, width, height):
-    # pair_sort="buckets" gives every tile the radix path's list, so the same
-    # image, alpha and radii bytes, and gradients that differ only by the
-    # order of the backward's float atomics (as the backward variants do).
-    # 48000 Gaussians over 4 tiles: past 32768 visible, some tile's list holds
-    # more than 8192 pairs, sorted in runs of the threadgroup's capacity (4096
-    # on CUDA, 2048 on Metal) and merged over two levels at least.
-    rng, seed = make_rng()
-    g, cam = to_splat(scene_for(rng, n, width, height, 2))
-    bg = rng.uniform(0, 1, 3).astype(np.float32)
-    d_image = rng.normal(size=(height, width, 3)).astype(np.float32)
-    d_alpha = rng.normal(size=(height, width)).astype(np.float32)
-    base = rasterizer(backend)
-    want_out = base.forward(g, cam, 2, bg)
-    want = base.backward(d_image, d_alpha)
-    r = rasterizer(backend, pair_sort="buckets")
-    out = r.forward(g, cam, 2, bg)
-    for name in ("image", "alpha", "radii"):
-        assert np.array_equal(getattr(out, name), getattr(want_out, name)), (name, seed)
-    got = r.backward(d_image, d_alpha)
-    for name in GRADS:
-        e = rel_err(getattr(got, name), getattr(want, name))
-        assert e <= VARIANT_TOL, f"{name}: relative error {e:.3g}; seed {seed}"
-    if n == 48000:
-        assert int(np.count_nonzero(want_out.radii > 0)) > 4 * 8192, seed
 
 
 @pytest.mark.parametrize("n,key_bits", [(1, 8), (33, 12), (4096, 20), (4097, 24), (100_003, 28), (250_000, 32),

@@ -18,7 +18,6 @@ EXPECTED = {
     "pipelining": ["off", "on"],
     "binning": ["resident", "per_iter_alloc"],
     "pair_sizing": ["device", "readback"],
-    "pair_sort": ["radix", "buckets"],
     "raster_forward_chunks": ["auto", "all", "skip_saturated"],
     "kernel_overlap": ["auto", "off", "programmatic"],
     "view_launches": ["together", "per_view"],
@@ -126,10 +125,6 @@ def test_validate_gpu_backends():
         assert len(w) == 1 and "falls back to portable" in w[0]
         w = splat.BackendConfig(deterministic=True, raster_backward="tg").validate(backend)
         assert len(w) == 1 and "deterministic" in w[0]
-        # tile buckets on the GPU; the deterministic backward keeps the radix path
-        assert splat.BackendConfig(pair_sort="buckets").validate(backend) == []
-        w = splat.BackendConfig(deterministic=True, pair_sort="buckets").validate(backend)
-        assert len(w) == 1 and w[0].startswith("pair_sort=buckets: deterministic") and "falls back to radix" in w[0]
         # overlapped launches: CUDA decides by device; Metal has none, and "off" is what it does
         assert splat.BackendConfig(kernel_overlap="off").validate(backend) == []
         w = splat.BackendConfig(kernel_overlap="programmatic").validate(backend)

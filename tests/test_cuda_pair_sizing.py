@@ -115,37 +115,3 @@ def test_the_pair_limit_is_reported_at_the_next_sync_point():
     assert tr.step_count == 1, seed
     for name, value in tr.state().items():
         np.testing.assert_array_equal(value, after_one[name], err_msg=f"{name}; seed {seed}")
-
-
-@pytest.mark.parametrize("batch_views", [1, 3])
-def test_tile_buckets_bin_as_the_radix_path_through_an_overflow(batch_views):
-    """pair_sort = "buckets" in training, its pairs sized on the device: a
-    first forward past a capacity of 64 pairs places nothing, and runs again
-    once the buffers have grown. Its lists (every view's tiles when views are
-    rasterized together) and its loss are the radix path's to the bit; over
-    later steps, with densification, the two differ only by the order of the
-    backward's float atomics."""
-    rng, seed = make_rng()
-    ds = make_dataset(rng, random_gaussians(rng, 60), n_views=6, width=64, height=48)
-    initial = random_gaussians(rng, 150)
-    cfg = small_config(steps=40, batch_views=batch_views, densify_from=10, densify_until=35, densify_every=10)
-    got = {}
-    for sort in ("radix", "buckets"):
-        tr = splat.Trainer.from_dataset(ds, cfg, splat.BackendConfig(backend="cuda", pair_sort=sort), initial=initial)
-        tr._native.set_pair_capacity(64)
-        first = tr.step().loss
-        snap = tr._native.debug_snapshot()
-        assert tr._native.pair_buffers()["overflows"] >= 1, (sort, seed)
-        for _ in range(38):
-            tr.step(read_loss=False)
-        got[sort] = (first, snap, tr.step().loss, tr.state())
-    (a_first, a_snap, a_last, a_state), (b_first, b_snap, b_last, b_state) = got["radix"], got["buckets"]
-    assert b_first == a_first, seed
-    for name in ("tile_ranges", "sorted_gauss"):
-        np.testing.assert_array_equal(b_snap[name], a_snap[name], err_msg=f"{name}; seed {seed}")
-    assert b_snap["tile_ranges"][:, 1].max() > 0
-    print(f"batch_views {batch_views}: loss at step 40 {a_last:.6g} / {b_last:.6g}, Gaussians "
-          f"{len(a_state['means'])} / {len(b_state['means'])}")
-    # Atomics reorder float sums by ~1e-7 a step; densification's thresholds
-    # may then split a Gaussian one run does not, so the loss is held loosely.
-    assert abs(b_last - a_last) <= 0.05 * a_last, (a_last, b_last, seed)

@@ -25,7 +25,6 @@ KERNELS = {
     "splat_count_nonfinite", "splat_nonfinite_total",
     "splat_mcmc_weights", "splat_mcmc_block_offsets", "splat_mcmc_sample", "splat_mcmc_apply", "splat_mcmc_copy",
     "splat_mcmc_regularize", "splat_mcmc_noise",
-    "splat_bucket_count", "splat_bucket_emit", "splat_bucket_sort",
     "splat_absgrad_pair_sum", "splat_exposure_apply", "splat_exposure_backward", "splat_exposure_reduce",
     "splat_exposure_adam", "splat_exposure_center",
 }

@@ -30,7 +30,6 @@ SOURCE = os.path.join(ROOT, "tools", "simt_emu", "raster_check.cpp")
 ADAM_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "adam_check.cpp")
 SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
 EMIT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "emit_check.cpp")
-BUCKET_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "bucket_check.cpp")
 FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
 SH_GRAD_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sh_grad_check.cpp")
 EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
@@ -388,31 +387,6 @@ def test_pair_emission_matches_the_serial_walk(compiler, tmp_path, piece, determ
             assert got["large"] > 20 and got["pairs"] > 10 * count * views, (got, views, seed)
             # Both roles ran: Gaussians emitted whole by their rank's thread and in pieces.
             assert 0 < got["in_pieces"] < count * views, (got, seed)
-
-
-@pytest.mark.parametrize("cap", [4096, 16])
-def test_tile_buckets_match_the_serial_lists(compiler, tmp_path, cap):
-    """The bucket path (tile_buckets.h: count, scan, emission into buckets,
-    each bucket sorted) against every tile's list built serially and ordered
-    by (depth bits, record) with std::sort, the radix path's order: the same
-    lists and ranges, with splats of hundreds of tiles (walked by their SIMD
-    group), culled ones, counts below the cover, repeated depths, and three
-    views binned together; the counts back at 0 after emission. Buckets of 16
-    pairs put nearly every list through runs and merges, over odd and even
-    numbers of merge levels. Past the capacity nothing is placed, every
-    radius is -1 and every range empty."""
-    exe = compile_check(compiler, [BUCKET_SOURCE], str(tmp_path / "bucket_check"), [f"SPLAT_BUCKET_CAP={cap}u"])
-    rng, seed = make_rng()
-    for count, views, overflow in ((1, 1, 0), (int(rng.integers(1500, 2500)), 1, 0),
-                                   (int(rng.integers(300, 700)), 3, 0), (int(rng.integers(200, 400)), 2, 1)):
-        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), count, views, overflow).items()}
-        assert got["counts_differ"] == got["lists_differ"] == got["counts_left"] == 0, (got, count, views, seed)
-        if overflow:
-            assert got["radius_kept"] == 0 and got["ranges_nonempty"] == 0, (got, seed)
-        elif count > 1:
-            assert got["pairs"] > 10 * count * views, (got, seed)
-            if cap == 16 and views == 1:  # runs of 16 merged over at least three levels
-                assert got["longest"] > 64, (got, seed)
 
 
 @pytest.mark.parametrize("staged", [0, 1], ids=["direct", "staged"])

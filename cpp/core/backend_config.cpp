@@ -32,7 +32,6 @@ const std::vector<Accessor>& accessors() {
       SPLAT_ACCESSOR(pipelining, Pipelining),
       SPLAT_ACCESSOR(binning, Binning),
       SPLAT_ACCESSOR(pair_sizing, PairSizing),
-      SPLAT_ACCESSOR(pair_sort, PairSort),
       SPLAT_ACCESSOR(raster_forward_chunks, RasterForwardChunks),
       SPLAT_ACCESSOR(kernel_overlap, KernelOverlap),
       SPLAT_ACCESSOR(view_launches, ViewLaunches),
@@ -78,7 +77,6 @@ const std::vector<BackendConfig::Field>& BackendConfig::fields() {
       {"pipelining", {"off", "on"}, false},
       {"binning", {"resident", "per_iter_alloc"}, false},
       {"pair_sizing", {"device", "readback"}, false},
-      {"pair_sort", {"radix", "buckets"}, false},
       {"raster_forward_chunks", {"auto", "all", "skip_saturated"}, false},
       {"kernel_overlap", {"auto", "off", "programmatic"}, false},
       {"view_launches", {"together", "per_view"}, false},
@@ -158,7 +156,6 @@ std::vector<std::string> BackendConfig::validate(Backend target) const {
     ignored("forward_submission", "the cpu backend runs synchronously", "synchronous execution");
     ignored("pipelining", "the cpu backend runs synchronously", "off");
     ignored("binning", "the cpu backend keeps its buffers resident", "resident");
-    ignored("pair_sort", "the cpu backend bins pairs with a stable counting sort by tile", "that counting sort");
     ignored("raster_forward_chunks", sched, "the blend's own stop per pixel");
     if (kernel_overlap == KernelOverlap::Programmatic)
       ignored("kernel_overlap", "the cpu backend runs synchronously", "off");
@@ -178,10 +175,6 @@ std::vector<std::string> BackendConfig::validate(Backend target) const {
           "deterministic=true: the backward writes per-tile partial gradients reduced in a fixed order, so "
           "raster_backward, raster_backward_sparse and raster_backward_atomic have no effect; falls back to "
           "the deterministic reduction");
-    ignored("pair_sort",
-            "deterministic=true: the backward reads each Gaussian's pair slots in emission order, which only the "
-            "radix path keeps",
-            "radix");
   }
   return warnings;
 }

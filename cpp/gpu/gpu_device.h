@@ -95,7 +95,7 @@ class GpuDevice final : public Device {
     kMeans, kLogScales, kQuats, kOpacityLogits, kSh,
     kRecords, kRadius, kCovers, kPairCount, kPairRanges, kScanBlockSums,
     kKeysA, kKeysB, kValsA, kValsB, kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, kCountsByRank, kRankOffsets,
-    kHist, kDigitTotals, kTileCounts, kTileOffsets, kRanges,
+    kHist, kDigitTotals, kRanges,
     kImage, kAlpha, kFinalT, kNContrib, kChunkState, kChunkLast, kChunkTiles, kStopChunk, kTileSaturated,
     kDImage, kDAlpha, kGrads, kShFactors,
     kOutMeans, kOutLogScales, kOutQuats, kOutOpacityLogits, kOutSh, kOutMeans2d,
@@ -262,16 +262,6 @@ class GpuDevice final : public Device {
   // count_limit: the number of keys when only the device knows it (at most `count`).
   bool radix_sort_slots(int keys_a, int keys_b, int vals_a, int vals_b, uint32_t count, uint32_t key_bits,
                         BufferRef count_limit);
-  // The forward's binning of n records (gpu_binning.cpp): each tile's records
-  // in depth order (kVals*, sorted_in_b_); returns the tile ranges (kRanges).
-  bool uses_buckets() const;  // BackendConfig.pair_sort, where it applies
-  BufferRef bin_radix(size_t n, BufferRef covers, BufferRef radius, BufferRef counts, BufferRef pair_ranges,
-                      uint32_t step);
-  BufferRef bin_buckets(size_t n, BufferRef covers, BufferRef radius, BufferRef counts, uint32_t step);
-  // The pair count of the last exclusive_scan (`blocks` blocks), read back or
-  // checked on the device against the capacity; sets pair_slots_ and returns
-  // the PairStatus the pair kernels read.
-  BufferRef size_pairs(uint32_t blocks, uint32_t step);
   // One MCMC sampling pass (relocation of the dead among n, or growth into
   // the `targets` slots after n) and its application to every array.
   void mcmc_pass(const McmcRefineSettings& s, uint32_t n, uint32_t targets, bool grow);

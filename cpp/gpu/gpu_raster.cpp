@@ -13,6 +13,17 @@
 #include "splat/limits.h"
 
 namespace splat::gpu {
+namespace {
+
+// Bits needed to hold tile ids 0 .. num_tiles - 1.
+uint32_t tile_bits(uint32_t num_tiles) {
+  uint32_t bits = 0;
+  while (bits < 32 && (uint64_t{1} << bits) < num_tiles) ++bits;
+  return bits;
+}
+
+}  // namespace
+
 void GpuDevice::forward_pass(const ParamRefs& params, size_t n, uint32_t sh_stride, const CameraParams& cam,
                              uint32_t sh_degree, const float background[3], uint32_t step) {
   forward_views(params, n, sh_stride, &cam, 1, sh_degree, background, step);
@@ -87,10 +98,72 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
   end(TimingLabel::FwdProject);
   n = total;  // the binning sorts and emits every view's records as one set
 
-  // Binning (gpu_binning.cpp): each tile's records in depth order.
-  const BufferRef ranges = uses_buckets() ? bin_buckets(n, covers, radius, counts, step)
-                                          : bin_radix(n, covers, radius, counts, pair_ranges, step);
+  // Binning (tile_bin.h): the Gaussians in depth order, their pairs emitted
+  // in that order, keyed by tile.
+  begin(TimingLabel::FwdEmitPairs);
+  BufferRef counts_by_rank = ensure(kCountsByRank, 4 * n, true), offsets = ensure(kRankOffsets, 4 * (n + 1), true);
+  BufferRef order{}, status{};  // the PairStatus the pair kernels read (only when n > 0)
+  if (n) {
+    const bool in_b = radix_sort_slots(kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, static_cast<uint32_t>(n), 32,
+                                       count_unlimited());
+    order = ref(in_b ? kDepthIdsB : kDepthIdsA);
+    ScanParams gp{static_cast<uint32_t>(n), 0, 0, 0};
+    launch(Kernel::GatherPairCounts, div_up(n, kGroup),
+           {KernelArg::value(gp), KernelArg::buf(order), KernelArg::buf(counts), KernelArg::buf(counts_by_rank)});
+    const uint32_t blocks = exclusive_scan(counts_by_rank, offsets, static_cast<uint32_t>(n));
+    const bool on_device = pairs_on_device_ && step != kNoStep;
+    if (!on_device || pair_capacity_ == 0) {
+      // The read-back of a forward: the number of (tile, Gaussian) pairs sizes
+      // the sort and its grid. Exact past 2^32 (from the block offsets), so a
+      // count the uint32 offsets cannot hold stops here, before emission. A
+      // training forward sized on the device reads it once, for its capacity.
+      bool saturated = false;
+      const uint64_t total = scanned_total(blocks, saturated);
+      check_pair_count(total, saturated);
+      num_pairs_ = total;
+      pair_slots_ = total;
+      if (on_device) grow_pair_capacity(total);
+    }
+    // The count the pair kernels read, written by pair_total. Sized on the
+    // device (docs/gpu.md): the grid covers the capacity, the count bounds it,
+    // and a total past the capacity emits nothing. Read back: its own record,
+    // with no capacity to exceed (checked above), and no upload (the torch
+    // path copies nothing to the device).
+    const int slot = on_device ? kPairStatus : kPairStatusExact;
+    if (arena_[slot].capacity == 0) launcher_->fill_zero(ensure(slot, sizeof(PairStatus)), sizeof(PairStatus));
+    status = ref(slot);
+    const PairParams pp{blocks, on_device ? static_cast<uint32_t>(pair_capacity_) : 0xffffffffu, on_device ? step : 0u,
+                        0u};
+    launch(Kernel::PairTotal, 1, {KernelArg::value(pp), KernelArg::buf(ref(kScanBlockSums)), KernelArg::buf(status)});
+    if (on_device) {
+      pairs_known_ = false;
+      pair_slots_ = pair_capacity_;
+    }
+  }
+  ensure(kKeysA, 4 * pair_slots_);
+  ensure(kKeysB, 4 * pair_slots_);
+  ensure(kValsA, 4 * pair_slots_);
+  ensure(kValsB, 4 * pair_slots_);
+  // A thread per rank and per piece of SPLAT_EMIT_PIECE pair slots (tile_bin.h).
+  const uint32_t emit_threads = emit_pair_threads(static_cast<uint32_t>(n), static_cast<uint32_t>(pair_slots_));
+  launch(Kernel::EmitPairs, n ? div_up(emit_threads, kGroup) : 0,
+         {KernelArg::value(cam_), KernelArg::value(rp_), KernelArg::buf(covers), KernelArg::buf(radius),
+          KernelArg::buf(order), KernelArg::buf(offsets), KernelArg::buf(status),
+          KernelArg::buf(ref(kKeysA)), KernelArg::buf(ref(kValsA)), KernelArg::buf(pair_ranges)});
+  end(TimingLabel::FwdEmitPairs);
+
+  begin(TimingLabel::FwdRadixSort);
   const uint32_t pairs = static_cast<uint32_t>(pair_slots_);
+  // Tile ids run to num_tiles: emission's sentinel (tile_bin.h) has a range too.
+  sorted_in_b_ =
+      pairs ? radix_sort_slots(kKeysA, kKeysB, kValsA, kValsB, pairs, tile_bits(num_tiles + 1), status) : false;
+  BufferRef ranges = ensure(kRanges, 8 * (static_cast<size_t>(num_tiles) + 1));
+  launcher_->fill_zero(ranges, 8 * (static_cast<size_t>(num_tiles) + 1));
+  ScanParams rp{pairs, 0, 0, 0};
+  launch(Kernel::TileRanges, div_up(pairs, kGroup),
+         {KernelArg::value(rp), KernelArg::buf(ref(sorted_in_b_ ? kKeysB : kKeysA)), KernelArg::buf(status),
+          KernelArg::buf(ranges)});
+  end(TimingLabel::FwdRadixSort);
 
   begin(TimingLabel::FwdRasterize);
   BufferRef image = ensure(kImage, 12 * pixels), alpha = ensure(kAlpha, 4 * pixels),

@@ -27,9 +27,6 @@ enum class Kernel : uint8_t {
   EmitPairs,
   PairTotal,
   TileRanges,
-  BucketCount,  // binning into tile buckets (tile_buckets.h)
-  BucketEmit,
-  BucketSort,
   TileChunks,
   RasterizeChunks,
   RasterizeForward,

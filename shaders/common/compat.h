@@ -286,10 +286,6 @@ struct SimtThread {
   SimtThread { splat_tid_, splat_group_, splat_group_size_, splat_lane_, splat_warp_ }
 
 SPLAT_FUNC void sp_group_barrier() { threadgroup_barrier(mem_flags::mem_threadgroup); }
-// The same, and the group's device-memory writes visible to the group after it.
-SPLAT_FUNC void sp_group_barrier_device() {
-  threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
-}
 SPLAT_FUNC void sp_simd_barrier() { simdgroup_barrier(mem_flags::mem_threadgroup); }
 // Bit i set when lane i's predicate holds (32-wide groups).
 SPLAT_FUNC uint32_t sp_simd_ballot(bool p) {
@@ -341,11 +337,6 @@ SPLAT_FUNC void sp_atomic_add_u32(device uint32_t* p, uint32_t v) {
 SPLAT_FUNC void sp_atomic_min_u32(device uint32_t* p, uint32_t v) {
   atomic_fetch_min_explicit((device atomic_uint*)p, v, memory_order_relaxed);
 }
-// Relaxed integer atomic add that returns the value before it (a slot taken
-// from a shared counter: which thread gets which slot depends on the order).
-SPLAT_FUNC uint32_t sp_atomic_fetch_add_u32(device uint32_t* p, uint32_t v) {
-  return atomic_fetch_add_explicit((device atomic_uint*)p, v, memory_order_relaxed);
-}
 
 #elif defined(SPLAT_TARGET_CUDA)
 #define SPLAT_TG_ARRAY(type, name, count) __shared__ type name[count]
@@ -370,8 +361,6 @@ SPLAT_FUNC void sp_grid_dependency_wait() {
 #define SPLAT_FULL_MASK 0xffffffffu
 
 SPLAT_FUNC void sp_group_barrier() { __syncthreads(); }
-// __syncthreads orders the block's global-memory accesses as well.
-SPLAT_FUNC void sp_group_barrier_device() { __syncthreads(); }
 SPLAT_FUNC void sp_simd_barrier() { __syncwarp(SPLAT_FULL_MASK); }
 SPLAT_FUNC uint32_t sp_simd_ballot(bool p) { return __ballot_sync(SPLAT_FULL_MASK, p); }
 // Hides `v` from the optimiser, so a loop keeps it in a register rather than
@@ -385,7 +374,6 @@ SPLAT_FUNC uint32_t sp_ctz(uint32_t x) { return (uint32_t)(__ffs((int)x) - 1); }
 SPLAT_FUNC void sp_atomic_add(float* p, float v) { atomicAdd(p, v); }
 SPLAT_FUNC void sp_atomic_add_u32(uint32_t* p, uint32_t v) { atomicAdd(p, v); }
 SPLAT_FUNC void sp_atomic_min_u32(uint32_t* p, uint32_t v) { atomicMin(p, v); }
-SPLAT_FUNC uint32_t sp_atomic_fetch_add_u32(uint32_t* p, uint32_t v) { return atomicAdd(p, v); }
 // Quad q of p (16-byte aligned) as one vector load / store.
 SPLAT_FUNC vec4 load_float4(const float* p, uint32_t q) {
   float4 v = reinterpret_cast<const float4*>(p)[q];

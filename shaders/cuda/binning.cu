@@ -3,7 +3,6 @@
 #include "radix_sort.h"
 #include "scan.h"
 #include "tile_bin.h"
-#include "tile_buckets.h"
 
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_scan_block_sums(ScanParams p, const uint32_t* in, uint32_t* block_sums) {
@@ -67,25 +66,4 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_tile_chunks(RasterParams rp, const uint32_t* ranges, uint32_t* chunk_tiles, uint32_t* tile_saturated) {
   tile_chunks_body(SPLAT_THREAD_CTX(), rp, ranges, chunk_tiles, tile_saturated);
-}
-
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_bucket_count(CameraParams cam, RasterParams rp, const CoverRecord* covers, const uint32_t* pair_count,
-                       uint32_t* tile_counts) {
-  bucket_count_body(SPLAT_THREAD_CTX(), cam, rp, covers, pair_count, tile_counts);
-}
-
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_bucket_emit(CameraParams cam, RasterParams rp, const CoverRecord* covers, int32_t* radius,
-                      const uint32_t* pair_count, const uint32_t* depth_keys, const PairStatus* status,
-                      uint32_t* tile_counts, const uint32_t* tile_offsets, uint64_t* words) {
-  bucket_emit_body(SPLAT_THREAD_CTX(), cam, rp, covers, radius, pair_count, depth_keys, status, tile_counts,
-                   tile_offsets, words);
-}
-
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
-    splat_bucket_sort(RasterParams rp, const uint32_t* tile_offsets, const PairStatus* status, uint64_t* words_a,
-                      uint64_t* words_b, uint32_t* sorted, uint32_t* ranges) {
-  SPLAT_TG_ARRAY(uint64_t, w, SPLAT_BUCKET_CAP);
-  bucket_sort_body(SPLAT_THREAD_CTX(), rp, tile_offsets, status, words_a, words_b, sorted, ranges, w);
 }

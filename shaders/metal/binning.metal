@@ -1,11 +1,10 @@
-// Metal entry points: prefix sums, the portable radix sort, pair emission,
-// tile ranges and the tile buckets (same argument order as shaders/cuda/binning.cu).
+// Metal entry points: prefix sums, the portable radix sort, pair emission and
+// tile ranges (same argument order as shaders/cuda/binning.cu).
 // Function constant: splat_fc_deterministic (index 4), read by emission.
 #include "function_constants.h"
 #include "radix_sort.h"
 #include "scan.h"
 #include "tile_bin.h"
-#include "tile_buckets.h"
 
 kernel void splat_scan_block_sums(constant ScanParams& p [[buffer(0)]], device const uint32_t* in [[buffer(1)]],
                                   device uint32_t* block_sums [[buffer(2)]], SPLAT_THREAD_ATTRS) {
@@ -77,30 +76,4 @@ kernel void splat_tile_chunks(constant RasterParams& rp [[buffer(0)]], device co
                               device uint32_t* chunk_tiles [[buffer(2)]], device uint32_t* tile_saturated [[buffer(3)]],
                               SPLAT_THREAD_ATTRS) {
   tile_chunks_body(SPLAT_THREAD_CTX(), rp, ranges, chunk_tiles, tile_saturated);
-}
-
-kernel void splat_bucket_count(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
-                               device const CoverRecord* covers [[buffer(2)]],
-                               device const uint32_t* pair_count [[buffer(3)]],
-                               device uint32_t* tile_counts [[buffer(4)]], SPLAT_THREAD_ATTRS) {
-  bucket_count_body(SPLAT_THREAD_CTX(), cam, rp, covers, pair_count, tile_counts);
-}
-
-kernel void splat_bucket_emit(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
-                              device const CoverRecord* covers [[buffer(2)]], device int32_t* radius [[buffer(3)]],
-                              device const uint32_t* pair_count [[buffer(4)]],
-                              device const uint32_t* depth_keys [[buffer(5)]],
-                              device const PairStatus* status [[buffer(6)]], device uint32_t* tile_counts [[buffer(7)]],
-                              device const uint32_t* tile_offsets [[buffer(8)]], device uint64_t* words [[buffer(9)]],
-                              SPLAT_THREAD_ATTRS) {
-  bucket_emit_body(SPLAT_THREAD_CTX(), cam, rp, covers, radius, pair_count, depth_keys, status, tile_counts,
-                   tile_offsets, words);
-}
-
-kernel void splat_bucket_sort(constant RasterParams& rp [[buffer(0)]], device const uint32_t* tile_offsets [[buffer(1)]],
-                              device const PairStatus* status [[buffer(2)]], device uint64_t* words_a [[buffer(3)]],
-                              device uint64_t* words_b [[buffer(4)]], device uint32_t* sorted [[buffer(5)]],
-                              device uint32_t* ranges [[buffer(6)]], SPLAT_THREAD_ATTRS) {
-  SPLAT_TG_ARRAY(uint64_t, w, SPLAT_BUCKET_CAP);
-  bucket_sort_body(SPLAT_THREAD_CTX(), rp, tile_offsets, status, words_a, words_b, sorted, ranges, w);
 }

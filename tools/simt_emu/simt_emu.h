@@ -198,15 +198,6 @@ inline void sp_simd_barrier() {
 inline void sp_atomic_add(float* p, float v) { *p += v; }
 inline void sp_atomic_add_u32(uint32_t* p, uint32_t v) { *p += v; }
 inline void sp_atomic_min_u32(uint32_t* p, uint32_t v) { *p = v < *p ? v : *p; }
-inline uint32_t sp_atomic_fetch_add_u32(uint32_t* p, uint32_t v) {
-  const uint32_t old = *p;
-  *p += v;
-  return old;
-}
-inline void sp_group_barrier_device() { sp_group_barrier(); }
-inline uint32_t simd_shuffle(uint32_t v, uint32_t lane) {
-  return simt_emu::simd_op(v, [lane](const uint32_t* x, int) { return x[lane]; });
-}
 inline uint32_t sp_opaque(uint32_t v) { return v; }
 inline vec4 load_float4(const float* p, uint32_t q) {
   return make_vec4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);

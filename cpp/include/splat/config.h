@@ -19,9 +19,6 @@ enum class ForwardSubmission : uint8_t { Chained, PerStage };
 enum class Pipelining : uint8_t { Off, On };
 enum class Binning : uint8_t { Resident, PerIterAlloc };
 enum class PairSizing : uint8_t { Device, Readback };
-// How each tile's list is put in depth order: a radix sort over every pair,
-// or each tile's own bucket sorted in threadgroup memory.
-enum class PairSort : uint8_t { Radix, Buckets };
 enum class RasterForwardChunks : uint8_t { Auto, All, SkipSaturated };
 enum class Timing : uint8_t { Off, PerKernel };
 // Auto: programmatic where the CUDA device and the compiled kernels allow it.
@@ -42,7 +39,6 @@ struct BackendConfig {
   Pipelining pipelining = Pipelining::Off;
   Binning binning = Binning::Resident;
   PairSizing pair_sizing = PairSizing::Device;
-  PairSort pair_sort = PairSort::Radix;
   RasterForwardChunks raster_forward_chunks = RasterForwardChunks::Auto;
   KernelOverlap kernel_overlap = KernelOverlap::Auto;
   ViewLaunches view_launches = ViewLaunches::Together;
