@@ -92,10 +92,14 @@ SPLAT_FUNC uint32_t view_tile_base(SPLAT_CONST_MEM const CameraParams& cam, SPLA
 #define SPLAT_SCAN_BLOCK (SPLAT_GROUP_SIZE * SPLAT_SCAN_ITEMS_PER_THREAD)
 #define SPLAT_RADIX_BITS 8
 #define SPLAT_RADIX (1 << SPLAT_RADIX_BITS)
-// Keys per radix-sort threadgroup: 4 per thread. A pass is latency-bound,
-// so small blocks (more of them in flight) sort faster: 4096-key blocks left
-// 77 threadgroups for 315k Gaussians on a 132-SM GPU.
-#define SPLAT_SORT_ROUNDS 4
+// Keys per radix-sort threadgroup: 8 per thread (2048). A pass is
+// latency-bound: 4096-key blocks left 77 threadgroups for 315k Gaussians on
+// a 132-SM GPU, but 1024-key blocks spent more on each block's fixed work
+// (its scans of the 256 digits, the row scans over twice the blocks) than
+// they gained: 2048 sorted faster at 1M, 6M and lego_400's 123k (H100,
+// docs/gpu.md "Sort blocks of 2048 keys"). 4096 would pass Metal's 32 KB of
+// threadgroup memory (the staged scatter's keys and values).
+#define SPLAT_SORT_ROUNDS 8
 #define SPLAT_SORT_BLOCK (SPLAT_GROUP_SIZE * SPLAT_SORT_ROUNDS)
 // Pair emission (tile_bin.h): a Gaussian of at most this many pairs is
 // emitted by its rank's thread, a larger one in pieces of this many slots,
