@@ -32,13 +32,15 @@ def random_key(seed, step, index, draw):
     return h
 
 
+def _uniform(k):
+    # As the backends form it: (k >> 8) + 0.5 in float32, which rounds the half away
+    # above 2^23 (u near 1, where -log u is small and a float64 u moved it by up to
+    # 100%); the division by 2^24 in float64.
+    return ((k >> np.uint64(8)).astype(np.float32) + np.float32(0.5)).astype(np.float64) / 16777216.0
+
+
 def random_normal(ka, kb):
-    # The uniforms as the backends form them: (k >> 8) + 0.5 in float32, which rounds
-    # the half away above 2^23 (u near 1, where -log u is small and a float64 u moved
-    # it by up to 100%); the rest in float64.
-    u1 = ((ka >> np.uint64(8)).astype(np.float32) + np.float32(0.5)).astype(np.float64) / 16777216.0
-    u2 = ((kb >> np.uint64(8)).astype(np.float32) + np.float32(0.5)).astype(np.float64) / 16777216.0
-    return np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)
+    return np.sqrt(-2 * np.log(_uniform(ka))) * np.cos(2 * np.pi * _uniform(kb))
 
 
 def opacity(logits):
