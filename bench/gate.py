@@ -48,8 +48,7 @@ CHECKPOINTS = (7000, 12500, 30000)
 # The performance round's targets at 30000 steps: training seconds at most, PSNR at least.
 TARGETS = {"lego_400": (15.0, 35.5), "lego_800": (25.0, 37.4)}
 TS_ORDER = ("ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_radix_sort", "ts_fwd_rasterize", "ts_ssim",
-            "ts_zero_grads", "ts_backward_raster", "ts_project_back", "ts_adam", "ts_project_back_adam",
-            "ts_densify")
+            "ts_zero_grads", "ts_backward_raster", "ts_project_back", "ts_adam", "ts_densify")
 
 
 def default_data() -> Path:

@@ -21,7 +21,6 @@ EXPECTED = {
     "raster_forward_chunks": ["auto", "all", "skip_saturated"],
     "kernel_overlap": ["auto", "off", "programmatic"],
     "view_launches": ["together", "per_view"],
-    "projection_adam": ["fused", "separate"],
     "deterministic": ["false", "true"],
     "timing": ["off", "per_kernel"],
     "profile": ["false", "true"],
@@ -104,8 +103,7 @@ def test_invalid_types_and_fields():
 def test_validate_cpu_warns_for_each_ignored_switch():
     assert splat.BackendConfig().validate("cpu") == []
     non_default = {k: v[1] for k, v in EXPECTED.items()
-                   if k not in ("backend", "deterministic", "timing", "profile", "pair_sizing", "view_launches",
-                                "projection_adam")}
+                   if k not in ("backend", "deterministic", "timing", "profile", "pair_sizing", "view_launches")}
     non_default["kernel_overlap"] = "programmatic"   # "off" is what the cpu does anyway
     for field, value in non_default.items():
         warnings = splat.BackendConfig(**{field: value}).validate("cpu")
@@ -118,8 +116,6 @@ def test_validate_cpu_warns_for_each_ignored_switch():
     assert splat.BackendConfig(kernel_overlap="off").validate("cpu") == []
     # the cpu trains a batch's views one after another, which is what per_view asks
     assert splat.BackendConfig(view_launches="per_view").validate("cpu") == []
-    # the cpu's update is its own loop after its backward, which is what separate asks
-    assert splat.BackendConfig(projection_adam="separate").validate("cpu") == []
 
 
 def test_validate_gpu_backends():

@@ -11,7 +11,6 @@ from splat import _core
 
 KERNELS = {
     "splat_project_forward", "splat_project_forward_views", "splat_project_backward", "splat_project_backward_views",
-    "splat_project_backward_adam",
     "splat_expand_sh_grad",
     "splat_scan_block_sums",
     "splat_scan_rows", "splat_gather_pair_counts",

@@ -32,8 +32,6 @@ SORT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sort_check.cpp")
 EMIT_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "emit_check.cpp")
 FINITE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "finite_check.cpp")
 SH_GRAD_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "sh_grad_check.cpp")
-PROJECT_ADAM_SOURCES = [os.path.join(ROOT, "tools", "simt_emu", "project_adam_check.cpp"),
-                        os.path.join(ROOT, "cpp", "core", "camera_params.cpp")]
 EXPOSURE_SOURCE = os.path.join(ROOT, "tools", "simt_emu", "exposure_check.cpp")
 LOSS_SOURCES = [os.path.join(ROOT, *p) for p in (("tools", "simt_emu", "loss_check.cpp"),
                                                  ("cpp", "cpu", "cpu_loss.cpp"), ("cpp", "cpu", "thread_pool.cpp"))]
@@ -337,25 +335,6 @@ def test_adam_kernel_updates_every_element_as_adam_update(compiler, tmp_path, sh
         assert int(got["full_differ"]) == 0, (got, n, share, seed)
         assert int(got["bf16_differ"]) == 0, (got, n, share, seed)
         assert (int(got["unseen"]) == n) if share == 0.0 else 0 < int(got["unseen"]) < n or n < 10, got
-
-
-def test_fused_projection_backward_and_adam_is_the_two_kernels(compiler, tmp_path):
-    """project_adam_body (train_project_adam.h: each thread its Gaussian's
-    projection backward, then the threadgroup's quads of every group stepped)
-    against project_backward_body and adam_body dispatched one after the other,
-    to the bit: parameters, both moments, gradients, SH factors and 2D gradients,
-    with float32 and packed bfloat16 moments, visible_only and a step whose pairs
-    did not fit, for counts that leave partial threadgroups and partial quads."""
-    exe = compile_check(compiler, PROJECT_ADAM_SOURCES, str(tmp_path / "project_adam_check"))
-    rng, seed = make_rng()
-    for n in (1, 3, 257, int(rng.integers(300, 1200))):
-        k_count = int(rng.choice([1, 4, 9, 16]))
-        got = {k: int(v) for k, v in run_check(exe, int(rng.integers(0, 2 ** 31)), n, k_count).items()}
-        assert got["values"] == n * (11 + 48) and got["differ"] == 0, (got, n, k_count, seed)
-        # The step moves the parameters of the seen Gaussians (four fifths): all but
-        # the SH coefficients past k_count, whose gradient is zero yet whose moments
-        # move them.
-        assert got["moved"] > got["values"] // 2 or n < 4, (got, n, seed)
 
 
 def test_exposure_kernels_match_the_shared_math(compiler, tmp_path):

@@ -215,12 +215,13 @@ void Trainer::check_finite() {
 
 void Trainer::train_step(uint32_t t) {
   const TrainSettings& s = settings_;
+  forward_backward(t, active_sh_degree(t), t);
+  step_ = t;
   const float late = late_lr_scale(t);
   AdamSettings adam{means_lr(t), s.log_scales_lr * late, s.quats_lr * late, s.opacity_lr * late, s.sh_dc_lr * late,
                     s.sh_rest_lr * late, s.adam_beta1, s.adam_beta2, s.adam_eps, t,
                     s.exposure ? exposure_lr(t) : 0.f, s.visible_adam, seed32()};
-  forward_backward(t, active_sh_degree(t), t, &adam);
-  step_ = t;
+  device_->adam_step(adam);
   cap_scales_at(t);
 }
 
@@ -324,7 +325,7 @@ DensifySettings Trainer::densify_settings(uint32_t t) const {
   return d;
 }
 
-void Trainer::forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_first, const AdamSettings* adam) {
+void Trainer::forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_first) {
   if (t == 0) throw ConfigError("[trainer] forward_backward: steps count from 1");
   const TrainSettings& s = settings_;
   const uint32_t view = device_view(t, view_for_step(t));
@@ -334,14 +335,8 @@ void Trainer::forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_fi
     for (uint32_t c = 0; c < 3; ++c) bg[c] = random_uniform(random_key(seed, t, 0xb6u, c));
   }
   const bool densifying = !s.mcmc && t < s.densify_until;
-  const std::optional<McmcStepSettings> reg = regularizers_at(t, batch_first);
-  if (adam && !reg) {  // nothing between the backward and the update
-    device_->train_forward_backward_adam(cameras_[view], view, sh_degree, bg, s.ssim_weight, densifying, t, *adam);
-    return;
-  }
   device_->train_forward_backward(cameras_[view], view, sh_degree, bg, s.ssim_weight, densifying, t);
-  if (reg) device_->mcmc_regularize(*reg);
-  if (adam) device_->adam_step(*adam);
+  if (const std::optional<McmcStepSettings> reg = regularizers_at(t, batch_first)) device_->mcmc_regularize(*reg);
 }
 
 std::optional<McmcStepSettings> Trainer::regularizers_at(uint32_t t, uint32_t first) const {

@@ -80,8 +80,7 @@ Pipeline GpuDevice::pipeline(Kernel k) {
   if (!p) {
     Specialization spec;
     if (k == Kernel::RasterizeBackward) spec = backward_spec_;
-    if (k == Kernel::ProjectBackward || k == Kernel::ProjectBackwardViews || k == Kernel::ProjectBackwardAdam ||
-        k == Kernel::EmitPairs)
+    if (k == Kernel::ProjectBackward || k == Kernel::ProjectBackwardViews || k == Kernel::EmitPairs)
       spec = deterministic_spec_;
     p = launcher_->pipeline(k, spec);
   }

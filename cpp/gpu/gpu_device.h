@@ -43,9 +43,6 @@ class GpuDevice final : public Device {
   size_t num_gaussians() const override { return count_; }
   void train_forward_backward(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
                               float ssim_weight, bool track_stats, uint32_t step) override;
-  void train_forward_backward_adam(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
-                                   const float background[3], float ssim_weight, bool track_stats, uint32_t step,
-                                   const AdamSettings& adam) override;
   float last_loss() override;
   // Data-parallel training: host copies (the SH gradient expanded; once set, Adam reads it in full).
   void get_gradients(std::vector<float> (&grads)[5]) override;
@@ -204,9 +201,6 @@ class GpuDevice final : public Device {
   // kShFactors, which the caller sizes and counts in sh_factor_views_).
   void backward_raster(BufferRef d_image, const BufferRef* d_alpha, BufferRef abs_out);
   void backward_project(uint32_t v, const CameraParams& cam, const BufferRef out[6]);
-  // One view's projection backward and the Adam step in one kernel, after
-  // backward_raster (BackendConfig.projection_adam = fused).
-  void project_backward_adam(const AdamSettings& s, const BufferRef out[6]);
   // Views rasterized together, after backward_raster: every view's projection
   // backward, gradient sum and (views with track_stats) densification
   // statistics, a launch for up to SPLAT_VIEWS_LAUNCH_MAX views
@@ -244,13 +238,6 @@ class GpuDevice final : public Device {
   // The densification statistics of the last backward seen from `cam`: radii
   // at `radius`, the screen-space gradient (or absgrad's sums) at `means2d`.
   void grad_stats(const CameraParams& cam, BufferRef radius, BufferRef means2d);
-  // train_forward_backward under the lock; with fused_adam, the update too
-  // (project_backward_adam in place of the projection backward).
-  void forward_backward_locked(const CameraParams& cam, uint32_t view, uint32_t sh_degree, const float background[3],
-                               float ssim_weight, bool track_stats, uint32_t step, const AdamSettings* fused_adam);
-  AdamParams adam_params(const AdamSettings& s) const;
-  // The colour corrections' update after the Gaussians' (adam_step's p).
-  void exposure_adam(const AdamSettings& s, const AdamParams& p);
   // d_sh of the last backward, expanded from its factors into `out`.
   void expand_sh_grad(BufferRef out);
   // The training SH gradient in full at kGrad0 + 4: expanded from the last

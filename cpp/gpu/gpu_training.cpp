@@ -205,25 +205,6 @@ void GpuDevice::train_forward_backward(const CameraParams& cam, uint32_t view, u
                                        const float background[3], float ssim_weight, bool track_stats,
                                        uint32_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
-  forward_backward_locked(cam, view, sh_degree, background, ssim_weight, track_stats, step, nullptr);
-  finish_op(false);
-}
-
-void GpuDevice::train_forward_backward_adam(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
-                                            const float background[3], float ssim_weight, bool track_stats,
-                                            uint32_t step, const AdamSettings& adam) {
-  if (config_.projection_adam != ProjectionAdam::Fused) {
-    Device::train_forward_backward_adam(cam, view, sh_degree, background, ssim_weight, track_stats, step, adam);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  forward_backward_locked(cam, view, sh_degree, background, ssim_weight, track_stats, step, &adam);
-  finish_op(false);
-}
-
-void GpuDevice::forward_backward_locked(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
-                                        const float background[3], float ssim_weight, bool track_stats,
-                                        uint32_t step, const AdamSettings* fused_adam) {
   check_view(cam, view);
   const ImageSlot& slot = images_.views[view];
   const size_t n = count_;
@@ -267,20 +248,15 @@ void GpuDevice::forward_backward_locked(const CameraParams& cam, uint32_t view, 
                              ref(kGrad0 + 3), BufferRef{}, ref(kGradMeans2d)};
   // absgrad: the statistic reads the summed absolute gradient instead.
   const bool absgrad = options_.absgrad && track_stats;
-  train_sh_degree_ = sh_degree;  // the update reads it (the SH factors' active count)
-  if (fused_adam) {
-    backward_raster(d_image, nullptr, absgrad ? ref(kMeans2dAbs) : BufferRef{});
-    project_backward_adam(*fused_adam, outs);
-  } else {
-    backward_pass(d_image, nullptr, outs, absgrad ? ref(kMeans2dAbs) : BufferRef{});
-  }
+  backward_pass(d_image, nullptr, outs, absgrad ? ref(kMeans2dAbs) : BufferRef{});
   last_absgrad_ = absgrad;
+  train_sh_degree_ = sh_degree;
 
-  // The statistics read the 2D gradient and radii, which the update leaves.
   if (track_stats) grad_stats(cam, ref(kRadius), ref(absgrad ? kMeans2dAbs : kGradMeans2d));
   have_forward_ = false;  // the numpy backward needs its own forward
   have_loss_ = true;
   have_train_step_ = true;
+  finish_op(false);
 }
 
 LossParams GpuDevice::loss_params(const CameraParams& cam, const ImageSlot& slot, float ssim_weight, uint32_t k,
@@ -346,49 +322,6 @@ float GpuDevice::last_loss() {
 
 void GpuDevice::adam_step(const AdamSettings& s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const AdamParams p = adam_params(s);
-  const int v0 = options_.bf16_moments ? kM0 : kV0;  // not read when packed
-  const size_t total = adam_quads(p.count, p.sh_width);
-  begin(TimingLabel::Adam);
-  launch(Kernel::Adam, div_up(total, kGroup),
-         {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
-          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
-          KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
-          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(v0)),
-          KernelArg::buf(ref(v0 + 1)), KernelArg::buf(ref(v0 + 2)), KernelArg::buf(ref(v0 + 3)),
-          KernelArg::buf(ref(v0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
-          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
-          KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius))});
-  exposure_adam(s, p);
-  end(TimingLabel::Adam);
-  finish_op(false);
-}
-
-void GpuDevice::project_backward_adam(const AdamSettings& s, const BufferRef out[6]) {
-  // One view's projection backward (backward_project's) with the update after
-  // it in its threadgroups (train_project_adam.h); sh_grad_full_ is false here
-  // (this step's SH gradient is its factors).
-  const size_t n = num_gaussians_;
-  const AdamParams p = adam_params(s);
-  const int v0 = options_.bf16_moments ? kM0 : kV0;
-  ensure(kShFactors, 4 * SPLAT_SH_FACTOR_FLOATS * n, true);
-  sh_factor_views_ = 1;
-  begin(TimingLabel::ProjectBackAdam);
-  launch(Kernel::ProjectBackwardAdam, div_up(n, kGroup),
-         {KernelArg::value(cam_), KernelArg::value(view_params(0)), KernelArg::value(p),
-          KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)), KernelArg::buf(ref(kParam0 + 2)),
-          KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)), KernelArg::buf(ref(kM0)),
-          KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)), KernelArg::buf(ref(kM0 + 3)),
-          KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(v0)), KernelArg::buf(ref(v0 + 1)),
-          KernelArg::buf(ref(v0 + 2)), KernelArg::buf(ref(v0 + 3)), KernelArg::buf(ref(v0 + 4)),
-          KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kRadius)), KernelArg::buf(ref(kGrads)),
-          KernelArg::buf(ref(kPairRanges)), KernelArg::buf(out[0]), KernelArg::buf(out[1]), KernelArg::buf(out[2]),
-          KernelArg::buf(out[3]), KernelArg::buf(ref(kShFactors)), KernelArg::buf(out[5])});
-  exposure_adam(s, p);
-  end(TimingLabel::ProjectBackAdam);
-}
-
-AdamParams GpuDevice::adam_params(const AdamSettings& s) const {
   const size_t n = count_;
   AdamParams p{};
   p.count = static_cast<uint32_t>(n);
@@ -410,13 +343,20 @@ AdamParams GpuDevice::adam_params(const AdamSettings& s) const {
   p.sh_views = sh_factor_views_;
   p.bf16_moments = options_.bf16_moments ? 1u : 0u;
   p.moment_key = adam_moment_key(s.moment_seed, s.step);
+  const int v0 = options_.bf16_moments ? kM0 : kV0;  // not read when packed
   if (n * (11 + size_t{p.sh_width}) >= (size_t{1} << 32))
     throw BackendError("[gpu] adam_step: too many parameters for one dispatch");
-  return p;
-}
-
-void GpuDevice::exposure_adam(const AdamSettings& s, const AdamParams& p) {
-  const float bias1 = s.bias_correction(s.beta1), bias2 = s.bias_correction(s.beta2);
+  const size_t total = adam_quads(p.count, p.sh_width);
+  begin(TimingLabel::Adam);
+  launch(Kernel::Adam, div_up(total, kGroup),
+         {KernelArg::value(p), KernelArg::buf(ref(kParam0)), KernelArg::buf(ref(kParam0 + 1)),
+          KernelArg::buf(ref(kParam0 + 2)), KernelArg::buf(ref(kParam0 + 3)), KernelArg::buf(ref(kParam0 + 4)),
+          KernelArg::buf(ref(kM0)), KernelArg::buf(ref(kM0 + 1)), KernelArg::buf(ref(kM0 + 2)),
+          KernelArg::buf(ref(kM0 + 3)), KernelArg::buf(ref(kM0 + 4)), KernelArg::buf(ref(v0)),
+          KernelArg::buf(ref(v0 + 1)), KernelArg::buf(ref(v0 + 2)), KernelArg::buf(ref(v0 + 3)),
+          KernelArg::buf(ref(v0 + 4)), KernelArg::buf(ref(kGrad0)), KernelArg::buf(ref(kGrad0 + 1)),
+          KernelArg::buf(ref(kGrad0 + 2)), KernelArg::buf(ref(kGrad0 + 3)),
+          KernelArg::buf(ref(sh_grad_full_ ? kGrad0 + 4 : kShFactors)), KernelArg::buf(ref(kRadius))});
   if (options_.exposure && (exposure_view_ >= 0 || exposure_grad_views_set_)) {
     // Every view's correction steps (zero gradient but the last step's view's,
     // or every view's that set_exposure_gradients gave).
@@ -437,6 +377,8 @@ void GpuDevice::exposure_adam(const AdamSettings& s, const AdamParams& p) {
     launch(Kernel::ExposureCenter, 1,
            {KernelArg::value(xp), KernelArg::buf(ref(kExposure)), KernelArg::buf(ref(kRadius))});
   }
+  end(TimingLabel::Adam);
+  finish_op(false);
 }
 
 DensifyResult GpuDevice::densify(const DensifySettings& s) {

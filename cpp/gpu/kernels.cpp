@@ -17,8 +17,6 @@ const std::vector<KernelInfo>& table() {
        {SC::Deterministic}, kG},
       {Kernel::ProjectBackwardViews, "splat_project_backward_views", "project_backward.cu",
        "project_backward.metal", {SC::Deterministic}, kG},
-      {Kernel::ProjectBackwardAdam, "splat_project_backward_adam", "project_backward.cu", "project_backward.metal",
-       {SC::Deterministic}, kG},
       {Kernel::ExpandShGrad, "splat_expand_sh_grad", "project_backward.cu", "project_backward.metal", {}, kG},
       {Kernel::ScanBlockSums, "splat_scan_block_sums", "binning.cu", "binning.metal", {}, kG},
       {Kernel::ScanRows, "splat_scan_rows", "binning.cu", "binning.metal", {}, kG},
@@ -129,8 +127,7 @@ std::vector<Specialization> valid_specializations(Kernel k) {
             }
     // Each with absgrad too (training with [train] absgrad).
     for (size_t i = 0, plain = out.size(); i < plain; ++i) out.push_back(with_absgrad(out[i]));
-  } else if (k == Kernel::ProjectBackward || k == Kernel::ProjectBackwardViews || k == Kernel::ProjectBackwardAdam ||
-             k == Kernel::EmitPairs) {
+  } else if (k == Kernel::ProjectBackward || k == Kernel::ProjectBackwardViews || k == Kernel::EmitPairs) {
     for (int det = 0; det < 2; ++det) {
       Specialization s;
       s.set(SC::Deterministic, det);

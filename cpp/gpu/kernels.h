@@ -17,7 +17,6 @@ enum class Kernel : uint8_t {
   ProjectForwardViews,  // views rasterized together, one launch
   ProjectBackward,
   ProjectBackwardViews,  // views rasterized together, one launch
-  ProjectBackwardAdam,   // one view's, with the Adam step fused after it
   ExpandShGrad,
   ScanBlockSums,
   ScanRows,

@@ -73,7 +73,6 @@ enum class TimingLabel : uint8_t {
   Upload,      // training state / images to the device
   Readback,    // loss, state, counts from the device
   DensifyStats,  // densification statistics after the backward
-  ProjectBackAdam,  // the projection backward with the Adam step fused (projection_adam)
   Count
 };
 constexpr size_t kTimingLabelCount = static_cast<size_t>(TimingLabel::Count);

@@ -24,7 +24,7 @@ const char* timing_label_name(TimingLabel l) {
       "ts_fwd_upload",      "ts_fwd_project", "ts_fwd_emit_pairs", "ts_fwd_radix_sort", "ts_fwd_rasterize",
       "ts_fwd_readback",    "ts_bwd_upload",  "ts_backward_raster", "ts_project_back",  "ts_bwd_readback",
       "ts_ssim",            "ts_zero_grads",  "ts_adam",            "ts_densify",       "ts_upload",
-      "ts_readback",        "ts_densify_stats", "ts_project_back_adam",
+      "ts_readback",        "ts_densify_stats",
   };
   size_t i = static_cast<size_t>(l);
   return i < kTimingLabelCount ? names[i] : "ts_unknown";

@@ -286,9 +286,6 @@ struct SimtThread {
   SimtThread { splat_tid_, splat_group_, splat_group_size_, splat_lane_, splat_warp_ }
 
 SPLAT_FUNC void sp_group_barrier() { threadgroup_barrier(mem_flags::mem_threadgroup); }
-// The same, and the group's device-memory writes before it visible to the
-// group after it (a kernel that reads back what its other threads stored).
-SPLAT_FUNC void sp_group_barrier_device() { threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup); }
 SPLAT_FUNC void sp_simd_barrier() { simdgroup_barrier(mem_flags::mem_threadgroup); }
 // Bit i set when lane i's predicate holds (32-wide groups).
 SPLAT_FUNC uint32_t sp_simd_ballot(bool p) {
@@ -364,8 +361,6 @@ SPLAT_FUNC void sp_grid_dependency_wait() {
 #define SPLAT_FULL_MASK 0xffffffffu
 
 SPLAT_FUNC void sp_group_barrier() { __syncthreads(); }
-// __syncthreads orders the block's global-memory accesses as well.
-SPLAT_FUNC void sp_group_barrier_device() { __syncthreads(); }
 SPLAT_FUNC void sp_simd_barrier() { __syncwarp(SPLAT_FULL_MASK); }
 SPLAT_FUNC uint32_t sp_simd_ballot(bool p) { return __ballot_sync(SPLAT_FULL_MASK, p); }
 // Hides `v` from the optimiser, so a loop keeps it in a register rather than

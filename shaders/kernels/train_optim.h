@@ -8,25 +8,38 @@
 #include "sh.h"
 #include "simt_util.h"
 
-// The Adam kernels' arrays: the five groups' parameters, moments m and v,
-// the four plain gradients, the SH factors (or full SH gradient) and the radii.
-#define SPLAT_ADAM_ARRAY_PARAMS                                                                                   \
-  SPLAT_DEVICE_MEM float *means, SPLAT_DEVICE_MEM float *log_scales, SPLAT_DEVICE_MEM float *quats,                  \
-      SPLAT_DEVICE_MEM float *opacity, SPLAT_DEVICE_MEM float *sh, SPLAT_DEVICE_MEM float *m_means,                  \
-      SPLAT_DEVICE_MEM float *m_log_scales, SPLAT_DEVICE_MEM float *m_quats, SPLAT_DEVICE_MEM float *m_opacity,      \
-      SPLAT_DEVICE_MEM float *m_sh, SPLAT_DEVICE_MEM float *v_means, SPLAT_DEVICE_MEM float *v_log_scales,           \
-      SPLAT_DEVICE_MEM float *v_quats, SPLAT_DEVICE_MEM float *v_opacity, SPLAT_DEVICE_MEM float *v_sh,              \
-      SPLAT_DEVICE_MEM const float *g_means, SPLAT_DEVICE_MEM const float *g_log_scales,                             \
-      SPLAT_DEVICE_MEM const float *g_quats, SPLAT_DEVICE_MEM const float *g_opacity,                                \
-      SPLAT_DEVICE_MEM const float *sh_factors, SPLAT_DEVICE_MEM const int32_t *radius
-#define SPLAT_ADAM_ARRAYS                                                                                         \
-  means, log_scales, quats, opacity, sh, m_means, m_log_scales, m_quats, m_opacity, m_sh, v_means, v_log_scales, \
-      v_quats, v_opacity, v_sh, g_means, g_log_scales, g_quats, g_opacity, sh_factors, radius
-
-// Quad q of parameter group `group` (adam_group_key's numbering: 0 means,
-// 1 log_scales, 2 quats, 3 opacity, 4 sh): its floats 4 q .. 4 q + 3 stepped.
-SPLAT_FUNC void adam_quad(SPLAT_CONST_MEM const AdamParams& p, uint32_t group, uint32_t q, SPLAT_ADAM_ARRAY_PARAMS) {
+// One thread per quad (4 floats) of each parameter group in turn (adam_quads,
+// params.h), all in one dispatch. A whole quad is read and written with
+// 16-byte vector accesses, the arithmetic done in the loaded registers; a
+// group's partial last quad goes element by element. The kernel moves about
+// 1.5 KB a Gaussian at SH degree 3, and arithmetic rather than memory bounded
+// it, so the thread does one integer division (its first float's Gaussian and
+// column) and steps through the quad from there. SH DC (the first 3 floats of a Gaussian's sh)
+// and the rest have their own rates. The SH gradient is expanded from its
+// factors (sh.h), never stored (several views a step: the mean of p.sh_views
+// views' factors, sh_factor_grad_views); with p.sh_grad_full, `sh_factors`
+// holds it in full instead (the ranks' mean, data-parallel). With p.visible_only, a
+// Gaussian the step's view did not see (radius <= 0) keeps its parameters and
+// moments, and a quad of such Gaussians alone reads and writes nothing. With
+// p.bf16_moments each group's m array holds both moments, packed (adam.h), and
+// v is never touched: 8 bytes of moments an element moved instead of 16. A step
+// whose pairs did not fit (step_skipped) changes nothing.
+SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_DEVICE_MEM float* means,
+                          SPLAT_DEVICE_MEM float* log_scales, SPLAT_DEVICE_MEM float* quats,
+                          SPLAT_DEVICE_MEM float* opacity, SPLAT_DEVICE_MEM float* sh,
+                          SPLAT_DEVICE_MEM float* m_means, SPLAT_DEVICE_MEM float* m_log_scales,
+                          SPLAT_DEVICE_MEM float* m_quats, SPLAT_DEVICE_MEM float* m_opacity,
+                          SPLAT_DEVICE_MEM float* m_sh, SPLAT_DEVICE_MEM float* v_means,
+                          SPLAT_DEVICE_MEM float* v_log_scales, SPLAT_DEVICE_MEM float* v_quats,
+                          SPLAT_DEVICE_MEM float* v_opacity, SPLAT_DEVICE_MEM float* v_sh,
+                          SPLAT_DEVICE_MEM const float* g_means, SPLAT_DEVICE_MEM const float* g_log_scales,
+                          SPLAT_DEVICE_MEM const float* g_quats, SPLAT_DEVICE_MEM const float* g_opacity,
+                          SPLAT_DEVICE_MEM const float* sh_factors, SPLAT_DEVICE_MEM const int32_t* radius) {
   const uint32_t n = p.count;
+  // The groups' first quads (params.h, adam_quads).
+  const uint32_t q_scales = float_quads(3u * n), q_quats = 2u * q_scales, q_opacity = q_quats + n,
+                 q_sh = q_opacity + float_quads(n);
+  uint32_t q = global_index(t);
   SPLAT_DEVICE_MEM float* param;
   SPLAT_DEVICE_MEM float* m;
   SPLAT_DEVICE_MEM float* v;
@@ -34,18 +47,24 @@ SPLAT_FUNC void adam_quad(SPLAT_CONST_MEM const AdamParams& p, uint32_t group, u
   uint32_t len, width;  // the group's floats, and per Gaussian
   float lr = 0.f;  // the group's step size
   bool sh_group = false, factored = false;  // SH (its DC rate); gradient from its factors
-  if (group == 0u) {
+  uint32_t group = 0u;  // adam_group_key's numbering
+  if (q < q_scales) {
     param = means, m = m_means, v = v_means, lr = p.step_means, len = 3u * n, width = 3u;
-  } else if (group == 1u) {
+  } else if (q < q_quats) {
+    q -= q_scales;
     param = log_scales, m = m_log_scales, v = v_log_scales, g = g_log_scales, lr = p.step_log_scales, len = 3u * n,
-    width = 3u;
-  } else if (group == 2u) {
-    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.step_quats, len = 4u * n, width = 4u;
-  } else if (group == 3u) {
-    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.step_opacity, len = n, width = 1u;
+    width = 3u, group = 1u;
+  } else if (q < q_opacity) {
+    q -= q_quats;
+    param = quats, m = m_quats, v = v_quats, g = g_quats, lr = p.step_quats, len = 4u * n, width = 4u, group = 2u;
+  } else if (q < q_sh) {
+    q -= q_opacity;
+    param = opacity, m = m_opacity, v = v_opacity, g = g_opacity, lr = p.step_opacity, len = n, width = 1u,
+    group = 3u;
   } else {
+    q -= q_sh;
     param = sh, m = m_sh, v = v_sh, g = sh_factors, lr = p.step_sh_rest, sh_group = true, len = n * p.sh_width,
-    width = p.sh_width;
+    width = p.sh_width, group = 4u;
     factored = p.sh_grad_full == 0u;  // else a plain per-float gradient, as the others'
   }
   const uint32_t e0 = 4u * q;
@@ -142,35 +161,6 @@ SPLAT_FUNC void adam_quad(SPLAT_CONST_MEM const AdamParams& p, uint32_t group, u
     m[e] = me;
     v[e] = ve;
   }
-}
-
-// One thread per quad (4 floats) of each parameter group in turn (adam_quads,
-// params.h), all in one dispatch. A whole quad is read and written with
-// 16-byte vector accesses, the arithmetic done in the loaded registers; a
-// group's partial last quad goes element by element. The kernel moves about
-// 1.5 KB a Gaussian at SH degree 3, and arithmetic rather than memory bounded
-// it, so the thread does one integer division (its first float's Gaussian and
-// column) and steps through the quad from there. SH DC (the first 3 floats of a Gaussian's sh)
-// and the rest have their own rates. The SH gradient is expanded from its
-// factors (sh.h), never stored (several views a step: the mean of p.sh_views
-// views' factors, sh_factor_grad_views); with p.sh_grad_full, `sh_factors`
-// holds it in full instead (the ranks' mean, data-parallel). With p.visible_only, a
-// Gaussian the step's view did not see (radius <= 0) keeps its parameters and
-// moments, and a quad of such Gaussians alone reads and writes nothing. With
-// p.bf16_moments each group's m array holds both moments, packed (adam.h), and
-// v is never touched: 8 bytes of moments an element moved instead of 16. A step
-// whose pairs did not fit (step_skipped) changes nothing.
-SPLAT_FUNC void adam_body(SimtThread t, SPLAT_CONST_MEM const AdamParams& p, SPLAT_ADAM_ARRAY_PARAMS) {
-  const uint32_t n = p.count;
-  // The groups' first quads (params.h, adam_quads).
-  const uint32_t q_scales = float_quads(3u * n), q_quats = 2u * q_scales, q_opacity = q_quats + n,
-                 q_sh = q_opacity + float_quads(n);
-  const uint32_t q = global_index(t);
-  if (q < q_scales) adam_quad(p, 0u, q, SPLAT_ADAM_ARRAYS);
-  else if (q < q_quats) adam_quad(p, 1u, q - q_scales, SPLAT_ADAM_ARRAYS);
-  else if (q < q_opacity) adam_quad(p, 2u, q - q_quats, SPLAT_ADAM_ARRAYS);
-  else if (q < q_sh) adam_quad(p, 3u, q - q_opacity, SPLAT_ADAM_ARRAYS);
-  else adam_quad(p, 4u, q - q_sh, SPLAT_ADAM_ARRAYS);
 }
 
 // Densification statistics of the last backward: for every Gaussian visible

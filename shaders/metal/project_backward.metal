@@ -1,10 +1,9 @@
 // Metal entry points: projection + SH backward per Gaussian (one view, or
-// several views rasterized together), the same with the Adam step fused after
-// it, and the SH gradient's expansion from its factors.
+// several views rasterized together), and the SH gradient's expansion from its
+// factors.
 // Function constant: splat_fc_deterministic (index 4).
 #include "function_constants.h"
 #include "project.h"
-#include "train_project_adam.h"
 
 kernel void splat_project_backward(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
                                    device const float* means [[buffer(2)]],
@@ -41,22 +40,4 @@ kernel void splat_project_backward_views(
 kernel void splat_expand_sh_grad(constant ShGradParams& p [[buffer(0)]], device const float* sh_factors [[buffer(1)]],
                                  device float* d_sh [[buffer(2)]], SPLAT_THREAD_ATTRS) {
   expand_sh_grad_body(SPLAT_THREAD_CTX(), p, sh_factors, d_sh);
-}
-
-kernel void splat_project_backward_adam(
-    constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
-    constant AdamParams& p [[buffer(2)]], device float* means [[buffer(3)]], device float* log_scales [[buffer(4)]],
-    device float* quats [[buffer(5)]], device float* opacity [[buffer(6)]], device float* sh [[buffer(7)]],
-    device float* m_means [[buffer(8)]], device float* m_log_scales [[buffer(9)]], device float* m_quats [[buffer(10)]],
-    device float* m_opacity [[buffer(11)]], device float* m_sh [[buffer(12)]], device float* v_means [[buffer(13)]],
-    device float* v_log_scales [[buffer(14)]], device float* v_quats [[buffer(15)]],
-    device float* v_opacity [[buffer(16)]], device float* v_sh [[buffer(17)]],
-    device const SplatRecord* records [[buffer(18)]], device const int32_t* radius [[buffer(19)]],
-    device const float* accum [[buffer(20)]], device const uint32_t* pair_ranges [[buffer(21)]],
-    device float* d_means [[buffer(22)]], device float* d_log_scales [[buffer(23)]], device float* d_quats [[buffer(24)]],
-    device float* d_opacity_logits [[buffer(25)]], device float* sh_factors [[buffer(26)]],
-    device float* d_means2d [[buffer(27)]], SPLAT_THREAD_ATTRS) {
-  project_adam_body(SPLAT_THREAD_CTX(), cam, rp, p, means, log_scales, quats, opacity, sh, m_means, m_log_scales,
-                    m_quats, m_opacity, m_sh, v_means, v_log_scales, v_quats, v_opacity, v_sh, records, radius, accum,
-                    pair_ranges, d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
 }

@@ -189,8 +189,6 @@ inline void sp_group_barrier() {
     simt_emu::yield();
   }
 }
-// One address space: a rendezvous orders every memory access.
-inline void sp_group_barrier_device() { sp_group_barrier(); }
 // A rendezvous of the SIMD group (fibers do not run in lockstep, so the
 // kernels' SIMD-group barriers must hold here).
 inline void sp_simd_barrier() {

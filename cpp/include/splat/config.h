@@ -26,9 +26,6 @@ enum class KernelOverlap : uint8_t { Auto, Off, Programmatic };
 // Several views a step (batch_views > 1): rasterized together where the
 // backend can, or one view after another.
 enum class ViewLaunches : uint8_t { Together, PerView };
-// A step of one view: its projection backward and Adam step as one kernel
-// where the backend has it, or as two.
-enum class ProjectionAdam : uint8_t { Fused, Separate };
 
 struct BackendConfig {
   Backend backend = Backend::Auto;
@@ -45,7 +42,6 @@ struct BackendConfig {
   RasterForwardChunks raster_forward_chunks = RasterForwardChunks::Auto;
   KernelOverlap kernel_overlap = KernelOverlap::Auto;
   ViewLaunches view_launches = ViewLaunches::Together;
-  ProjectionAdam projection_adam = ProjectionAdam::Fused;
   bool deterministic = false;
   Timing timing = Timing::Off;
   bool profile = false;

@@ -107,16 +107,6 @@ class Device {
   virtual float last_loss() = 0;
   // One fused Adam step over every parameter group.
   virtual void adam_step(const AdamSettings& settings) = 0;
-  // train_forward_backward, then adam_step, with nothing between them (a step
-  // of one view without regularisers): a backend may fuse the end of the
-  // backward into the update (GPU: BackendConfig.projection_adam). The
-  // gradients and statistics are left as the two calls leave them.
-  virtual void train_forward_backward_adam(const CameraParams& cam, uint32_t view, uint32_t sh_degree,
-                                           const float background[3], float ssim_weight, bool track_stats,
-                                           uint32_t step, const AdamSettings& adam) {
-    train_forward_backward(cam, view, sh_degree, background, ssim_weight, track_stats, step);
-    adam_step(adam);
-  }
   // Clone / split / prune in place (parameters and moments), resets the
   // statistics. Returns the counts (the one host round trip of a step).
   virtual DensifyResult densify(const DensifySettings& settings) = 0;

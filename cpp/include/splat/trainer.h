@@ -172,9 +172,8 @@ class Trainer {
   // densifying, the MCMC regularisers) at `sh_degree`; the gradients stay on
   // the device for the ranks' reduction (Device::get/set_gradients).
   // `batch_first`: the first view step of the batch t belongs to (t itself for
-  // a view trained alone, as each rank's is). With `adam`, that update
-  // follows (Device::train_forward_backward_adam where nothing comes between).
-  void forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_first, const AdamSettings* adam = nullptr);
+  // a view trained alone, as each rank's is).
+  void forward_backward(uint32_t t, uint32_t sh_degree, uint32_t batch_first);
   // The update of a batch whose last view step is t: Adam as its `update`-th
   // step (bias correction) with the learning rates of view step t times
   // `lr_scale` and the betas given. The step count becomes t. (The MCMC
