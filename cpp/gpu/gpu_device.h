@@ -93,7 +93,7 @@ class GpuDevice final : public Device {
   // Resident arena slots: grow-only device buffers reused by every call.
   enum Slot : uint8_t {
     kMeans, kLogScales, kQuats, kOpacityLogits, kSh,
-    kRecords, kRadius, kCovers, kPairCount, kPairRanges, kScanBlockSums,
+    kRecords, kRadius, kCovers, kColorJacobian, kPairCount, kPairRanges, kScanBlockSums,
     kKeysA, kKeysB, kValsA, kValsB, kDepthKeysA, kDepthKeysB, kDepthIdsA, kDepthIdsB, kCountsByRank, kRankOffsets,
     kHist, kDigitTotals, kRanges,
     kImage, kAlpha, kFinalT, kNContrib, kChunkState, kChunkLast, kChunkTiles, kStopChunk, kTileSaturated,

@@ -69,6 +69,8 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
             radius = ensure(kRadius, 4 * total, true),
             covers = ensure(kCovers, sizeof(CoverRecord) * total, true),
             counts = ensure(kPairCount, 4 * total, true), pair_ranges = ensure(kPairRanges, 8 * total, true);
+  // Each record's ShColorJacobian (9 floats) for the projection backward, from SH degree 1 on.
+  BufferRef color_jac = ensure(kColorJacobian, sh_degree > 0 ? 36 * total : 4, true);
   ensure(kDepthKeysA, 4 * total, true);
   ensure(kDepthKeysB, 4 * total, true);
   ensure(kDepthIdsA, 4 * total, true);
@@ -81,7 +83,8 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
            {KernelArg::value(cams[0]), KernelArg::value(view_params(0)), KernelArg::buf(params.p[0]),
             KernelArg::buf(params.p[1]), KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]),
             KernelArg::buf(params.p[4]), KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(covers),
-            KernelArg::buf(counts), KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA))});
+            KernelArg::buf(counts), KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA)),
+            KernelArg::buf(color_jac)});
   }
   for (uint32_t first = 0; views > 1 && first < views; first += SPLAT_VIEWS_LAUNCH_MAX) {
     ViewsParams b{};
@@ -93,7 +96,8 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
            {KernelArg::value(b), KernelArg::value(view_params(0)), KernelArg::buf(params.p[0]),
             KernelArg::buf(params.p[1]), KernelArg::buf(params.p[2]), KernelArg::buf(params.p[3]),
             KernelArg::buf(params.p[4]), KernelArg::buf(records), KernelArg::buf(radius), KernelArg::buf(covers),
-            KernelArg::buf(counts), KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA))});
+            KernelArg::buf(counts), KernelArg::buf(ref(kDepthKeysA)), KernelArg::buf(ref(kDepthIdsA)),
+            KernelArg::buf(color_jac)});
   }
   end(TimingLabel::FwdProject);
   n = total;  // the binning sorts and emits every view's records as one set
@@ -281,7 +285,8 @@ void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const Buff
   const size_t acc_offset = config_.deterministic ? 0 : sizeof(float) * SPLAT_PAIR_GRAD * n * v;
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
          {KernelArg::value(cam), KernelArg::value(view_params(v)), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
-          KernelArg::buf(p.p[2]), KernelArg::buf(p.p[4]), KernelArg::buf(ref(kRecords, sizeof(SplatRecord) * n * v)),
+          KernelArg::buf(p.p[2]), KernelArg::buf(ref(kColorJacobian, rp_.sh_degree > 0 ? 36 * n * v : 0)),
+          KernelArg::buf(ref(kRecords, sizeof(SplatRecord) * n * v)),
           KernelArg::buf(ref(kRadius, 4 * n * v)), KernelArg::buf(ref(kGrads, acc_offset)),
           KernelArg::buf(ref(kPairRanges, 8 * n * v)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),
           KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(factors), KernelArg::buf(out[5])});

@@ -101,7 +101,8 @@ void GpuDevice::backward_project_views(const CameraParams* cams, const bool* tra
     // deterministic variant's pair slots are global).
     launch(Kernel::ProjectBackwardViews, div_up(n, kGroup),
            {KernelArg::value(b), KernelArg::value(rp), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
-            KernelArg::buf(p.p[2]), KernelArg::buf(p.p[4]), KernelArg::buf(ref(kRecords)), KernelArg::buf(ref(kRadius)),
+            KernelArg::buf(p.p[2]), KernelArg::buf(ref(kColorJacobian)), KernelArg::buf(ref(kRecords)),
+            KernelArg::buf(ref(kRadius)),
             KernelArg::buf(ref(kGrads)), KernelArg::buf(ref(kPairRanges)), KernelArg::buf(out[0]),
             KernelArg::buf(out[1]), KernelArg::buf(out[2]), KernelArg::buf(out[3]), KernelArg::buf(sums[0]),
             KernelArg::buf(sums[1]), KernelArg::buf(sums[2]), KernelArg::buf(sums[3]), KernelArg::buf(ref(kShFactors)),

@@ -130,7 +130,7 @@ struct SplatRecord {
   float color[3];
   float depth;
   float sigmoid_opacity;  // sigmoid(logit): opacity without the antialiased compensation
-  float pad;
+  float color_clamped;    // ShColorJacobian::clamped (sh.h), 0..7, for the projection backward
 };
 SPLAT_STATIC_ASSERT(sizeof(SplatRecord) == 48, "SplatRecord layout");
 

@@ -46,6 +46,31 @@ SPLAT_FUNC float sh_basis_value(int k, vec3 d) {
   }
 }
 
+// d b_k / d d at the unit direction d (sh_basis's db[k], the same expressions).
+SPLAT_FUNC vec3 sh_basis_grad_value(int k, vec3 d) {
+  float x = d.x, y = d.y, z = d.z;
+  float xx = x * x, yy = y * y, zz = z * z;
+  switch (k) {
+    case 0: return make_vec3(0.f, 0.f, 0.f);
+    case 1: return make_vec3(0.f, -SH_C1, 0.f);
+    case 2: return make_vec3(0.f, 0.f, SH_C1);
+    case 3: return make_vec3(-SH_C1, 0.f, 0.f);
+    case 4: return make_vec3(SH_C2_0 * y, SH_C2_0 * x, 0.f);
+    case 5: return make_vec3(0.f, SH_C2_1 * z, SH_C2_1 * y);
+    case 6: return make_vec3(-2.f * SH_C2_2 * x, -2.f * SH_C2_2 * y, 4.f * SH_C2_2 * z);
+    case 7: return make_vec3(SH_C2_3 * z, 0.f, SH_C2_3 * x);
+    case 8: return make_vec3(2.f * SH_C2_4 * x, -2.f * SH_C2_4 * y, 0.f);
+    case 9: return make_vec3(SH_C3_0 * 6.f * x * y, SH_C3_0 * (3.f * xx - 3.f * yy), 0.f);
+    case 10: return make_vec3(SH_C3_1 * y * z, SH_C3_1 * x * z, SH_C3_1 * x * y);
+    case 11: return make_vec3(-SH_C3_2 * 2.f * x * y, SH_C3_2 * (4.f * zz - xx - 3.f * yy), SH_C3_2 * 8.f * y * z);
+    case 12:
+      return make_vec3(-SH_C3_3 * 6.f * x * z, -SH_C3_3 * 6.f * y * z, SH_C3_3 * (6.f * zz - 3.f * xx - 3.f * yy));
+    case 13: return make_vec3(SH_C3_4 * (4.f * zz - 3.f * xx - yy), -SH_C3_4 * 2.f * x * y, SH_C3_4 * 8.f * x * z);
+    case 14: return make_vec3(SH_C3_5 * 2.f * x * z, -SH_C3_5 * 2.f * y * z, SH_C3_5 * (xx - yy));
+    default: return make_vec3(SH_C3_6 * (3.f * xx - 3.f * yy), -SH_C3_6 * 6.f * x * y, 0.f);
+  }
+}
+
 // Basis values b[k] at the unit direction d, for k < (degree+1)^2.
 // With want_grad, also db[k] = d b[k] / d d. Every loop over coefficients is
 // fully unrolled (SPLAT_UNROLL): indexed by constants, b and db live in
@@ -146,33 +171,67 @@ SPLAT_FUNC float sh_factor_grad_views(SPLAT_DEVICE_MEM const float* f, uint32_t 
   return sum;
 }
 
-// Backward of sh_color: the SH gradient's factors, and dL/d mean through the
-// view direction (returned).
-SPLAT_FUNC vec3 sh_color_backward(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh,
-                                  vec3 d_color, SPLAT_THREAD ShGradFactors& factors) {
+// What the backward needs of a Gaussian's colour in one view, left by the
+// forward so that the backward does not read the coefficients again (192
+// bytes a Gaussian at degree 3): each channel's derivative by the unit view
+// direction, row[c] = sum_k sh[k][c] d b_k / d dir (summed over k in order),
+// and which channels the clamp at 0 zeroed (bit c).
+struct ShColorJacobian {
+  vec3 row[3];
+  uint32_t clamped;
+};
+
+// sh_color (the same bits) and its ShColorJacobian.
+SPLAT_FUNC vec3 sh_color_jacobian(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh,
+                                  SPLAT_THREAD ShColorJacobian& jac) {
+  vec3 dir = mean - cam_center;
+  float inv = sp_rsqrt(dot(dir, dir));
+  dir = inv * dir;
+  float pre[3] = {0.5f, 0.5f, 0.5f};
+  jac.row[0] = jac.row[1] = jac.row[2] = make_vec3(0.f, 0.f, 0.f);
+  int k_count = sh_num_coeffs(degree);
+  // A coefficient at a time (its basis value and gradient, then the sums): the
+  // whole basis and its gradient at once held 64 values live.
+  SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
+    if (k >= k_count) break;
+    const float bk = sh_basis_value(k, dir);
+    const vec3 dbk = sh_basis_grad_value(k, dir);
+    SPLAT_UNROLL for (int ch = 0; ch < 3; ++ch) {
+      pre[ch] += bk * sh.c[3 * k + ch];
+      jac.row[ch] = jac.row[ch] + sh.c[3 * k + ch] * dbk;
+    }
+  }
+  jac.clamped = (pre[0] < 0.f ? 1u : 0u) | (pre[1] < 0.f ? 2u : 0u) | (pre[2] < 0.f ? 4u : 0u);
+  return make_vec3(sp_max(pre[0], 0.f), sp_max(pre[1], 0.f), sp_max(pre[2], 0.f));
+}
+
+// Backward of sh_color from the forward's ShColorJacobian: the SH gradient's
+// factors, and dL/d mean through the view direction (returned).
+SPLAT_FUNC vec3 sh_color_backward_jacobian(int degree, vec3 mean, vec3 cam_center,
+                                           SPLAT_THREAD const ShColorJacobian& jac, vec3 d_color,
+                                           SPLAT_THREAD ShGradFactors& factors) {
   vec3 dir_raw = mean - cam_center;
   float inv = sp_rsqrt(dot(dir_raw, dir_raw));
   vec3 dir = inv * dir_raw;
   float b[SPLAT_MAX_SH_COEFFS];
-  vec3 db[SPLAT_MAX_SH_COEFFS];
-  sh_basis(degree, dir, b, db, true);
-  int k_count = sh_num_coeffs(degree);
-  // Recompute the pre-clamp colour to zero clamped channels.
-  float pre[3] = {0.5f, 0.5f, 0.5f};
-  SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
-    if (k >= k_count) break;
-    for (int ch = 0; ch < 3; ++ch) pre[ch] += b[k] * sh.c[3 * k + ch];
-  }
-  float dc[3] = {pre[0] < 0.f ? 0.f : d_color.x, pre[1] < 0.f ? 0.f : d_color.y,
-                 pre[2] < 0.f ? 0.f : d_color.z};
-  vec3 d_dir = make_vec3(0.f, 0.f, 0.f);
-  SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
-    if (k >= k_count) break;
-    float s = sh.c[3 * k + 0] * dc[0] + sh.c[3 * k + 1] * dc[1] + sh.c[3 * k + 2] * dc[2];
-    d_dir = d_dir + s * db[k];
-  }
+  vec3 db[1];
+  sh_basis(degree, dir, b, db, false);
+  const int k_count = sh_num_coeffs(degree);
+  const vec3 dc = make_vec3((jac.clamped & 1u) != 0u ? 0.f : d_color.x, (jac.clamped & 2u) != 0u ? 0.f : d_color.y,
+                            (jac.clamped & 4u) != 0u ? 0.f : d_color.z);
   SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) factors.b[k] = k < k_count ? b[k] : 0.f;
-  factors.dc = make_vec3(dc[0], dc[1], dc[2]);
+  factors.dc = dc;
+  if (degree < 1) return make_vec3(0.f, 0.f, 0.f);  // the colour does not depend on the direction
+  const vec3 d_dir = dc.x * jac.row[0] + dc.y * jac.row[1] + dc.z * jac.row[2];
   // dir = v / |v|: d v = (d_dir - dir (dir . d_dir)) / |v|
   return inv * (d_dir - dot(dir, d_dir) * dir);
+}
+
+// The same from the coefficients (the CPU backend, which keeps no Jacobian):
+// the Jacobian formed as the forward forms it, so the bits are the GPU's.
+SPLAT_FUNC vec3 sh_color_backward(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh,
+                                  vec3 d_color, SPLAT_THREAD ShGradFactors& factors) {
+  ShColorJacobian jac;
+  sh_color_jacobian(degree, mean, cam_center, sh, jac);
+  return sh_color_backward_jacobian(degree, mean, cam_center, jac, d_color, factors);
 }

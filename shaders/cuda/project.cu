@@ -3,20 +3,28 @@
 // bodies are shaders/kernels, shared with Metal.
 #include "project.h"
 
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+// The projection: the threadgroups an SM the compiler must fit when
+// SPLAT_PROJECT_MIN_GROUPS is defined (an NVRTC define: a register cap for the A/B).
+#if defined(SPLAT_PROJECT_MIN_GROUPS)
+#define SPLAT_PROJECT_BOUNDS __launch_bounds__(SPLAT_GROUP_SIZE, SPLAT_PROJECT_MIN_GROUPS)
+#else
+#define SPLAT_PROJECT_BOUNDS __launch_bounds__(SPLAT_GROUP_SIZE)
+#endif
+
+extern "C" __global__ void SPLAT_PROJECT_BOUNDS
     splat_project_forward(CameraParams cam, RasterParams rp, const float* means, const float* log_scales,
                           const float* quats, const float* opacity_logits, const float* sh, SplatRecord* records,
                           int32_t* radius, CoverRecord* covers, uint32_t* pair_count, uint32_t* depth_keys,
-                          uint32_t* depth_ids) {
+                          uint32_t* depth_ids, float* color_jac) {
   project_forward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, opacity_logits, sh, records, radius,
-                       covers, pair_count, depth_keys, depth_ids);
+                       covers, pair_count, depth_keys, depth_ids, color_jac);
 }
 
-extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
+extern "C" __global__ void SPLAT_PROJECT_BOUNDS
     splat_project_forward_views(ViewsParams b, RasterParams rp, const float* means, const float* log_scales,
                                 const float* quats, const float* opacity_logits, const float* sh, SplatRecord* records,
                                 int32_t* radius, CoverRecord* covers, uint32_t* pair_count, uint32_t* depth_keys,
-                                uint32_t* depth_ids) {
+                                uint32_t* depth_ids, float* color_jac) {
   project_forward_views_body(SPLAT_THREAD_CTX(), b, rp, means, log_scales, quats, opacity_logits, sh, records, radius,
-                             covers, pair_count, depth_keys, depth_ids);
+                             covers, pair_count, depth_keys, depth_ids, color_jac);
 }

@@ -33,6 +33,31 @@ SPLAT_FUNC ShRow load_sh_row(SPLAT_DEVICE_MEM const float* sh, uint32_t stride, 
   return row;
 }
 
+// Record r's ShColorJacobian rows, 9 floats at color_jac[9 r] (the clamped
+// channels go in the record: SplatRecord::color_clamped). Written and read
+// only at SH degree 1 and up: at 0 the colour does not depend on the view.
+SPLAT_FUNC void store_color_jacobian(SPLAT_DEVICE_MEM float* color_jac, uint32_t r,
+                                     SPLAT_THREAD const ShColorJacobian& jac) {
+  SPLAT_DEVICE_MEM float* j = color_jac + (uint64_t)9u * r;
+  SPLAT_UNROLL for (uint32_t c = 0; c < 3u; ++c) {
+    j[3u * c] = jac.row[c].x;
+    j[3u * c + 1u] = jac.row[c].y;
+    j[3u * c + 2u] = jac.row[c].z;
+  }
+}
+
+SPLAT_FUNC ShColorJacobian load_color_jacobian(SPLAT_CONST_MEM const RasterParams& rp,
+                                               SPLAT_DEVICE_MEM const float* color_jac,
+                                               SPLAT_DEVICE_MEM const SplatRecord& record, uint32_t r) {
+  ShColorJacobian jac;
+  jac.clamped = (uint32_t)record.color_clamped;
+  jac.row[0] = jac.row[1] = jac.row[2] = make_vec3(0.f, 0.f, 0.f);
+  if (rp.sh_degree == 0u) return jac;
+  SPLAT_DEVICE_MEM const float* j = color_jac + (uint64_t)9u * r;
+  SPLAT_UNROLL for (uint32_t c = 0; c < 3u; ++c) jac.row[c] = make_vec3(j[3u * c], j[3u * c + 1u], j[3u * c + 2u]);
+  return jac;
+}
+
 // Gaussian i (its parameters at index i) projected into `cam` as record r
 // (its outputs at index r), whose id among every view's records is depth_id.
 SPLAT_FUNC void project_gaussian_record(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
@@ -41,7 +66,8 @@ SPLAT_FUNC void project_gaussian_record(SPLAT_CONST_MEM const CameraParams& cam,
                                         SPLAT_DEVICE_MEM const float* opacity_logits, SPLAT_DEVICE_MEM const float* sh,
                                         SPLAT_DEVICE_MEM SplatRecord* records, SPLAT_DEVICE_MEM int32_t* radius,
                                         SPLAT_DEVICE_MEM CoverRecord* covers, SPLAT_DEVICE_MEM uint32_t* pair_count,
-                                        SPLAT_DEVICE_MEM uint32_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids) {
+                                        SPLAT_DEVICE_MEM uint32_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids,
+                                        SPLAT_DEVICE_MEM float* color_jac) {
   // The depth order of the Gaussians (tile_bin.h): depth > 0, so its bits
   // sort as the float; Gaussians without pairs go last.
   depth_ids[r] = depth_id;
@@ -64,14 +90,16 @@ SPLAT_FUNC void project_gaussian_record(SPLAT_CONST_MEM const CameraParams& cam,
   depth_keys[r] = sp_float_bits(pg.depth);
   const int k_count = sh_num_coeffs((int)rp.sh_degree);
   ShRow coeffs = load_sh_row(sh, rp.sh_stride, i, k_count);
-  vec3 color = sh_color((int)rp.sh_degree, mean, camera_center(cam), coeffs);
+  ShColorJacobian jac;
+  vec3 color = sh_color_jacobian((int)rp.sh_degree, mean, camera_center(cam), coeffs, jac);
   // The record's three quads (rasterize_forward.h reads it so): (mean2d,
   // conic.xy), (conic.z, opacity, colour.rg), (colour.b, depth, sigmoid
-  // opacity, pad).
+  // opacity, clamped channels).
   SPLAT_DEVICE_MEM float* rf = (SPLAT_DEVICE_MEM float*)records;
   store_float4(rf, 3u * r, pg.mean2d.x, pg.mean2d.y, pg.conic.x, pg.conic.y);
   store_float4(rf, 3u * r + 1u, pg.conic.z, opacity, color.x, color.y);
-  store_float4(rf, 3u * r + 2u, color.z, pg.depth, sigmoid_opacity, 0.f);
+  store_float4(rf, 3u * r + 2u, color.z, pg.depth, sigmoid_opacity, (float)jac.clamped);
+  if (rp.sh_degree > 0u) store_color_jacobian(color_jac, r, jac);
 }
 
 // One view: a thread a Gaussian, its outputs at offset arrays (the view's
@@ -82,11 +110,12 @@ SPLAT_FUNC void project_forward_body(SimtThread t, SPLAT_CONST_MEM const CameraP
                                      SPLAT_DEVICE_MEM const float* opacity_logits, SPLAT_DEVICE_MEM const float* sh,
                                      SPLAT_DEVICE_MEM SplatRecord* records, SPLAT_DEVICE_MEM int32_t* radius,
                                      SPLAT_DEVICE_MEM CoverRecord* covers, SPLAT_DEVICE_MEM uint32_t* pair_count,
-                                     SPLAT_DEVICE_MEM uint32_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids) {
+                                     SPLAT_DEVICE_MEM uint32_t* depth_keys, SPLAT_DEVICE_MEM uint32_t* depth_ids,
+                                     SPLAT_DEVICE_MEM float* color_jac) {
   uint32_t i = global_index(t);
   if (i >= rp.num_gaussians) return;
   project_gaussian_record(cam, rp, i, i, rp.record_base + i, means, log_scales, quats, opacity_logits, sh, records,
-                          radius, covers, pair_count, depth_keys, depth_ids);
+                          radius, covers, pair_count, depth_keys, depth_ids, color_jac);
 }
 
 // Views rasterized together: views first .. first + count - 1 in one launch,
@@ -102,12 +131,13 @@ SPLAT_FUNC void project_forward_views_body(SimtThread t, SPLAT_CONST_MEM const V
                                            SPLAT_DEVICE_MEM int32_t* radius, SPLAT_DEVICE_MEM CoverRecord* covers,
                                            SPLAT_DEVICE_MEM uint32_t* pair_count,
                                            SPLAT_DEVICE_MEM uint32_t* depth_keys,
-                                           SPLAT_DEVICE_MEM uint32_t* depth_ids) {
+                                           SPLAT_DEVICE_MEM uint32_t* depth_ids,
+                                           SPLAT_DEVICE_MEM float* color_jac) {
   const uint32_t n = rp.num_gaussians, g = global_index(t);
   if (g >= b.count * n) return;
   const uint32_t c = g / n, i = g - c * n, r = (b.first + c) * n + i;
   project_gaussian_record(b.cams[c], rp, i, r, r, means, log_scales, quats, opacity_logits, sh, records, radius, covers,
-                          pair_count, depth_keys, depth_ids);
+                          pair_count, depth_keys, depth_ids, color_jac);
 }
 
 #define SPLAT_SH_FACTOR_QUADS (SPLAT_SH_FACTOR_FLOATS / 4)
@@ -144,34 +174,34 @@ SPLAT_FUNC void zero_sh_factors(SPLAT_DEVICE_MEM float* sh_factors, uint32_t f) 
     store_float4(sh_factors, SPLAT_SH_FACTOR_QUADS * f + q, 0.f, 0.f, 0.f, 0.f);
 }
 
-// What one view's backward needs of Gaussian i that no view changes.
+// What one view's backward needs of Gaussian i that no view changes (the
+// colour's part is each view's record's: its ShColorJacobian).
 struct GaussianInputs {
   vec3 mean, log_scale;
   float quat[4];
-  ShRow coeffs;
 };
 
-SPLAT_FUNC GaussianInputs load_gaussian_inputs(SPLAT_CONST_MEM const RasterParams& rp,
-                                               SPLAT_DEVICE_MEM const float* means,
+SPLAT_FUNC GaussianInputs load_gaussian_inputs(SPLAT_DEVICE_MEM const float* means,
                                                SPLAT_DEVICE_MEM const float* log_scales,
-                                               SPLAT_DEVICE_MEM const float* quats, SPLAT_DEVICE_MEM const float* sh,
-                                               uint32_t i) {
+                                               SPLAT_DEVICE_MEM const float* quats, uint32_t i) {
   GaussianInputs g;
   g.mean = load_vec3(means, i);
   g.log_scale = load_vec3(log_scales, i);
   for (uint32_t c = 0; c < 4u; ++c) g.quat[c] = quats[4 * i + c];
-  g.coeffs = load_sh_row(sh, rp.sh_stride, i, sh_num_coeffs((int)rp.sh_degree));
   return g;
 }
 
-// One view's gradients of a visible Gaussian from its blend gradients s and
-// its record's opacities: the SH gradient as its factors sf, the others into
-// g (means, log scales, quats, opacity logit).
+// One view's gradients of a visible Gaussian (its record r) from its blend
+// gradients s: the SH gradient as its factors sf, the others into g (means,
+// log scales, quats, opacity logit).
 SPLAT_FUNC void view_param_grads(SPLAT_CONST_MEM const CameraParams& cam, SPLAT_CONST_MEM const RasterParams& rp,
-                                 SPLAT_THREAD const GaussianInputs& in, float opacity, float sigmoid_opacity,
-                                 SPLAT_THREAD const float* s, SPLAT_THREAD ShGradFactors& sf, SPLAT_THREAD float* g) {
-  vec3 d_mean_color = sh_color_backward((int)rp.sh_degree, in.mean, camera_center(cam), in.coeffs,
-                                        make_vec3(s[6], s[7], s[8]), sf);
+                                 SPLAT_THREAD const GaussianInputs& in, SPLAT_DEVICE_MEM const SplatRecord& record,
+                                 SPLAT_DEVICE_MEM const float* color_jac, uint32_t r, SPLAT_THREAD const float* s,
+                                 SPLAT_THREAD ShGradFactors& sf, SPLAT_THREAD float* g) {
+  const float opacity = record.opacity, sigmoid_opacity = record.sigmoid_opacity;
+  const ShColorJacobian jac = load_color_jacobian(rp, color_jac, record, r);
+  vec3 d_mean_color =
+      sh_color_backward_jacobian((int)rp.sh_degree, in.mean, camera_center(cam), jac, make_vec3(s[6], s[7], s[8]), sf);
   ProjectionGrads pg = project_gaussian_backward(cam, in.mean, in.log_scale, in.quat[0], in.quat[1], in.quat[2],
                                                  in.quat[3], make_vec2(s[0], s[1]), make_vec3(s[2], s[3], s[4]),
                                                  rp.antialiased != 0u ? s[5] * sigmoid_opacity : 0.f);
@@ -202,7 +232,8 @@ SPLAT_FUNC void store_param_grads(SPLAT_DEVICE_MEM float* d_means, SPLAT_DEVICE_
 SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const CameraParams& cam,
                                       SPLAT_CONST_MEM const RasterParams& rp, SPLAT_DEVICE_MEM const float* means,
                                       SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
-                                      SPLAT_DEVICE_MEM const float* sh, SPLAT_DEVICE_MEM const SplatRecord* records,
+                                      SPLAT_DEVICE_MEM const float* color_jac,
+                                      SPLAT_DEVICE_MEM const SplatRecord* records,
                                       SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const float* accum,
                                       SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* d_means,
                                       SPLAT_DEVICE_MEM float* d_log_scales, SPLAT_DEVICE_MEM float* d_quats,
@@ -221,9 +252,9 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
   }
   float s[SPLAT_PAIR_GRAD];
   load_blend_grads(accum, pair_ranges, i, s);
-  const GaussianInputs in = load_gaussian_inputs(rp, means, log_scales, quats, sh, i);
+  const GaussianInputs in = load_gaussian_inputs(means, log_scales, quats, i);
   ShGradFactors sf;
-  view_param_grads(cam, rp, in, records[i].opacity, records[i].sigmoid_opacity, s, sf, g);
+  view_param_grads(cam, rp, in, records[i], color_jac, i, s, sf, g);
   store_sh_factors(sh_factors, i, sf);
   store_param_grads(d_means, d_log_scales, d_quats, d_opacity_logits, i, g);
   d_means2d[2 * i] = s[0];
@@ -244,7 +275,7 @@ SPLAT_FUNC void project_backward_body(SimtThread t, SPLAT_CONST_MEM const Camera
 SPLAT_FUNC void project_backward_views_body(
     SimtThread t, SPLAT_CONST_MEM const ViewsParams& b, SPLAT_CONST_MEM const RasterParams& rp,
     SPLAT_DEVICE_MEM const float* means, SPLAT_DEVICE_MEM const float* log_scales, SPLAT_DEVICE_MEM const float* quats,
-    SPLAT_DEVICE_MEM const float* sh, SPLAT_DEVICE_MEM const SplatRecord* records,
+    SPLAT_DEVICE_MEM const float* color_jac, SPLAT_DEVICE_MEM const SplatRecord* records,
     SPLAT_DEVICE_MEM const int32_t* radius, SPLAT_DEVICE_MEM const float* accum,
     SPLAT_DEVICE_MEM const uint32_t* pair_ranges, SPLAT_DEVICE_MEM float* d_means, SPLAT_DEVICE_MEM float* d_log_scales,
     SPLAT_DEVICE_MEM float* d_quats, SPLAT_DEVICE_MEM float* d_opacity_logits, SPLAT_DEVICE_MEM float* sum_means,
@@ -259,7 +290,7 @@ SPLAT_FUNC void project_backward_views_body(
   // batch runs again from its first view).
   const bool skipped = step_skipped(radius);
   const bool last = b.first + b.count == b.views;
-  const GaussianInputs in = load_gaussian_inputs(rp, means, log_scales, quats, sh, i);
+  const GaussianInputs in = load_gaussian_inputs(means, log_scales, quats, i);
   float sum[SPLAT_PARAM_GRADS];
   for (int c = 0; c < SPLAT_PARAM_GRADS; ++c) sum[c] = 0.f;
   if (b.first > 0u && !skipped) {
@@ -292,7 +323,7 @@ SPLAT_FUNC void project_backward_views_body(
       float s[SPLAT_PAIR_GRAD];
       load_blend_grads(accum, pair_ranges, r, s);
       ShGradFactors sf;
-      view_param_grads(b.cams[c], rp, in, records[r].opacity, records[r].sigmoid_opacity, s, sf, g);
+      view_param_grads(b.cams[c], rp, in, records[r], color_jac, r, s, sf, g);
       store_sh_factors(sh_factors, r, sf);
       s0 = s[0];
       s1 = s[1];

@@ -12,9 +12,9 @@ kernel void splat_project_forward(constant CameraParams& cam [[buffer(0)]], cons
                                   device SplatRecord* records [[buffer(7)]], device int32_t* radius [[buffer(8)]],
                                   device CoverRecord* covers [[buffer(9)]], device uint32_t* pair_count [[buffer(10)]],
                                   device uint32_t* depth_keys [[buffer(11)]], device uint32_t* depth_ids [[buffer(12)]],
-                                  SPLAT_THREAD_ATTRS) {
+                                  device float* color_jac [[buffer(13)]], SPLAT_THREAD_ATTRS) {
   project_forward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, opacity_logits, sh, records, radius,
-                       covers, pair_count, depth_keys, depth_ids);
+                       covers, pair_count, depth_keys, depth_ids, color_jac);
 }
 
 kernel void splat_project_forward_views(constant ViewsParams& b [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
@@ -26,7 +26,8 @@ kernel void splat_project_forward_views(constant ViewsParams& b [[buffer(0)]], c
                                         device int32_t* radius [[buffer(8)]], device CoverRecord* covers [[buffer(9)]],
                                         device uint32_t* pair_count [[buffer(10)]],
                                         device uint32_t* depth_keys [[buffer(11)]],
-                                        device uint32_t* depth_ids [[buffer(12)]], SPLAT_THREAD_ATTRS) {
+                                        device uint32_t* depth_ids [[buffer(12)]],
+                                        device float* color_jac [[buffer(13)]], SPLAT_THREAD_ATTRS) {
   project_forward_views_body(SPLAT_THREAD_CTX(), b, rp, means, log_scales, quats, opacity_logits, sh, records, radius,
-                             covers, pair_count, depth_keys, depth_ids);
+                             covers, pair_count, depth_keys, depth_ids, color_jac);
 }

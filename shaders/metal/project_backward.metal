@@ -8,21 +8,21 @@
 kernel void splat_project_backward(constant CameraParams& cam [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
                                    device const float* means [[buffer(2)]],
                                    device const float* log_scales [[buffer(3)]],
-                                   device const float* quats [[buffer(4)]], device const float* sh [[buffer(5)]],
+                                   device const float* quats [[buffer(4)]], device const float* color_jac [[buffer(5)]],
                                    device const SplatRecord* records [[buffer(6)]],
                                    device const int32_t* radius [[buffer(7)]], device const float* accum [[buffer(8)]],
                                    device const uint32_t* pair_ranges [[buffer(9)]], device float* d_means [[buffer(10)]],
                                    device float* d_log_scales [[buffer(11)]], device float* d_quats [[buffer(12)]],
                                    device float* d_opacity_logits [[buffer(13)]], device float* sh_factors [[buffer(14)]],
                                    device float* d_means2d [[buffer(15)]], SPLAT_THREAD_ATTRS) {
-  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, sh, records, radius, accum, pair_ranges,
+  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, color_jac, records, radius, accum, pair_ranges,
                         d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
 }
 
 kernel void splat_project_backward_views(
     constant ViewsParams& b [[buffer(0)]], constant RasterParams& rp [[buffer(1)]],
     device const float* means [[buffer(2)]], device const float* log_scales [[buffer(3)]],
-    device const float* quats [[buffer(4)]], device const float* sh [[buffer(5)]],
+    device const float* quats [[buffer(4)]], device const float* color_jac [[buffer(5)]],
     device const SplatRecord* records [[buffer(6)]], device const int32_t* radius [[buffer(7)]],
     device const float* accum [[buffer(8)]], device const uint32_t* pair_ranges [[buffer(9)]],
     device float* d_means [[buffer(10)]], device float* d_log_scales [[buffer(11)]],
@@ -32,7 +32,7 @@ kernel void splat_project_backward_views(
     device float* sh_factors [[buffer(18)]], device float* d_means2d [[buffer(19)]],
     device float* grad_accum [[buffer(20)]], device float* grad_count [[buffer(21)]],
     device float* max_radii [[buffer(22)]], SPLAT_THREAD_ATTRS) {
-  project_backward_views_body(SPLAT_THREAD_CTX(), b, rp, means, log_scales, quats, sh, records, radius, accum,
+  project_backward_views_body(SPLAT_THREAD_CTX(), b, rp, means, log_scales, quats, color_jac, records, radius, accum,
                               pair_ranges, d_means, d_log_scales, d_quats, d_opacity_logits, sum_means, sum_log_scales,
                               sum_quats, sum_opacity_logits, sh_factors, d_means2d, grad_accum, grad_count, max_radii);
 }

@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     for (float& ch : r.color) ch = uniform(rng);
     r.depth = 1.f + 10.f * uniform(rng);
     r.sigmoid_opacity = r.opacity;
-    r.pad = 0.f;
+    r.color_clamped = 0.f;
     reach[i] = 3.4f * std::max(s1, s2);  // sqrt(2 * 5.55) = 3.33 sigma
   }
 
