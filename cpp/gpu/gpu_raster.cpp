@@ -70,7 +70,7 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
             covers = ensure(kCovers, sizeof(CoverRecord) * total, true),
             counts = ensure(kPairCount, 4 * total, true), pair_ranges = ensure(kPairRanges, 8 * total, true);
   // Each record's ShColorJacobian (9 floats) for the projection backward, from SH degree 1 on.
-  BufferRef color_jac = ensure(kColorJacobian, sh_degree > 0 ? 36 * total : 4, true);
+  BufferRef color_jac = ensure(kColorJacobian, sh_degree > 0 ? 48 * total : 16, true);
   ensure(kDepthKeysA, 4 * total, true);
   ensure(kDepthKeysB, 4 * total, true);
   ensure(kDepthIdsA, 4 * total, true);
@@ -285,7 +285,7 @@ void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const Buff
   const size_t acc_offset = config_.deterministic ? 0 : sizeof(float) * SPLAT_PAIR_GRAD * n * v;
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
          {KernelArg::value(cam), KernelArg::value(view_params(v)), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
-          KernelArg::buf(p.p[2]), KernelArg::buf(ref(kColorJacobian, rp_.sh_degree > 0 ? 36 * n * v : 0)),
+          KernelArg::buf(p.p[2]), KernelArg::buf(ref(kColorJacobian, rp_.sh_degree > 0 ? 48 * n * v : 0)),
           KernelArg::buf(ref(kRecords, sizeof(SplatRecord) * n * v)),
           KernelArg::buf(ref(kRadius, 4 * n * v)), KernelArg::buf(ref(kGrads, acc_offset)),
           KernelArg::buf(ref(kPairRanges, 8 * n * v)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),

@@ -4,14 +4,6 @@
 #include "scan.h"
 #include "tile_bin.h"
 
-// The radix scatter: the threadgroups an SM the compiler must fit when
-// SPLAT_SCATTER_MIN_GROUPS is defined (an NVRTC define: a register cap for the A/B).
-#if defined(SPLAT_SCATTER_MIN_GROUPS)
-#define SPLAT_SCATTER_BOUNDS __launch_bounds__(SPLAT_GROUP_SIZE, SPLAT_SCATTER_MIN_GROUPS)
-#else
-#define SPLAT_SCATTER_BOUNDS __launch_bounds__(SPLAT_GROUP_SIZE)
-#endif
-
 extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_scan_block_sums(ScanParams p, const uint32_t* in, uint32_t* block_sums) {
   SPLAT_TG_ARRAY(uint32_t, warp_tot, SPLAT_GROUP_WARPS + 1);
@@ -36,7 +28,7 @@ extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
   radix_histogram_body(SPLAT_THREAD_CTX(), p, keys, count_limit, hist, counts);
 }
 
-extern "C" __global__ void SPLAT_SCATTER_BOUNDS
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_radix_scatter(ScanParams p, const uint32_t* keys_in, const uint32_t* vals_in, const uint32_t* count_limit,
                         uint32_t* keys_out, uint32_t* vals_out, const uint32_t* hist, const uint32_t* digit_totals) {
   SPLAT_TG_ARRAY(uint32_t, counts, SPLAT_GROUP_WARPS * SPLAT_RADIX);

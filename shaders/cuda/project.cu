@@ -3,15 +3,7 @@
 // bodies are shaders/kernels, shared with Metal.
 #include "project.h"
 
-// The projection: the threadgroups an SM the compiler must fit when
-// SPLAT_PROJECT_MIN_GROUPS is defined (an NVRTC define: a register cap for the A/B).
-#if defined(SPLAT_PROJECT_MIN_GROUPS)
-#define SPLAT_PROJECT_BOUNDS __launch_bounds__(SPLAT_GROUP_SIZE, SPLAT_PROJECT_MIN_GROUPS)
-#else
-#define SPLAT_PROJECT_BOUNDS __launch_bounds__(SPLAT_GROUP_SIZE)
-#endif
-
-extern "C" __global__ void SPLAT_PROJECT_BOUNDS
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_project_forward(CameraParams cam, RasterParams rp, const float* means, const float* log_scales,
                           const float* quats, const float* opacity_logits, const float* sh, SplatRecord* records,
                           int32_t* radius, CoverRecord* covers, uint32_t* pair_count, uint32_t* depth_keys,
@@ -20,7 +12,7 @@ extern "C" __global__ void SPLAT_PROJECT_BOUNDS
                        covers, pair_count, depth_keys, depth_ids, color_jac);
 }
 
-extern "C" __global__ void SPLAT_PROJECT_BOUNDS
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_project_forward_views(ViewsParams b, RasterParams rp, const float* means, const float* log_scales,
                                 const float* quats, const float* opacity_logits, const float* sh, SplatRecord* records,
                                 int32_t* radius, CoverRecord* covers, uint32_t* pair_count, uint32_t* depth_keys,

@@ -4,25 +4,17 @@
 // Specialization: SPLAT_SPEC_DETERMINISTIC.
 #include "project.h"
 
-// The projection backward: the threadgroups an SM the compiler must fit when
-// SPLAT_PROJECT_BWD_MIN_GROUPS is defined (an NVRTC define: a register cap for the A/B).
-#if defined(SPLAT_PROJECT_BWD_MIN_GROUPS)
-#define SPLAT_PROJECT_BWD_BOUNDS __launch_bounds__(SPLAT_GROUP_SIZE, SPLAT_PROJECT_BWD_MIN_GROUPS)
-#else
-#define SPLAT_PROJECT_BWD_BOUNDS __launch_bounds__(SPLAT_GROUP_SIZE)
-#endif
-
-extern "C" __global__ void SPLAT_PROJECT_BWD_BOUNDS
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_project_backward(CameraParams cam, RasterParams rp, const float* means, const float* log_scales,
                            const float* quats, const float* color_jac,
                            const SplatRecord* records, const int32_t* radius,
                            const float* accum, const uint32_t* pair_ranges, float* d_means, float* d_log_scales,
                            float* d_quats, float* d_opacity_logits, float* sh_factors, float* d_means2d) {
-  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, color_jac, records, radius, accum, pair_ranges,
-                        d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
+  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, color_jac, records, radius, accum,
+                        pair_ranges, d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
 }
 
-extern "C" __global__ void SPLAT_PROJECT_BWD_BOUNDS
+extern "C" __global__ void __launch_bounds__(SPLAT_GROUP_SIZE)
     splat_project_backward_views(ViewsParams b, RasterParams rp, const float* means, const float* log_scales,
                                  const float* quats, const float* color_jac,
                                  const SplatRecord* records, const int32_t* radius,

@@ -15,8 +15,8 @@ kernel void splat_project_backward(constant CameraParams& cam [[buffer(0)]], con
                                    device float* d_log_scales [[buffer(11)]], device float* d_quats [[buffer(12)]],
                                    device float* d_opacity_logits [[buffer(13)]], device float* sh_factors [[buffer(14)]],
                                    device float* d_means2d [[buffer(15)]], SPLAT_THREAD_ATTRS) {
-  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, color_jac, records, radius, accum, pair_ranges,
-                        d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
+  project_backward_body(SPLAT_THREAD_CTX(), cam, rp, means, log_scales, quats, color_jac, records, radius, accum,
+                        pair_ranges, d_means, d_log_scales, d_quats, d_opacity_logits, sh_factors, d_means2d);
 }
 
 kernel void splat_project_backward_views(

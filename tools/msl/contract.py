@@ -45,7 +45,7 @@ def is_const_pointee(t):
 def cuda_entries(cuda_dir):
     """{entry: [(type, name)]} of every extern "C" __global__ function."""
     out = {}
-    pattern = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*|SPLAT_\w+_BOUNDS\s+)?(\w+)\s*\(([^)]*)\)',
+    pattern = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)',
                          re.S)
     for name in sorted(os.listdir(cuda_dir)):
         if not name.endswith(".cu"):
