@@ -69,7 +69,7 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
             radius = ensure(kRadius, 4 * total, true),
             covers = ensure(kCovers, sizeof(CoverRecord) * total, true),
             counts = ensure(kPairCount, 4 * total, true), pair_ranges = ensure(kPairRanges, 8 * total, true);
-  // Each record's ShColorJacobian (9 floats) for the projection backward, from SH degree 1 on.
+  // Each record's ShColorJacobian (three quads) for the projection backward, from SH degree 1 on.
   BufferRef color_jac = ensure(kColorJacobian, sh_degree > 0 ? 48 * total : 16, true);
   ensure(kDepthKeysA, 4 * total, true);
   ensure(kDepthKeysB, 4 * total, true);

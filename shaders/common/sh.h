@@ -46,7 +46,7 @@ SPLAT_FUNC float sh_basis_value(int k, vec3 d) {
   }
 }
 
-// d b_k / d d at the unit direction d (sh_basis's db[k], the same expressions).
+// d b_k / d d at the unit direction d.
 SPLAT_FUNC vec3 sh_basis_grad_value(int k, vec3 d) {
   float x = d.x, y = d.y, z = d.z;
   float xx = x * x, yy = y * y, zz = z * z;
@@ -71,38 +71,15 @@ SPLAT_FUNC vec3 sh_basis_grad_value(int k, vec3 d) {
   }
 }
 
-// Basis values b[k] at the unit direction d, for k < (degree+1)^2.
-// With want_grad, also db[k] = d b[k] / d d. Every loop over coefficients is
-// fully unrolled (SPLAT_UNROLL): indexed by constants, b and db live in
+// Basis values b[k] at the unit direction d, for k < (degree+1)^2. The loop
+// is fully unrolled (SPLAT_UNROLL): indexed by constants, b lives in
 // registers, not in a thread's local memory, and each switch folds away.
-SPLAT_FUNC void sh_basis(int degree, vec3 d, SPLAT_THREAD float* b, SPLAT_THREAD vec3* db, bool want_grad) {
+SPLAT_FUNC void sh_basis(int degree, vec3 d, SPLAT_THREAD float* b) {
   const int k_count = sh_num_coeffs(degree);
   SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
     if (k >= k_count) break;
     b[k] = sh_basis_value(k, d);
   }
-  if (!want_grad) return;
-  float x = d.x, y = d.y, z = d.z;
-  db[0] = make_vec3(0.f, 0.f, 0.f);
-  if (degree < 1) return;
-  db[1] = make_vec3(0.f, -SH_C1, 0.f);
-  db[2] = make_vec3(0.f, 0.f, SH_C1);
-  db[3] = make_vec3(-SH_C1, 0.f, 0.f);
-  if (degree < 2) return;
-  float xx = x * x, yy = y * y, zz = z * z;
-  db[4] = make_vec3(SH_C2_0 * y, SH_C2_0 * x, 0.f);
-  db[5] = make_vec3(0.f, SH_C2_1 * z, SH_C2_1 * y);
-  db[6] = make_vec3(-2.f * SH_C2_2 * x, -2.f * SH_C2_2 * y, 4.f * SH_C2_2 * z);
-  db[7] = make_vec3(SH_C2_3 * z, 0.f, SH_C2_3 * x);
-  db[8] = make_vec3(2.f * SH_C2_4 * x, -2.f * SH_C2_4 * y, 0.f);
-  if (degree < 3) return;
-  db[9] = make_vec3(SH_C3_0 * 6.f * x * y, SH_C3_0 * (3.f * xx - 3.f * yy), 0.f);
-  db[10] = make_vec3(SH_C3_1 * y * z, SH_C3_1 * x * z, SH_C3_1 * x * y);
-  db[11] = make_vec3(-SH_C3_2 * 2.f * x * y, SH_C3_2 * (4.f * zz - xx - 3.f * yy), SH_C3_2 * 8.f * y * z);
-  db[12] = make_vec3(-SH_C3_3 * 6.f * x * z, -SH_C3_3 * 6.f * y * z, SH_C3_3 * (6.f * zz - 3.f * xx - 3.f * yy));
-  db[13] = make_vec3(SH_C3_4 * (4.f * zz - 3.f * xx - yy), -SH_C3_4 * 2.f * x * y, SH_C3_4 * 8.f * x * z);
-  db[14] = make_vec3(SH_C3_5 * 2.f * x * z, -SH_C3_5 * 2.f * y * z, SH_C3_5 * (xx - yy));
-  db[15] = make_vec3(SH_C3_6 * (3.f * xx - 3.f * yy), -SH_C3_6 * 6.f * x * y, 0.f);
 }
 
 // One Gaussian's SH coefficients, (r, g, b) per coefficient, in registers:
@@ -127,8 +104,7 @@ SPLAT_FUNC vec3 sh_color(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD co
   float inv = sp_rsqrt(dot(dir, dir));
   dir = inv * dir;
   float b[SPLAT_MAX_SH_COEFFS];
-  vec3 db[1];
-  sh_basis(degree, dir, b, db, false);
+  sh_basis(degree, dir, b);
   float r = 0.5f, g = 0.5f, bl = 0.5f;
   int k_count = sh_num_coeffs(degree);
   SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
@@ -214,8 +190,7 @@ SPLAT_FUNC vec3 sh_color_backward_jacobian(int degree, vec3 mean, vec3 cam_cente
   float inv = sp_rsqrt(dot(dir_raw, dir_raw));
   vec3 dir = inv * dir_raw;
   float b[SPLAT_MAX_SH_COEFFS];
-  vec3 db[1];
-  sh_basis(degree, dir, b, db, false);
+  sh_basis(degree, dir, b);
   const int k_count = sh_num_coeffs(degree);
   const vec3 dc = make_vec3((jac.clamped & 1u) != 0u ? 0.f : d_color.x, (jac.clamped & 2u) != 0u ? 0.f : d_color.y,
                             (jac.clamped & 4u) != 0u ? 0.f : d_color.z);
