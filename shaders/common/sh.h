@@ -97,25 +97,6 @@ SPLAT_FUNC ShRow sh_row(SPLAT_DEVICE_MEM const float* sh, int k_count) {
   return row;
 }
 
-// Colour of one Gaussian: SH(dir) + 0.5, clamped at 0 (a clamped channel has
-// zero gradient), from its coefficients `sh`.
-SPLAT_FUNC vec3 sh_color(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh) {
-  vec3 dir = mean - cam_center;
-  float inv = sp_rsqrt(dot(dir, dir));
-  dir = inv * dir;
-  float b[SPLAT_MAX_SH_COEFFS];
-  sh_basis(degree, dir, b);
-  float r = 0.5f, g = 0.5f, bl = 0.5f;
-  int k_count = sh_num_coeffs(degree);
-  SPLAT_UNROLL for (int k = 0; k < SPLAT_MAX_SH_COEFFS; ++k) {
-    if (k >= k_count) break;
-    r += b[k] * sh.c[3 * k + 0];
-    g += b[k] * sh.c[3 * k + 1];
-    bl += b[k] * sh.c[3 * k + 2];
-  }
-  return make_vec3(sp_max(r, 0.f), sp_max(g, 0.f), sp_max(bl, 0.f));
-}
-
 // The SH gradient of one Gaussian is rank one: dL/d sh[k][c] = b_k(dir) dc[c]
 // for k below the active count, with b the basis at the view direction and dc
 // the colour gradient with clamped channels zeroed. The GPU keeps only these
@@ -157,7 +138,8 @@ struct ShColorJacobian {
   uint32_t clamped;
 };
 
-// sh_color (the same bits) and its ShColorJacobian.
+// Colour of one Gaussian: SH(dir) + 0.5, clamped at 0 (a clamped channel has
+// zero gradient), from its coefficients `sh`, and its ShColorJacobian.
 SPLAT_FUNC vec3 sh_color_jacobian(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh,
                                   SPLAT_THREAD ShColorJacobian& jac) {
   vec3 dir = mean - cam_center;
@@ -179,6 +161,13 @@ SPLAT_FUNC vec3 sh_color_jacobian(int degree, vec3 mean, vec3 cam_center, SPLAT_
   }
   jac.clamped = (pre[0] < 0.f ? 1u : 0u) | (pre[1] < 0.f ? 2u : 0u) | (pre[2] < 0.f ? 4u : 0u);
   return make_vec3(sp_max(pre[0], 0.f), sp_max(pre[1], 0.f), sp_max(pre[2], 0.f));
+}
+
+// The colour alone (the CPU backend's forward): one sum for every backend, so
+// their colours agree to the bit.
+SPLAT_FUNC vec3 sh_color(int degree, vec3 mean, vec3 cam_center, SPLAT_THREAD const ShRow& sh) {
+  ShColorJacobian unused;
+  return sh_color_jacobian(degree, mean, cam_center, sh, unused);
 }
 
 // Backward of sh_color from the forward's ShColorJacobian: the SH gradient's

@@ -119,7 +119,8 @@ void launches_a_view(const Scene& s, uint32_t n, uint32_t k, uint32_t views, boo
   const size_t r0 = (size_t)k * n;
   simt_emu::dispatch(groups, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     project_backward_body(t, s.cams[k], rp, s.means.data(), s.log_scales.data(), s.quats.data(),
-                          s.color_jac.data() + 12 * r0, s.records.data() + r0, radius + r0, s.accum.data() + (size_t)SPLAT_PAIR_GRAD * r0, nullptr,
+                          s.color_jac.data() + 12 * r0, s.records.data() + r0, radius + r0,
+                          s.accum.data() + (size_t)SPLAT_PAIR_GRAD * r0, nullptr,
                           out.grads[0].data(), out.grads[1].data(), out.grads[2].data(), out.grads[3].data(),
                           out.factors.data() + (size_t)SPLAT_SH_FACTOR_FLOATS * r0, out.means2d.data());
   });
