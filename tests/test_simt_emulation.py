@@ -64,6 +64,9 @@ VARIANTS = {
     "own_pixels_range_full": DEFAULT + ["SPLAT_SPEC_BWD_RANGE=SPLAT_BWD_RANGE_FULL", "SPLAT_BWD_COMPACT=0"],
     "absgrad_deterministic_own_pixels": DEFAULT + ["SPLAT_SPEC_DETERMINISTIC=1", "SPLAT_SPEC_ABSGRAD=1",
                                                    "SPLAT_BWD_COMPACT=0"],
+    # SIMD groups over 16x4 row strips (SPLAT_GROUP_QUADRANTS=0, the A/B of the
+    # default's 8x8 quadrants), the same block test.
+    "row_strips": DEFAULT + ["SPLAT_GROUP_QUADRANTS=0"],
 }
 
 

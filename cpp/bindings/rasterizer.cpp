@@ -113,10 +113,9 @@ class Rasterizer {
 
 using IntIn = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
 
-// Which tiles binning gives each splat (shaders/common/tile_cover.h), as a
-// mask [N, tiles_y, tiles_x]: the hook the coverage tests check it through.
-nb::ndarray<nb::numpy, uint8_t> tile_cover_mask(FloatIn mean2d, FloatIn conic, FloatIn opacity, IntIn rects,
-                                                uint32_t tiles_x, uint32_t tiles_y) {
+// The splats' arguments to the coverage hooks, checked; returns their count.
+size_t check_cover_args(FloatIn mean2d, FloatIn conic, FloatIn opacity, IntIn rects, uint32_t tiles_x,
+                        uint32_t tiles_y) {
   const size_t n = mean2d.ndim() == 2 ? mean2d.shape(0) : 0;
   check_shape(mean2d, "mean2d", {n, 2});
   check_shape(conic, "conic", {n, 3});
@@ -127,12 +126,25 @@ nb::ndarray<nb::numpy, uint8_t> tile_cover_mask(FloatIn mean2d, FloatIn conic, F
     require(r[i] >= 0 && r[i + 1] >= 0 && r[i] <= r[i + 2] && r[i + 1] <= r[i + 3] &&
                 r[i + 2] <= static_cast<int32_t>(tiles_x) && r[i + 3] <= static_cast<int32_t>(tiles_y),
             "rects: each must be [x0, y0, x1, y1] inside the tile grid");
-  auto mask = new_array<uint8_t>({n, tiles_y, tiles_x});
+  return n;
+}
+
+TileCover cover_of(FloatIn mean2d, FloatIn conic, FloatIn opacity, IntIn rects, size_t i) {
   const float* m = mean2d.data();
   const float* c = conic.data();
+  const int32_t* r = rects.data() + 4 * i;
+  return tile_cover(make_vec2(m[2 * i], m[2 * i + 1]), make_vec3(c[3 * i], c[3 * i + 1], c[3 * i + 2]),
+                    opacity.data()[i], r[0], r[1], r[2], r[3]);
+}
+
+// Which tiles binning gives each splat (shaders/common/tile_cover.h), as a
+// mask [N, tiles_y, tiles_x]: the hook the coverage tests check it through.
+nb::ndarray<nb::numpy, uint8_t> tile_cover_mask(FloatIn mean2d, FloatIn conic, FloatIn opacity, IntIn rects,
+                                                uint32_t tiles_x, uint32_t tiles_y) {
+  const size_t n = check_cover_args(mean2d, conic, opacity, rects, tiles_x, tiles_y);
+  auto mask = new_array<uint8_t>({n, tiles_y, tiles_x});
   for (size_t i = 0; i < n; ++i) {
-    const TileCover tc = tile_cover(make_vec2(m[2 * i], m[2 * i + 1]), make_vec3(c[3 * i], c[3 * i + 1], c[3 * i + 2]),
-                                    opacity.data()[i], r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
+    const TileCover tc = cover_of(mean2d, conic, opacity, rects, i);
     const TileRows rows = tile_rows(tc);
     uint8_t* out = mask.data() + i * tiles_x * tiles_y;
     for (int ty = tc.y0; ty < tc.y1; ++ty) {
@@ -144,10 +156,32 @@ nb::ndarray<nb::numpy, uint8_t> tile_cover_mask(FloatIn mean2d, FloatIn conic, F
   return mask;
 }
 
+// The 4x4-pixel blocks the rasterizers keep for each splat in every tile of
+// its rect (tile_cover_blocks), as a mask [N, 4 tiles_y, 4 tiles_x].
+nb::ndarray<nb::numpy, uint8_t> tile_block_mask(FloatIn mean2d, FloatIn conic, FloatIn opacity, IntIn rects,
+                                                uint32_t tiles_x, uint32_t tiles_y) {
+  const size_t n = check_cover_args(mean2d, conic, opacity, rects, tiles_x, tiles_y);
+  const size_t bx = 4 * size_t(tiles_x), by = 4 * size_t(tiles_y);
+  auto mask = new_array<uint8_t>({n, by, bx});
+  for (size_t i = 0; i < n; ++i) {
+    const TileCover tc = cover_of(mean2d, conic, opacity, rects, i);
+    uint8_t* out = mask.data() + i * bx * by;
+    for (int ty = tc.y0; ty < tc.y1; ++ty)
+      for (int tx = tc.x0; tx < tc.x1; ++tx) {
+        const uint32_t bits = tile_cover_blocks(tc, tx, ty);
+        for (uint32_t b = 0; b < 16u; ++b)
+          out[(4 * size_t(ty) + b / 4u) * bx + 4 * size_t(tx) + b % 4u] = (bits >> b) & 1u;
+      }
+  }
+  return mask;
+}
+
 }  // namespace
 
 void bind_rasterizer(nb::module_& m) {
   m.def("tile_cover_mask", &tile_cover_mask, nb::arg("mean2d").noconvert(), nb::arg("conic").noconvert(),
+        nb::arg("opacity").noconvert(), nb::arg("rects").noconvert(), nb::arg("tiles_x"), nb::arg("tiles_y"));
+  m.def("tile_block_mask", &tile_block_mask, nb::arg("mean2d").noconvert(), nb::arg("conic").noconvert(),
         nb::arg("opacity").noconvert(), nb::arg("rects").noconvert(), nb::arg("tiles_x"), nb::arg("tiles_y"));
   nb::class_<Rasterizer>(m, "Rasterizer")
       .def(nb::init<const BackendConfig&>(), nb::arg("config"))

@@ -232,6 +232,20 @@ SPLAT_FUNC float sp_adam_quotient(float num, float v, float rsqrt_bias2, float e
   return num / (sp_sqrt(v) * rsqrt_bias2 + eps);
 }
 #endif
+// A square root inside a bound that a margin already widens (the tile blocks
+// a splat reaches, tile_cover.h): the hardware's on the GPUs (about an ulp;
+// the bound's margin is some 1% of the extent), the exact one on the host.
+#if defined(SPLAT_TARGET_CUDA)
+SPLAT_FUNC float sp_bound_sqrt(float x) {
+  float s;
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(x));
+  return s;
+}
+#elif defined(SPLAT_TARGET_METAL)
+SPLAT_FUNC float sp_bound_sqrt(float x) { return metal::fast::sqrt(x); }
+#else
+SPLAT_FUNC float sp_bound_sqrt(float x) { return sp_sqrt(x); }
+#endif
 SPLAT_FUNC float sp_clamp(float x, float lo, float hi) { return sp_min(sp_max(x, lo), hi); }
 SPLAT_FUNC float sp_sigmoid(float x) { return 1.0f / (1.0f + sp_exp(-x)); }
 
@@ -268,7 +282,7 @@ struct SimtThread {
 #endif
 
 #if defined(SPLAT_TARGET_METAL)
-// Builtins used as is: simd_sum, simd_max, simd_any, simd_shuffle,
+// Builtins used as is: simd_sum, simd_max, simd_or, simd_any, simd_shuffle,
 // simd_shuffle_xor, simd_prefix_exclusive_sum.
 #define SPLAT_TG_ARRAY(type, name, count) threadgroup type name[count]
 // A threadgroup float array of `count` floats (a multiple of 4) aligned for
@@ -410,6 +424,11 @@ SPLAT_FUNC uint32_t simd_max(uint32_t v) {
 }
 SPLAT_FUNC float simd_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(SPLAT_FULL_MASK, v, o));
+  return v;
+}
+// Bitwise or over the SIMD group (a butterfly: __reduce_or_sync needs sm_80).
+SPLAT_FUNC uint32_t simd_or(uint32_t v) {
+  for (int o = 16; o > 0; o >>= 1) v |= __shfl_xor_sync(SPLAT_FULL_MASK, v, o);
   return v;
 }
 SPLAT_FUNC bool simd_any(bool p) { return __any_sync(SPLAT_FULL_MASK, p) != 0; }

@@ -5,9 +5,9 @@
 // forward checkpointed at the chunk's end. Chunks of one tile run in
 // parallel, so the depth of the deepest tile no longer bounds the pass. A
 // thread adds its two pixels' gradients before the SIMD group reduces them:
-// the loads, the row test, the reduction and the atomics of a splat serve
-// 64 pixels (SIMD group w holds tile rows 4w..4w+3; lane l pixels l and
-// l + 32 of them). The variants are specialization constants
+// the loads, the block test, the reduction and the atomics of a splat serve
+// 64 pixels (SIMD group w holds the tile's quadrant w; lane l its slots l
+// and l + 32: lane_pixel in rasterize_forward.h). The variants are specialization constants
 // (compile-time), one per BackendConfig switch:
 //   SPLAT_SPEC_BWD_REDUCE   simd: sum the 9 per-splat gradients over the SIMD
 //                           group, one set of atomics per SIMD group; tg:
@@ -119,39 +119,38 @@ SPLAT_FUNC void rasterize_backward_body(
   const uint32_t count = batch_hi - batch_lo;
 
   // This thread's pixels: the tile pixels lane_pixel(t, SPLAT_BWD_PIXELS, p),
-  // or with SPLAT_BWD_COMPACT the live pixels at those places of s_live.
+  // or with SPLAT_BWD_COMPACT the live pixels at those slots of s_live
+  // (gathered in group order, so that a SIMD group's lie in few blocks).
   uint32_t pixel[SPLAT_BWD_PIXELS];
   bool held[SPLAT_BWD_PIXELS];
-  float row_lo, row_hi;
   if (SPLAT_BWD_COMPACT != 0) {
-    // Thread i counts tile pixels 2i and 2i + 1; live: blended in this chunk or later.
-    uint32_t live_mine[2];
+    // Thread i counts group slots 2i and 2i + 1; live: blended in this chunk or later.
+    uint32_t live_mine[2], mine_pixel[2];
     uint32_t mine = 0u;
     for (uint32_t q = 0; q < 2u; ++q) {
-      const TilePixel a = tile_pixel(cam, tile, 2u * t.tid + q);
+      mine_pixel[q] = tile_group_pixel(2u * t.tid + q);
+      const TilePixel a = tile_pixel(cam, tile, mine_pixel[q]);
       live_mine[q] = a.inside && n_contrib[a.index] > batch_lo - start ? 1u : 0u;
       mine += live_mine[q];
     }
     uint32_t live;
     const uint32_t rank = group_exclusive_scan(t, mine, SPLAT_BWD_WARPS, s_warp, live);
     if (live == 0u) return;
-    if (live_mine[0] != 0u) s_live[rank] = 2u * t.tid;
-    if (live_mine[1] != 0u) s_live[rank + live_mine[0]] = 2u * t.tid + 1u;
+    if (live_mine[0] != 0u) s_live[rank] = mine_pixel[0];
+    if (live_mine[1] != 0u) s_live[rank + live_mine[0]] = mine_pixel[1];
     sp_group_barrier();  // s_live complete
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
-      const uint32_t slot = lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p);
+      const uint32_t slot = lane_slot(t, SPLAT_BWD_PIXELS, (uint32_t)p);
       held[p] = slot < live;
       pixel[p] = held[p] ? s_live[slot] : 0u;
     }
-    gathered_rows(local_tile(cam, tile) / cam.tiles_x, s_live, live, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
   } else {
     SPLAT_UNROLL
     for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) {
       pixel[p] = lane_pixel(t, SPLAT_BWD_PIXELS, (uint32_t)p);
       held[p] = true;
     }
-    warp_rows(local_tile(cam, tile) / cam.tiles_x, t.warp, SPLAT_BWD_PIXELS, row_lo, row_hi);
   }
   TilePixel px[SPLAT_BWD_PIXELS];
   vec2 pix[SPLAT_BWD_PIXELS];
@@ -165,6 +164,13 @@ SPLAT_FUNC void rasterize_backward_body(
     nc[p] = px[p].inside ? n_contrib[px[p].index] : 0u;
     nc_max = nc[p] > nc_max ? nc[p] : nc_max;
   }
+  // The blocks (tile_cover_blocks) holding the SIMD group's pixels that
+  // blend in this chunk or behind it: a splat reaching none of them has
+  // nothing to give the group.
+  uint32_t blocks = 0u;
+  SPLAT_UNROLL
+  for (int p = 0; p < SPLAT_BWD_PIXELS; ++p) blocks |= nc[p] > batch_lo - start ? tile_pixel_block(pixel[p]) : 0u;
+  const uint32_t group_blocks = simd_or(blocks);
 
   // Positions (in the tile's list) this SIMD group walks; a chunk wholly
   // behind every pixel's last contributor has nothing to do.
@@ -201,7 +207,7 @@ SPLAT_FUNC void rasterize_backward_body(
 
   for (uint32_t k = t.tid; k < count; k += SPLAT_BWD_THREADS) {
     uint32_t g = sorted_ids[batch_hi - 1u - k];
-    store_batch_splat(s_splats, k, records, g, false);
+    store_batch_splat(s_splats, k, records, g, false, px[0].tile_x, px[0].tile_y);
     if (det) {
       // The pair's emission slot: its tile's rank among the Gaussian's
       // covered tiles (tile_bin.h), kept inside the Gaussian's slots.
@@ -220,9 +226,9 @@ SPLAT_FUNC void rasterize_backward_body(
   const Sum9Lanes sum9 = simd_sum9_lanes(t.lane);
   for (uint32_t j = first; j < count; ++j) {
     vec4 rows = batch_splat_rows(s_splats, j);
-    // The SIMD group skips a splat that reaches none of its pixel rows
+    // The SIMD group skips a splat that reaches none of its pixels' blocks
     // (never in the variants that meet at a barrier per splat).
-    if (!uniform_walk && batch_splat_misses_rows(rows, row_lo, row_hi)) continue;
+    if (!uniform_walk && batch_splat_misses(rows, group_blocks)) continue;
     uint32_t position = batch_hi - 1u - j - start;
     BlendSplat b = load_blend_splat(s_splats, j, rows, false);
     BlendHit h[SPLAT_BWD_PIXELS];

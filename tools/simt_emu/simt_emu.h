@@ -158,6 +158,13 @@ inline uint32_t simd_max(uint32_t v) {
     return m;
   });
 }
+inline uint32_t simd_or(uint32_t v) {
+  return simt_emu::simd_op(v, [](const uint32_t* x, int) {
+    uint32_t m = 0;
+    for (int l = 0; l < 32; ++l) m |= x[l];
+    return m;
+  });
+}
 inline uint32_t sp_simd_ballot(bool p) {
   return simt_emu::simd_op((uint32_t)p, [](const uint32_t* x, int) {
     uint32_t m = 0;
