@@ -38,7 +38,7 @@
 //                           is never touched.
 // SPLAT_BWD_COMPACT (a define, 1 unless SPLAT_NVRTC_OPTIONS sets 0 for the
 // A/B): the chunk's live pixels, those whose last contributor lies in or
-// behind it, are gathered in tile order onto the first threads, two a thread
+// behind it, are gathered in group order onto the first threads, two a thread
 // as above, so a chunk deep in a tile where a quarter of the pixels still
 // blend runs one SIMD group's loads, reductions and atomics per splat instead
 // of four mostly idle ones. Each pixel's gradient terms are the same; the
@@ -75,7 +75,7 @@
 
 // The threadgroup (SPLAT_BWD_THREADS, SPLAT_BWD_PIXELS: params.h).
 SPLAT_STATIC_ASSERT(SPLAT_BWD_THREADS % SPLAT_SIMD_WIDTH == 0, "whole SIMD groups");
-SPLAT_STATIC_ASSERT(SPLAT_SIMD_WIDTH % SPLAT_TILE_SIZE == 0, "a SIMD group's pixels are whole tile rows");
+SPLAT_STATIC_ASSERT(SPLAT_BWD_PIXELS * SPLAT_SIMD_WIDTH == 64, "a SIMD group holds a quadrant of its tile (tile_group_pixel)");
 
 // Splats per deterministic reduction round, and threadgroup memory sizes (in
 // elements) the entry points declare.
@@ -225,12 +225,12 @@ SPLAT_FUNC void rasterize_backward_body(
   uint32_t first = uniform_walk ? 0u : (above < count ? above : count);
   const Sum9Lanes sum9 = simd_sum9_lanes(t.lane);
   for (uint32_t j = first; j < count; ++j) {
-    vec4 rows = batch_splat_rows(s_splats, j);
+    vec4 tail = batch_splat_blocks(s_splats, j);
     // The SIMD group skips a splat that reaches none of its pixels' blocks
     // (never in the variants that meet at a barrier per splat).
-    if (!uniform_walk && batch_splat_misses(rows, group_blocks)) continue;
+    if (!uniform_walk && batch_splat_misses(tail, group_blocks)) continue;
     uint32_t position = batch_hi - 1u - j - start;
-    BlendSplat b = load_blend_splat(s_splats, j, rows, false);
+    BlendSplat b = load_blend_splat(s_splats, j, tail, false);
     BlendHit h[SPLAT_BWD_PIXELS];
     bool contrib = false;
     SPLAT_UNROLL

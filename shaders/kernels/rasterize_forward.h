@@ -67,7 +67,7 @@ SPLAT_FUNC void store_batch_splat(SPLAT_TG_MEM float* batch, uint32_t j, SPLAT_D
 // The batch readers offset the pointer to splat j once: its quads are then
 // immediate offsets of one address, where a 32-bit quad index 3 j + q (which
 // may wrap, as far as the compiler knows) took an address computation each.
-SPLAT_FUNC vec4 batch_splat_rows(SPLAT_TG_MEM const float* batch, uint32_t j) {
+SPLAT_FUNC vec4 batch_splat_blocks(SPLAT_TG_MEM const float* batch, uint32_t j) {
   return load_tg_float4(batch + SPLAT_BATCH_FLOATS * j, 2u);
 }
 
@@ -79,12 +79,12 @@ SPLAT_FUNC BlendSplat record_blend_splat(SPLAT_DEVICE_MEM const SplatRecord& r) 
 
 // Batch splat j (store_batch_splat with the same `coefs`). From a batch of
 // coefficients the conic is not known (zero): the forward reads only them.
-SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* batch, uint32_t j, vec4 rows, bool coefs) {
+SPLAT_FUNC BlendSplat load_blend_splat(SPLAT_TG_MEM const float* batch, uint32_t j, vec4 tail, bool coefs) {
   SPLAT_TG_MEM const float* splat = batch + SPLAT_BATCH_FLOATS * j;
   vec4 q0 = load_tg_float4(splat, 0u);
   vec4 q1 = load_tg_float4(splat, 1u);
   vec2 mean2d = make_vec2(q0.x, q0.y);
-  vec3 color = make_vec3(q1.z, q1.w, rows.x);
+  vec3 color = make_vec3(q1.z, q1.w, tail.x);
   if (!coefs) return blend_splat(mean2d, make_vec3(q0.z, q0.w, q1.x), q1.y, color);
   BlendSplat b;
   b.mean2d = mean2d;
@@ -157,11 +157,12 @@ SPLAT_FUNC uint32_t lane_pixel(SimtThread t, uint32_t per_lane, uint32_t p) {
   return tile_group_pixel(lane_slot(t, per_lane, p));
 }
 
-// Whether the batch splat with rows quad `rows` (batch_splat_rows) reaches
-// none of the blocks holding this SIMD group's pixels (`group_blocks`: the
-// group's tile_pixel_block bits, simd_or): the whole group can skip it.
-SPLAT_FUNC bool batch_splat_misses(vec4 rows, uint32_t group_blocks) {
-  return (sp_float_bits(rows.y) & group_blocks) == 0u;
+// Whether the batch splat whose third quad is `tail` (batch_splat_blocks)
+// reaches none of the blocks holding this SIMD group's pixels
+// (`group_blocks`: the group's tile_pixel_block bits, simd_or): the whole
+// group can skip it.
+SPLAT_FUNC bool batch_splat_misses(vec4 tail, uint32_t group_blocks) {
+  return (sp_float_bits(tail.y) & group_blocks) == 0u;
 }
 
 // The chunk a chunk-parallel threadgroup works on: the tile that recorded
@@ -215,9 +216,9 @@ SPLAT_FUNC void blend_chunk_splats(SPLAT_TG_MEM const float* s_splats, uint32_t 
   }
   if (all_stopped) return;
   for (uint32_t j = 0; j < count; ++j) {
-    vec4 rows = batch_splat_rows(s_splats, j);
-    if (batch_splat_misses(rows, group_blocks)) continue;
-    BlendSplat b = load_blend_splat(s_splats, j, rows, true);
+    vec4 tail = batch_splat_blocks(s_splats, j);
+    if (batch_splat_misses(tail, group_blocks)) continue;
+    BlendSplat b = load_blend_splat(s_splats, j, tail, true);
     float p_max = 0.f;
     all_stopped = exact;
     SPLAT_UNROLL
@@ -532,11 +533,11 @@ SPLAT_FUNC void rasterize_forward_body(SimtThread t, SPLAT_CONST_MEM const Camer
 // from the state pass 2 left, and leave (P, L) of what they blended in the
 // slot. Should a walk not stop after all (T P was within the margin), the
 // pixel chains on, walking any later chunk from device memory.
-// With SPLAT_WALK_COMPACT the walking pixels are first gathered, in tile
-// order, onto the threadgroup's first threads: a chunk where a quarter of
-// the pixels stop, spread over the tile, then walks on two SIMD groups
-// instead of eight mostly idle ones (each splat's row test then covers the
-// rows of its group's walkers). Each pixel's arithmetic is the same either
+// With SPLAT_WALK_COMPACT the walking pixels are first gathered, in group
+// order (tile_group_pixel), onto the threadgroup's first threads: a chunk
+// where a quarter of the pixels stop, spread over the tile, then walks on
+// two SIMD groups instead of eight mostly idle ones (each splat's block test
+// then covers its group's walkers' blocks). Each pixel's arithmetic is the same either
 // way; 0 (the A/B, an NVRTC define) keeps a pixel on its own thread.
 // s_splats: SPLAT_GROUP_SIZE * SPLAT_BATCH_FLOATS floats; s_flags:
 // SPLAT_GROUP_WARPS + 1 values; s_walkers: SPLAT_GROUP_SIZE values.
@@ -596,9 +597,9 @@ SPLAT_FUNC void rasterize_walk_body(SimtThread t, SPLAT_CONST_MEM const CameraPa
   st.n_contrib = n_contrib[px.index];
   ChunkBlend cb = chunk_blend_begin();
   for (uint32_t j = 0; j < count; ++j) {
-    vec4 rows = batch_splat_rows(s_splats, j);
-    if (batch_splat_misses(rows, group_blocks)) continue;
-    BlendSplat b = load_blend_splat(s_splats, j, rows, true);
+    vec4 tail = batch_splat_blocks(s_splats, j);
+    if (batch_splat_misses(tail, group_blocks)) continue;
+    BlendSplat b = load_blend_splat(s_splats, j, tail, true);
     float gauss, raw;
     bool hit;
     const float a = blend_alpha_hit(b, pix, gauss, raw, hit);
