@@ -353,7 +353,6 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
   SPLAT_UNROLL
   for (int p = 0; p < SPLAT_CHUNK_PIXELS; ++p) {
     const uint32_t pixel = lane_pixel(t, SPLAT_CHUNK_PIXELS, (uint32_t)p);
-    blocks |= tile_pixel_block(pixel);
     px[p] = tile_pixel(cam, c.tile, pixel);
     // A lane's pixels share a column (lane_pixel: rows 4 apart in a
     // quadrant): one x value, so the blend's x terms are formed once a splat.
@@ -364,7 +363,12 @@ SPLAT_FUNC void rasterize_chunks_body(SimtThread t, SPLAT_CONST_MEM const Camera
     // An ended pixel blends nothing here, with P = 0 so that later head
     // launches see it ended.
     if (chunk_pixel_ended(T_before[p])) cb[p].P = 0.f;
-    any_live = any_live || (px[p].inside && cb[p].P > 0.f);
+    const bool live = px[p].inside && cb[p].P > 0.f;
+    any_live = any_live || live;
+    // The group's blocks count its live pixels alone: an ended pixel leaves
+    // this chunk as (P, L, last) = (0, 0, 0) whatever it visits, and nothing
+    // reads the state of a pixel outside the image.
+    blocks |= live ? tile_pixel_block(pixel) : 0u;
   }
   const uint32_t group_blocks = simd_or(blocks);
   // The first chunk of a list starts from T = 1, the blend's own start: there
