@@ -7,8 +7,8 @@
 // thread adds its two pixels' gradients before the SIMD group reduces them:
 // the loads, the block test, the reduction and the atomics of a splat serve
 // 64 pixels (SIMD group w holds the tile's quadrant w; lane l its slots l
-// and l + 32: lane_pixel in rasterize_forward.h). The variants are specialization constants
-// (compile-time), one per BackendConfig switch:
+// and l + 32: lane_pixel in rasterize_forward.h). The variants are
+// specialization constants (compile-time), one per BackendConfig switch:
 //   SPLAT_SPEC_BWD_REDUCE   simd: sum the 9 per-splat gradients over the SIMD
 //                           group, one set of atomics per SIMD group; tg:
 //                           threadgroup-memory reduction, one set per
@@ -75,7 +75,8 @@
 
 // The threadgroup (SPLAT_BWD_THREADS, SPLAT_BWD_PIXELS: params.h).
 SPLAT_STATIC_ASSERT(SPLAT_BWD_THREADS % SPLAT_SIMD_WIDTH == 0, "whole SIMD groups");
-SPLAT_STATIC_ASSERT(SPLAT_BWD_PIXELS * SPLAT_SIMD_WIDTH == 64, "a SIMD group holds a quadrant of its tile (tile_group_pixel)");
+SPLAT_STATIC_ASSERT(64 % (SPLAT_BWD_PIXELS * SPLAT_SIMD_WIDTH) == 0,
+                    "a SIMD group's slots lie in one quadrant of its tile (tile_group_pixel)");
 
 // Splats per deterministic reduction round, and threadgroup memory sizes (in
 // elements) the entry points declare.
