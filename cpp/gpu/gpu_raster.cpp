@@ -70,7 +70,8 @@ void GpuDevice::forward_views(const ParamRefs& params, size_t n, uint32_t sh_str
             covers = ensure(kCovers, sizeof(CoverRecord) * total, true),
             counts = ensure(kPairCount, 4 * total, true), pair_ranges = ensure(kPairRanges, 8 * total, true);
   // Each record's ShColorJacobian (three quads) for the projection backward, from SH degree 1 on.
-  BufferRef color_jac = ensure(kColorJacobian, sh_degree > 0 ? 48 * total : 16, true);
+  const size_t jac_bytes = sizeof(float) * SPLAT_COLOR_JAC_FLOATS;
+  BufferRef color_jac = ensure(kColorJacobian, sh_degree > 0 ? jac_bytes * total : 16, true);
   ensure(kDepthKeysA, 4 * total, true);
   ensure(kDepthKeysB, 4 * total, true);
   ensure(kDepthIdsA, 4 * total, true);
@@ -283,9 +284,10 @@ void GpuDevice::backward_project(uint32_t v, const CameraParams& cam, const Buff
   // View v's records, radii, pair ranges and (per record, not per pair slot)
   // accumulators; the deterministic variant's pair slots are global.
   const size_t acc_offset = config_.deterministic ? 0 : sizeof(float) * SPLAT_PAIR_GRAD * n * v;
+  const size_t jac_offset = rp_.sh_degree > 0 ? sizeof(float) * SPLAT_COLOR_JAC_FLOATS * n * v : 0;
   launch(Kernel::ProjectBackward, div_up(n, kGroup),
          {KernelArg::value(cam), KernelArg::value(view_params(v)), KernelArg::buf(p.p[0]), KernelArg::buf(p.p[1]),
-          KernelArg::buf(p.p[2]), KernelArg::buf(ref(kColorJacobian, rp_.sh_degree > 0 ? 48 * n * v : 0)),
+          KernelArg::buf(p.p[2]), KernelArg::buf(ref(kColorJacobian, jac_offset)),
           KernelArg::buf(ref(kRecords, sizeof(SplatRecord) * n * v)),
           KernelArg::buf(ref(kRadius, 4 * n * v)), KernelArg::buf(ref(kGrads, acc_offset)),
           KernelArg::buf(ref(kPairRanges, 8 * n * v)), KernelArg::buf(out[0]), KernelArg::buf(out[1]),

@@ -14,6 +14,9 @@
 #define SPLAT_SH_FACTOR_FLOATS 20
 SPLAT_STATIC_ASSERT(SPLAT_SH_FACTOR_FLOATS == SPLAT_MAX_SH_COEFFS + 4 && SPLAT_MAX_SH_COEFFS % 4 == 0,
                     "SH gradient factors: b[16], dc, pad, in whole quads");
+// Floats per record of the colour's direction Jacobian (sh.h ShColorJacobian,
+// project.h): its three rows, one quad each (x, y, z, pad).
+#define SPLAT_COLOR_JAC_FLOATS 12
 
 // The camera of one view. w2c holds the first three rows of the 4x4
 // world-to-camera matrix, row-major (OpenCV axes).

@@ -34,7 +34,7 @@ SPLAT_FUNC ShRow load_sh_row(SPLAT_DEVICE_MEM const float* sh, uint32_t stride, 
 }
 
 // Record r's ShColorJacobian rows as three 16-byte quads (x, y, z, 0) from
-// color_jac[12 r] (the clamped channels go in the record:
+// color_jac[SPLAT_COLOR_JAC_FLOATS r] (the clamped channels go in the record:
 // SplatRecord::color_clamped). Quads, not 9 packed floats: the forward's nine
 // scalar stores 36 bytes apart cost it 0.035 ms at 1M Gaussians where the
 // quads cost 0.026 (H100). Written and read only at SH degree 1 and up: at 0
@@ -42,7 +42,7 @@ SPLAT_FUNC ShRow load_sh_row(SPLAT_DEVICE_MEM const float* sh, uint32_t stride, 
 SPLAT_FUNC void store_color_jacobian(SPLAT_DEVICE_MEM float* color_jac, uint32_t r,
                                      SPLAT_THREAD const ShColorJacobian& jac) {
   SPLAT_UNROLL for (uint32_t c = 0; c < 3u; ++c)
-    store_float4(color_jac, 3u * r + c, jac.row[c].x, jac.row[c].y, jac.row[c].z, 0.f);
+    store_float4(color_jac, SPLAT_COLOR_JAC_FLOATS / 4 * r + c, jac.row[c].x, jac.row[c].y, jac.row[c].z, 0.f);
 }
 
 SPLAT_FUNC ShColorJacobian load_color_jacobian(SPLAT_CONST_MEM const RasterParams& rp,
@@ -53,7 +53,7 @@ SPLAT_FUNC ShColorJacobian load_color_jacobian(SPLAT_CONST_MEM const RasterParam
   jac.row[0] = jac.row[1] = jac.row[2] = make_vec3(0.f, 0.f, 0.f);
   if (rp.sh_degree == 0u) return jac;
   SPLAT_UNROLL for (uint32_t c = 0; c < 3u; ++c) {
-    const vec4 q = load_float4(color_jac, 3u * r + c);
+    const vec4 q = load_float4(color_jac, SPLAT_COLOR_JAC_FLOATS / 4 * r + c);
     jac.row[c] = make_vec3(q.x, q.y, q.z);
   }
   return jac;

@@ -77,7 +77,7 @@ Scene make_scene(std::mt19937& rng, uint32_t n, uint32_t views) {
       r.opacity = r.sigmoid_opacity * (0.5f + 0.5f * unit(rng));
       r.color_clamped = (float)(rng() % 8u);
       s.records.push_back(r);
-      for (int e = 0; e < 12; ++e) s.color_jac.push_back(normal(rng));
+      for (int e = 0; e < SPLAT_COLOR_JAC_FLOATS; ++e) s.color_jac.push_back(normal(rng));
       rad[i] = unit(rng) < 0.2f ? 0 : 1 + (int32_t)(rng() % 20);  // a fifth unseen
     }
     // Magnitudes far apart, so the order of the views' sums shows in the bits.
@@ -119,7 +119,7 @@ void launches_a_view(const Scene& s, uint32_t n, uint32_t k, uint32_t views, boo
   const size_t r0 = (size_t)k * n;
   simt_emu::dispatch(groups, SPLAT_GROUP_SIZE, [&](SimtThread t) {
     project_backward_body(t, s.cams[k], rp, s.means.data(), s.log_scales.data(), s.quats.data(),
-                          s.color_jac.data() + 12 * r0, s.records.data() + r0, radius + r0,
+                          s.color_jac.data() + SPLAT_COLOR_JAC_FLOATS * r0, s.records.data() + r0, radius + r0,
                           s.accum.data() + (size_t)SPLAT_PAIR_GRAD * r0, nullptr,
                           out.grads[0].data(), out.grads[1].data(), out.grads[2].data(), out.grads[3].data(),
                           out.factors.data() + (size_t)SPLAT_SH_FACTOR_FLOATS * r0, out.means2d.data());
@@ -172,7 +172,7 @@ struct Projected {
   std::vector<float> color_jac;
   explicit Projected(size_t records_) : records(records_), radius(records_, 99), covers(records_),
                                         pair_count(records_, 99), depth_keys(records_), depth_ids(records_),
-                                        color_jac(12 * records_) {}
+                                        color_jac(SPLAT_COLOR_JAC_FLOATS * records_) {}
 };
 
 size_t byte_differences(const void* a, const void* b, size_t count, size_t size) {
@@ -194,7 +194,7 @@ size_t forward_differences(const Scene& s, uint32_t n, uint32_t views, uint32_t 
       project_forward_body(t, s.cams[k], rp, s.means.data(), s.log_scales.data(), s.quats.data(),
                            s.opacity_logits.data(), s.sh.data(), a.records.data() + o, a.radius.data() + o,
                            a.covers.data() + o, a.pair_count.data() + o, a.depth_keys.data() + o,
-                           a.depth_ids.data() + o, a.color_jac.data() + 12 * o);
+                           a.depth_ids.data() + o, a.color_jac.data() + SPLAT_COLOR_JAC_FLOATS * o);
     });
   }
   rp.record_base = 0;
@@ -222,7 +222,8 @@ size_t forward_differences(const Scene& s, uint32_t n, uint32_t views, uint32_t 
     if (a.radius[e] > 0)
       d += byte_differences(&a.records[e], &b.records[e], 1, sizeof(SplatRecord)) +
            byte_differences(&a.covers[e], &b.covers[e], 1, sizeof(CoverRecord)) +
-           byte_differences(&a.color_jac[12 * e], &b.color_jac[12 * e], 12, 4);
+           byte_differences(&a.color_jac[SPLAT_COLOR_JAC_FLOATS * e], &b.color_jac[SPLAT_COLOR_JAC_FLOATS * e],
+                            SPLAT_COLOR_JAC_FLOATS, 4);
   return d;
 }
 
